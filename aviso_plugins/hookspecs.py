@@ -1,0 +1,58 @@
+"""Every hook a plugin can implement.
+
+Each hook is collected from all registered plugins (none is ``firstresult``): the host
+merges the results and refuses duplicates, so two plugins can never silently claim the
+same handler type, backend kind, auth mode, authoriser or sink name. A test fails when a
+hook here lacks a docstring or a section in ``docs/plugins.md``.
+"""
+
+from collections.abc import Iterable
+
+from starlette.routing import BaseRoute
+
+from aviso_plugins import hookspec
+from aviso_plugins.types import AuthProvider, FieldHandler, Sink, StorageBackend, StreamAuthoriser
+
+# -- identifiers -------------------------------------------------------------------------
+
+
+@hookspec
+def aviso_field_handlers() -> Iterable[type[FieldHandler]]:
+    """Return field handler classes; each is selected by its ``type_name`` in a schema."""
+
+
+# -- storage -----------------------------------------------------------------------------
+
+
+@hookspec
+def aviso_storage_backends() -> Iterable[type[StorageBackend]]:
+    """Return storage backend classes; one is selected by ``notification_backend.kind``."""
+
+
+# -- authentication and authorisation -----------------------------------------------------
+
+
+@hookspec
+def aviso_auth_providers() -> Iterable[type[AuthProvider]]:
+    """Return auth provider classes; one is selected by ``auth.mode`` when auth is enabled."""
+
+
+@hookspec
+def aviso_stream_authorisers() -> Iterable[type[StreamAuthoriser]]:
+    """Return stream authoriser classes; a stream opts in by naming one in ``auth.plugins``."""
+
+
+# -- producers ---------------------------------------------------------------------------
+
+
+@hookspec
+def aviso_sinks() -> Iterable[type[Sink]]:
+    """Return sink classes that publish notifications on behalf of producers (e.g. Spark)."""
+
+
+# -- the web application -----------------------------------------------------------------
+
+
+@hookspec
+def aviso_extra_routes() -> Iterable[BaseRoute]:
+    """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``)."""

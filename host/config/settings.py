@@ -1,0 +1,109 @@
+"""Typed, immutable settings: the configuration after loading and validation.
+
+Handlers receive only the part they need; nothing re-reads the raw document after startup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationSettings:
+    host: str
+    port: int
+    base_url: str = "http://localhost"
+    static_files_path: str = "/app/static"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingSettings:
+    level: str = "info"
+    """One of trace, debug, info, warn, error (lower case); anything else became info."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    enabled: bool = False
+    mode: str = "direct"
+    auth_o_tron_url: str = ""
+    jwt_secret: str = ""
+    admin_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    timeout_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSettings:
+    kind: str
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Every ``notification_backend.<kind>`` mapping as configured (types coerced)."""
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """The selected backend's own section."""
+        return self.sections.get(self.kind, {})
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    sse_heartbeat_interval_sec: int = 30
+    connection_max_duration_sec: int = 3600
+    replay_batch_size: int = 100
+    max_historical_notifications: int = 10000
+    replay_batch_delay_ms: int = 100
+    concurrent_notification_processing: int = 15
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    base: str
+    key_order: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAuthSettings:
+    required: bool
+    read_roles: Mapping[str, tuple[str, ...]] | None = None
+    write_roles: Mapping[str, tuple[str, ...]] | None = None
+    plugins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaSettings:
+    """One ``notification_schema`` entry."""
+
+    event_type: str
+    identifier: Mapping[str, Mapping[str, Any]]
+    """Field name -> definition, explicit nulls removed, in configuration order."""
+    topic: TopicSettings | None = None
+    payload_required: bool | None = None
+    """``None`` when the schema has no ``payload`` block (payload optional)."""
+    auth: StreamAuthSettings | None = None
+    storage_policy: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    application: ApplicationSettings
+    backend: BackendSettings
+    logging: LoggingSettings = LoggingSettings()
+    auth: AuthSettings = AuthSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    watch: WatchSettings = WatchSettings()
+    schemas: Mapping[str, SchemaSettings] = field(default_factory=dict)
+    schemas_configured: bool = False
+    """False when ``notification_schema`` is absent (the schema endpoint says so)."""
+    strict: bool = False
+    """Effective ``notification_schema_strict``."""
+    ecpds: Mapping[str, Any] | None = None
+    document: Mapping[str, Any] = field(default_factory=dict)
+    """The merged configuration document, for ``aviso config check`` (redact before use)."""
