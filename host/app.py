@@ -1,0 +1,85 @@
+"""create_app(): the Starlette application, mountable under any path prefix."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from aviso_host.config import load_settings
+from aviso_host.config.settings import Settings
+from aviso_host.plugins import PluginRegistry, discover
+from aviso_host.request_id import RequestIdMiddleware
+from aviso_host.routes import admin, notify, schema, streams
+from aviso_host.routes.ops import ops_routes
+from aviso_host.service import Service, server_version
+
+
+async def _bare_http_error(request: Request, exc: Exception) -> Response:
+    # 404/405 are framework fallbacks: no aviso JSON, just the status (and Allow on 405).
+    assert isinstance(exc, HTTPException)
+    return Response(status_code=exc.status_code, headers=exc.headers)
+
+
+def api_routes() -> list[BaseRoute]:
+    return [
+        Route("/api/v1/notification", notify.notify, methods=["POST"]),
+        Route("/api/v1/watch", streams.watch, methods=["POST"]),
+        Route("/api/v1/replay", streams.replay, methods=["POST"]),
+        Route("/api/v1/schema", schema.list_schemas, methods=["GET"]),
+        Route("/api/v1/schema/{event_type}", schema.get_schema, methods=["GET"]),
+        Route(
+            "/api/v1/admin/notification/{notification_id}",
+            admin.delete_notification,
+            methods=["DELETE"],
+        ),
+        Route("/api/v1/admin/wipe/stream", admin.wipe_stream, methods=["DELETE"]),
+        Route("/api/v1/admin/wipe/all", admin.wipe_all, methods=["DELETE"]),
+    ]
+
+
+def create_app(
+    settings: Settings | None = None, registry: PluginRegistry | None = None
+) -> Starlette:
+    """Build the app; with no arguments, plugins and configuration are discovered as
+    ``aviso serve`` would. ``app.state.service.begin_shutdown()`` closes every open stream
+    with ``server_shutdown`` (``aviso serve`` calls it on SIGTERM/SIGINT; a gateway that
+    mounts this app should call it from its own signal handling).
+    """
+    registry = registry or discover()
+    settings = settings or load_settings(registry)
+    service = Service(settings, registry)
+    extra_routes = (
+        [route for routes in registry.manager.hook.aviso_extra_routes() for route in routes]
+        if registry.manager
+        else []
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await service.ensure_started()
+        try:
+            yield
+        finally:
+            await service.begin_shutdown()
+            await service.close()
+
+    app = Starlette(
+        routes=[
+            *api_routes(),
+            *ops_routes(settings.application.static_files_path, server_version()),
+            *extra_routes,
+        ],
+        middleware=[Middleware(RequestIdMiddleware)],
+        exception_handlers={HTTPException: _bare_http_error},
+        lifespan=lifespan,
+    )
+    app.router.redirect_slashes = False
+    app.state.service = service
+    return app

@@ -1,0 +1,91 @@
+"""The ``aviso`` command."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from aviso_host.encoding import dumps
+from aviso_host.logs import configure_logging
+from aviso_host.plugins import PluginError, discover
+
+CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
+
+
+@click.group()
+def main() -> None:
+    """aviso: notifications for data-driven workflows (notify, watch, replay)."""
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="Configuration file (only this file is read).",
+)
+@click.option("--host", help="Bind address (default: application.host).")
+@click.option("--port", type=int, help="Port (default: application.port).")
+def serve(config_file: str | None, host: str | None, port: int | None) -> None:
+    """Run the server with uvicorn."""
+    from aviso_host.app import create_app
+    from aviso_host.config import ConfigError, load_settings
+    from aviso_host.server import AvisoServer, uvicorn_config
+
+    if config_file is not None:
+        os.environ[CONFIG_ENV] = config_file
+    try:
+        registry = discover()
+        settings = load_settings(registry)
+    except (ConfigError, PluginError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    configure_logging(settings.logging.level)
+    app = create_app(settings, registry)
+    config = uvicorn_config(
+        app,
+        host or settings.application.host,
+        port if port is not None else settings.application.port,
+    )
+    server = AvisoServer(config, app.state.service)
+    server.run()
+    if not server.started:
+        sys.exit(1)
+
+
+@main.command("plugins")
+def list_plugins() -> None:
+    """List the discovered plugins: name, kind, distribution, version."""
+    try:
+        registry = discover()
+    except PluginError as exc:
+        raise click.ClickException(str(exc)) from exc
+    rows = [("NAME", "KIND", "DISTRIBUTION", "VERSION")]
+    rows += [
+        (p.name, ",".join(p.kinds) or "-", p.distribution, p.version) for p in registry.plugins
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        click.echo(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+@main.group()
+def config() -> None:
+    """Configuration tools."""
+
+
+@config.command("check")
+@click.argument("path", type=click.Path(dir_okay=False))
+def check(path: str) -> None:
+    """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration."""
+    from aviso_host.config import ConfigError, load_settings, redact
+
+    try:
+        registry = discover()
+        settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
+    except (ConfigError, PluginError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(dumps(redact(settings.document), sort_keys=False))

@@ -1,0 +1,107 @@
+"""The start-cursor grammar of watch and replay: ``from_id`` and ``from_date``.
+
+Python's ``int()`` and ``datetime.fromisoformat`` accept far more than the contract allows
+(spaces, underscores, non-ASCII digits, date-only strings), so both are parsed with explicit
+patterns first.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+_FROM_ID = re.compile(r"\+?[0-9]+", re.ASCII)
+_EPOCH = re.compile(r"\+?([0-9]+)", re.ASCII)
+_NEGATIVE_EPOCH = re.compile(r"-[0-9]+", re.ASCII)
+_DATETIME = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:\.(?P<fraction>[0-9]+))?(?P<offset>[Zz]|[+-][0-9]{2}:[0-9]{2})?",
+    re.ASCII,
+)
+_U64_MAX = 2**64 - 1
+_I64_MAX = 2**63 - 1
+_EPOCH_START = datetime(1970, 1, 1, tzinfo=UTC)
+_DATE_EXAMPLES = (
+    "Valid examples: '2025-06-09T13:15:00Z', '2025-06-09 13:15:00+00:00', "
+    "'2025-06-09 13:15:00', '1740509903', '1740509903710'"
+)
+
+
+class CursorError(ValueError):
+    """A start cursor is invalid; the message is the client-facing text."""
+
+
+def parse_from_id(raw: str) -> int:
+    if not raw.strip():
+        raise CursorError(
+            "from_id cannot be empty. Provide a valid sequence number or omit the field"
+        )
+    if not _FROM_ID.fullmatch(raw) or int(raw) > _U64_MAX:
+        raise CursorError(
+            f"from_id must be a valid positive integer. Got: '{raw}'. "
+            "Valid examples: '1', '123', '9999'"
+        )
+    return int(raw)
+
+
+def parse_from_date(raw: str) -> datetime:
+    """Return a timezone-aware UTC datetime (microsecond precision)."""
+    text = raw.strip()
+    if not text:
+        raise CursorError(
+            "from_date cannot be empty. Provide a valid datetime/timestamp or omit the field"
+        )
+    try:
+        return _parse_date_text(text)
+    except ValueError as exc:
+        raise CursorError(
+            f"from_date must be a valid datetime/timestamp. Got: '{raw}'. Error: {exc}. "
+            f"{_DATE_EXAMPLES}"
+        ) from exc
+
+
+def _parse_date_text(text: str) -> datetime:
+    if _NEGATIVE_EPOCH.fullmatch(text):
+        raise ValueError(f"negative unix timestamps are not supported: '{text}'")
+    epoch = _EPOCH.fullmatch(text)
+    if epoch:
+        return _from_epoch(text, epoch.group(1))
+    match = _DATETIME.fullmatch(text)
+    if not match:
+        raise ValueError(
+            "expected ISO-8601 datetime (RFC3339/space-separated with optional timezone) "
+            "or unix epoch seconds/milliseconds"
+        )
+    moment = datetime.strptime(f"{match['date']} {match['time']}", "%Y-%m-%d %H:%M:%S")
+    fraction = (match["fraction"] or "")[:6].ljust(6, "0")
+    moment = moment.replace(microsecond=int(fraction))
+    offset = match["offset"]
+    if offset is None or offset in "Zz":
+        return moment.replace(tzinfo=UTC)
+    sign = 1 if offset[0] == "+" else -1
+    delta = timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
+    return (moment - sign * delta).replace(tzinfo=UTC)
+
+
+def _from_epoch(text: str, digits: str) -> datetime:
+    value = int(digits)
+    if value > _I64_MAX:
+        raise ValueError(f"failed to parse unix timestamp '{text}': number too large")
+    significant = len(digits.lstrip("0")) or 1
+    try:
+        if significant <= 11:
+            return _EPOCH_START + timedelta(seconds=value)
+        return _EPOCH_START + timedelta(milliseconds=value)
+    except OverflowError as exc:
+        unit = "seconds" if significant <= 11 else "milliseconds"
+        raise ValueError(f"invalid unix {unit} timestamp '{text}'") from exc
+
+
+def whole_seconds(moment: datetime) -> str:
+    """Control-event timestamp: UTC, truncated to whole seconds, ``Z`` suffix."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_ns(moment: datetime) -> int:
+    delta = moment - _EPOCH_START
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000

@@ -1,0 +1,126 @@
+"""The aviso error object: codes, labels, JSON bodies and the log event each one emits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from starlette.responses import Response
+
+from aviso_host.encoding import dumps
+
+
+class Endpoint(Enum):
+    """The three POST endpoints; each has its own error label and validation code."""
+
+    NOTIFY = ("notify", "Invalid Notification Request", "INVALID_NOTIFICATION_REQUEST")
+    WATCH = ("watch", "Invalid Watch Request", "INVALID_WATCH_REQUEST")
+    REPLAY = ("replay", "Invalid Replay Request", "INVALID_REPLAY_REQUEST")
+
+    def __init__(self, operation: str, label: str, validation_code: str) -> None:
+        self.operation = operation
+        self.label = label
+        self.validation_code = validation_code
+
+
+class ApiError(Exception):
+    """A failure answered with the aviso error object (keys sorted on the wire)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        error: str,
+        message: str,
+        *,
+        details: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        with_details: bool = True,
+        event_name: str = "api.request.validation.failed",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.error = error
+        self.message = message
+        self.details = details if details is not None else message
+        self.extra = dict(extra or {})
+        self.with_details = with_details
+        self.event_name = event_name
+
+    def body(self, request_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "code": self.code,
+            "error": self.error,
+            "message": self.message,
+            "request_id": request_id,
+            **self.extra,
+        }
+        if self.with_details:
+            body["details"] = self.details
+        return body
+
+
+def parse_error(endpoint: Endpoint, code: str, message: str) -> ApiError:
+    return ApiError(400, code, endpoint.label, message, event_name="api.request.parse.failed")
+
+
+def validation_error(endpoint: Endpoint, message: str, details: str | None = None) -> ApiError:
+    return ApiError(400, endpoint.validation_code, endpoint.label, message, details=details)
+
+
+def unknown_event_type(event_type: str, configured: list[str]) -> ApiError:
+    return ApiError(
+        400,
+        "UNKNOWN_EVENT_TYPE",
+        "unknown_event_type",
+        f"unknown event type '{event_type}'",
+        extra={"configured_event_types": configured},
+        with_details=False,
+    )
+
+
+def processing_error(message: str, details: str | None = None) -> ApiError:
+    return ApiError(
+        500,
+        "NOTIFICATION_PROCESSING_FAILED",
+        "Notification Processing Failed",
+        message,
+        details=details,
+        event_name="api.request.processing.failed",
+    )
+
+
+def storage_error(details: str) -> ApiError:
+    return ApiError(
+        500,
+        "NOTIFICATION_STORAGE_FAILED",
+        "Notification Storage Failed",
+        "Failed to store notification",
+        details=details,
+        event_name="api.request.processing.failed",
+    )
+
+
+def stream_setup_error(details: str, topic: str) -> ApiError:
+    return ApiError(
+        500,
+        "SSE_STREAM_INITIALIZATION_FAILED",
+        "SSE stream creation failed",
+        "Failed to create stream consumer",
+        details=details,
+        extra={"topic": topic},
+        event_name="stream.sse.initialization.failed",
+    )
+
+
+def json_response(
+    body: Mapping[str, Any], status: int = 200, *, sort_keys: bool = True
+) -> Response:
+    """A JSON response with aviso's encoding (typed bodies pass ``sort_keys=False``)."""
+    return Response(
+        dumps(body, sort_keys=sort_keys).encode(),
+        status_code=status,
+        media_type="application/json",
+    )

@@ -1,0 +1,186 @@
+"""From a request's ``identifier`` object to what the backend needs.
+
+Notify: validate and canonicalise every value, build the topic and the stored metadata.
+Watch/replay: build the topic pattern plus the in-process filters (scalars on fields
+outside the topic, constraint objects, the spatial filter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aviso_host.encoding import dumps
+from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter
+from aviso_host.schemas import POLYGON, EventSchema
+from aviso_plugins.geometry import bounding_box
+from aviso_plugins.numbers import float_display, json_scalar_text
+from aviso_plugins.topics import TopicPattern, build_topic
+from aviso_plugins.types import ConstraintPredicate, FieldHandler, InvalidValue
+
+WILDCARD = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedNotification:
+    """A validated notification, ready to publish."""
+
+    topic: str
+    payload: str
+    metadata: dict[str, str]
+
+
+def scalar_text(field: str, value: Any, operation: str) -> str:
+    """The text a handler sees for one JSON value (objects are constraints, handled apart)."""
+    if value is None:
+        raise InvalidValue(f"Field '{field}' cannot be null")
+    if isinstance(value, list):
+        raise InvalidValue(
+            f"Field '{field}' must be a scalar value or constraint object, got array"
+        )
+    if isinstance(value, dict):
+        raise InvalidValue(
+            f"Field '{field}' constraint object is not supported for {operation} operation"
+        )
+    return json_scalar_text(value)
+
+
+# -- notify ------------------------------------------------------------------------------
+
+
+def plan_notification(
+    schema: EventSchema | None, event_type: str, identifier: Mapping[str, Any], payload: Any
+) -> PlannedNotification:
+    if schema is None:
+        canonical = _generic_notify_values(identifier)
+        tokens = [event_type, *(canonical[key] for key in sorted(canonical))]
+        return PlannedNotification(build_topic(tokens), dumps(payload), _metadata(canonical))
+    for key in identifier:
+        if key not in schema.fields:
+            raise InvalidValue(f"Unknown field '{key}' provided for notify operation")
+    for key in schema.fields:
+        if key not in identifier:
+            raise InvalidValue(f"Required field '{key}' missing for notify operation")
+    canonical = {
+        key: handler.canonicalise(scalar_text(key, identifier[key], "notify"))
+        for key, handler in schema.fields.items()
+    }
+    if schema.payload_required and payload is None:
+        raise InvalidValue("Payload is required for notify operation based on schema configuration")
+    tokens = [schema.base, *(canonical[key] for key in schema.topic_fields)]
+    metadata = _metadata(canonical)
+    spatial = schema.spatial_field
+    if spatial is not None:
+        metadata.update(spatial_metadata(spatial, canonical[POLYGON]))
+    return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
+
+
+def _generic_notify_values(identifier: Mapping[str, Any]) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for key, value in identifier.items():
+        text = scalar_text(key, value, "notify")
+        if not text:
+            raise InvalidValue(f"Field '{key}' cannot be empty")
+        values[key] = text
+    return values
+
+
+def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
+    # The full identifier travels with the message so that filters on fields outside the
+    # topic work and delivery can show every field (empty values are left out).
+    return {"identifier": dumps({key: value for key, value in canonical.items() if value})}
+
+
+def spatial_metadata(handler: FieldHandler, polygon: str) -> dict[str, str]:
+    min_lat, min_lon, max_lat, max_lon = bounding_box(handler.polygon(polygon))
+    bbox = ",".join(float_display(value) for value in (min_lat, min_lon, max_lat, max_lon))
+    return {"spatial_geometry": polygon, "spatial_bbox": bbox}
+
+
+# -- watch / replay ----------------------------------------------------------------------
+
+
+def plan_stream_filter(
+    schema: EventSchema | None,
+    event_type: str,
+    identifier: Mapping[str, Any],
+    operation: str,
+    point: tuple[float, float] | None,
+) -> StreamFilter:
+    """``point`` was already parsed by the spatial sanity step (it runs before cursors)."""
+    if schema is None:
+        return _generic_stream_filter(event_type, identifier, point)
+    values: dict[str, str] = {}
+    constraints: dict[str, ConstraintPredicate] = {}
+    request_polygon: list[tuple[float, float]] | None = None
+    for key, handler in schema.fields.items():
+        if key not in identifier:
+            if handler.required and not (key == POLYGON and point is not None):
+                raise InvalidValue(f"Required field '{key}' missing for {operation} operation")
+            continue
+        value = identifier[key]
+        if isinstance(value, dict):
+            constraints[key] = _compile_constraint(handler, value)
+            continue
+        canonical = handler.canonicalise(scalar_text(key, value, operation))
+        if handler is schema.spatial_field:
+            request_polygon = list(handler.polygon(canonical))
+        elif canonical != WILDCARD:
+            values[key] = canonical
+    topic_fields = schema.topic_fields
+    pattern = TopicPattern.from_tokens(
+        [schema.base, *(values.get(key, WILDCARD) for key in topic_fields)]
+    )
+    positions = {key: index + 1 for index, key in enumerate(topic_fields)}
+    filters = [
+        FieldFilter(key, positions.get(key), predicate) for key, predicate in constraints.items()
+    ]
+    filters += [
+        FieldFilter(key, None, value.__eq__)
+        for key, value in values.items()
+        if key not in positions
+    ]
+    return StreamFilter(event_type, pattern, tuple(filters), _spatial(point, request_polygon))
+
+
+def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> ConstraintPredicate:
+    field = handler.field
+    if not handler.operators:
+        raise InvalidValue(
+            f"Field '{field}' does not support constraint filters; expected scalar value"
+        )
+    if len(constraint) != 1:
+        raise InvalidValue(
+            f"Field '{field}' constraint object must contain exactly one operator, "
+            f"got {len(constraint)}"
+        )
+    operator, operand = next(iter(constraint.items()))
+    if operator not in handler.operators:
+        allowed = ", ".join(sorted(handler.operators))
+        raise InvalidValue(
+            f"Field '{field}' does not support operator '{operator}'; allowed operators: {allowed}"
+        )
+    return handler.compile_constraint(operator, operand)
+
+
+def _generic_stream_filter(
+    event_type: str, identifier: Mapping[str, Any], point: tuple[float, float] | None
+) -> StreamFilter:
+    tokens = [event_type]
+    for key in sorted(identifier):
+        value = identifier[key]
+        if isinstance(value, dict):
+            raise InvalidValue(f"Field '{key}' constraint object is not supported without schema")
+        tokens.append(scalar_text(key, value, "watch"))
+    return StreamFilter(event_type, TopicPattern.from_tokens(tokens), (), _spatial(point, None))
+
+
+def _spatial(
+    point: tuple[float, float] | None, polygon: list[tuple[float, float]] | None
+) -> SpatialFilter | None:
+    if point is not None:
+        return SpatialFilter.for_point(point)
+    if polygon is not None:
+        return SpatialFilter.for_polygon(polygon)
+    return None

@@ -1,0 +1,60 @@
+"""Structured logging: one JSON object per line, carrying the current request id."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import time
+from typing import Any
+
+from aviso_host.encoding import dumps
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "aviso_request_id", default=None
+)
+
+LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+logger = logging.getLogger("aviso")
+
+
+class JsonLineFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = getattr(record, "request_id", None) or request_id_var.get()
+        if request_id:
+            entry["request_id"] = request_id
+        entry.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return dumps(entry, sort_keys=False)
+
+
+def configure_logging(level: str) -> None:
+    """Route every logger (uvicorn's included) through the JSON formatter on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLineFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(LEVELS.get(level, logging.INFO))
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+
+
+def log_event(event_name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log a named event; ``fields`` (event_type, topic, ...) become top-level JSON keys."""
+    logger.log(level, message, extra={"fields": {"event_name": event_name, **fields}})

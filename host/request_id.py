@@ -1,0 +1,42 @@
+"""Pure-ASGI middleware giving every request a fresh UUID (``X-Request-ID``).
+
+A client-supplied ``X-Request-ID`` is ignored on purpose: the id must be one the server
+generated, so it can be trusted in logs.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from aviso_host.logs import request_id_var
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = str(uuid.uuid4())
+        scope.setdefault("state", {})["request_id"] = request_id
+        token = request_id_var.set(request_id)
+        header = (b"x-request-id", request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() != b"x-request-id"
+                ]
+                message = {**message, "headers": [*headers, header]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id_var.reset(token)

@@ -1,0 +1,60 @@
+"""Steps shared by notify, watch and replay: body, strict event-type gate, error answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import ASGIApp
+
+from aviso_host.errors import ApiError, Endpoint, json_response, unknown_event_type
+from aviso_host.logs import log_event
+from aviso_host.requests import BodyTooLarge, RequestBody, parse_body, read_body
+from aviso_host.schemas import EventSchema
+from aviso_host.service import Service
+
+Handler = Callable[[Request], Awaitable[ASGIApp]]
+
+
+def service_of(request: Request) -> Service:
+    return request.app.state.service
+
+
+def request_id_of(request: Request) -> str:
+    return request.scope["state"]["request_id"]
+
+
+async def read_request(request: Request, endpoint: Endpoint) -> RequestBody:
+    """Steps 2-5: read, parse, whitelist keys, check the shape."""
+    return parse_body(await read_body(request), endpoint)
+
+
+def schema_for(service: Service, body: RequestBody) -> EventSchema | None:
+    """Step 6: in strict mode an unknown event type is refused before anything else."""
+    schema = service.catalog.get(body.event_type)
+    if schema is None and service.catalog.strict:
+        raise unknown_event_type(body.event_type, service.catalog.event_types)
+    return schema
+
+
+def error_response(request: Request, error: ApiError, **log_fields: str) -> Response:
+    level = logging.ERROR if error.status >= 500 else logging.WARNING
+    log_event(error.event_name, error.message, level, code=error.code, **log_fields)
+    return json_response(error.body(request_id_of(request)), error.status)
+
+
+def api_endpoint(handler: Handler) -> Handler:
+    """Turn ApiError into the aviso error object and oversize bodies into a plain 413."""
+
+    async def endpoint(request: Request) -> ASGIApp:
+        await service_of(request).ensure_started()
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return error_response(request, error)
+        except BodyTooLarge:
+            return PlainTextResponse("Payload Too Large", status_code=413)
+
+    return endpoint

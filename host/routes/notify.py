@@ -1,0 +1,74 @@
+"""POST /api/v1/notification."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aviso_host.cursors import whole_seconds
+from aviso_host.errors import (
+    Endpoint,
+    json_response,
+    processing_error,
+    storage_error,
+    validation_error,
+)
+from aviso_host.identifiers import plan_notification
+from aviso_host.logs import log_event
+from aviso_host.routes.common import (
+    api_endpoint,
+    error_response,
+    read_request,
+    request_id_of,
+    schema_for,
+    service_of,
+)
+from aviso_host.schemas import POINT
+from aviso_plugins.types import InvalidValue
+
+
+@api_endpoint
+async def notify(request: Request) -> Response:
+    service = service_of(request)
+    body = await read_request(request, Endpoint.NOTIFY)
+    schema = schema_for(service, body)
+    if POINT in body.identifier:
+        raise validation_error(
+            Endpoint.NOTIFY,
+            "identifier.point is only supported for watch/replay endpoints, not /notification",
+        )
+    try:
+        planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
+    except InvalidValue as exc:
+        raise validation_error(Endpoint.NOTIFY, exc.message, exc.details) from exc
+    except Exception as exc:
+        return error_response(
+            request,
+            processing_error(f"Failed to process notification: {exc}"),
+            event_type=body.event_type,
+        )
+    try:
+        record = await service.backend.publish(planned.topic, planned.payload, planned.metadata)
+    except Exception as exc:
+        return error_response(
+            request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic
+        )
+    log_event(
+        "api.notification.stored",
+        "notification stored",
+        logging.DEBUG,
+        event_type=body.event_type,
+        topic=planned.topic,
+        sequence=record.sequence,
+    )
+    return json_response(
+        {
+            "status": "success",
+            "request_id": request_id_of(request),
+            "processed_at": whole_seconds(datetime.now(UTC)),
+        },
+        sort_keys=False,
+    )

@@ -1,0 +1,43 @@
+"""GET /api/v1/schema and /api/v1/schema/{event_type}: public, whatever auth says."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aviso_host.errors import json_response
+from aviso_host.routes.common import request_id_of, service_of
+
+_NOT_CONFIGURED = "No notification schema configured"
+
+
+async def list_schemas(request: Request) -> Response:
+    catalog = service_of(request).catalog
+    body: dict[str, object] = {
+        "event_types": catalog.event_types,
+        "schema": {name: catalog.schemas[name].describe() for name in catalog.event_types},
+        "status": "success",
+        "total_schemas": len(catalog.schemas),
+    }
+    if not catalog.configured:
+        body["message"] = _NOT_CONFIGURED
+    return json_response(body)
+
+
+async def get_schema(request: Request) -> Response:
+    catalog = service_of(request).catalog
+    event_type = request.path_params["event_type"]
+    schema = catalog.get(event_type)
+    if schema is not None:
+        return json_response(
+            {"event_type": event_type, "schema": schema.describe(), "status": "success"}
+        )
+    body: dict[str, object] = {"request_id": request_id_of(request), "status": "error"}
+    if catalog.configured:
+        body |= {
+            "available_types": catalog.event_types,
+            "message": f"Event type '{event_type}' not found",
+        }
+    else:
+        body["message"] = _NOT_CONFIGURED
+    return json_response(body, 404)

@@ -1,0 +1,128 @@
+"""POST /api/v1/watch and POST /api/v1/replay: validate, plan, then hand over to the stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp
+
+from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
+from aviso_host.errors import Endpoint, stream_setup_error, validation_error
+from aviso_host.identifiers import plan_stream_filter
+from aviso_host.requests import RequestBody
+from aviso_host.routes.common import (
+    api_endpoint,
+    error_response,
+    read_request,
+    request_id_of,
+    schema_for,
+    service_of,
+)
+from aviso_host.schemas import POINT, POLYGON
+from aviso_host.streaming.control import LiveQueue, StreamControl
+from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_plugins.geometry import parse_point_text
+from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins.types import InvalidValue, StartCursor
+
+_MISSING_CURSOR = (
+    "Replay endpoint requires either from_id or from_date parameter. "
+    "Use from_id for sequence-based replay or from_date for time-based replay."
+)
+_BOTH_CURSORS = (
+    "Cannot specify both from_id and from_date. Please provide only one replay parameter. "
+    "Use from_id for sequence-based replay or from_date for time-based replay."
+)
+
+
+def _point(identifier: dict[str, Any]) -> tuple[float, float] | None:
+    """Spatial sanity (runs before the cursor rules)."""
+    if POLYGON in identifier and POINT in identifier:
+        raise InvalidValue(
+            "Cannot specify both identifier.polygon and identifier.point. "
+            "Provide only one spatial filter."
+        )
+    if POINT not in identifier:
+        return None
+    value = identifier[POINT]
+    if value is None or isinstance(value, dict | list):
+        kind = "null" if value is None else type(value).__name__
+        raise InvalidValue(f"identifier.point must be a scalar value: got {kind}")
+    try:
+        return parse_point_text(json_scalar_text(value))
+    except ValueError as exc:
+        raise InvalidValue(
+            f"identifier.point must be a valid 'lat,lon' coordinate pair: {exc}"
+        ) from exc
+
+
+def _replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
+    try:
+        from_id = parse_from_id(body.from_id) if body.from_id is not None else None
+        from_date = parse_from_date(body.from_date) if body.from_date is not None else None
+    except CursorError as exc:
+        raise InvalidValue(str(exc)) from exc
+    if from_id is not None and from_date is not None:
+        raise InvalidValue(_BOTH_CURSORS)
+    if from_id is not None:
+        return ReplayStart(StartCursor(from_sequence=from_id), from_id, None)
+    if from_date is not None:
+        return ReplayStart(StartCursor(from_time_ns=to_ns(from_date)), None, from_date)
+    if endpoint is Endpoint.REPLAY:
+        raise InvalidValue(_MISSING_CURSOR)
+    return None
+
+
+async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
+    service = service_of(request)
+    body = await read_request(request, endpoint)
+    schema = schema_for(service, body)
+    try:
+        point = _point(body.identifier)
+        replay = _replay_start(body, endpoint)
+        stream_filter = plan_stream_filter(
+            schema, body.event_type, body.identifier, endpoint.operation, point
+        )
+    except InvalidValue as exc:
+        raise validation_error(endpoint, exc.message, exc.details) from exc
+
+    control = StreamControl(request_id_of(request))
+    live: LiveQueue | None = None
+    subscription = None
+    if endpoint is Endpoint.WATCH:
+        live = LiveQueue(control, service.backend.live_buffer_size)
+        try:
+            subscription = await service.backend.subscribe(stream_filter.pattern, live)
+        except Exception as exc:
+            if replay is None:
+                return error_response(
+                    request,
+                    stream_setup_error(str(exc), stream_filter.pattern.display),
+                    event_type=body.event_type,
+                    topic=stream_filter.pattern.display,
+                )
+            # A cursor watch still gets its replay, then ends with end_of_stream.
+            live = None
+    return EventStream(
+        backend=service.backend,
+        renderer=service.renderer,
+        settings=service.settings.watch,
+        streams=service.streams,
+        control=control,
+        stream_filter=stream_filter,
+        replay=replay,
+        live=live,
+        subscription=subscription,
+        is_watch=endpoint is Endpoint.WATCH,
+    )
+
+
+@api_endpoint
+async def watch(request: Request) -> ASGIApp:
+    return await _open_stream(request, Endpoint.WATCH)
+
+
+@api_endpoint
+async def replay(request: Request) -> ASGIApp:
+    return await _open_stream(request, Endpoint.REPLAY)

@@ -1,0 +1,98 @@
+"""Event schemas at run time: each configured field bound to its handler plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aviso_host.config.settings import SchemaSettings, Settings
+from aviso_plugins.topics import TopicDecodeError, decode_token
+from aviso_plugins.types import FieldHandler
+
+POINT = "point"
+POLYGON = "polygon"
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    event_type: str
+    fields: Mapping[str, FieldHandler]
+    settings: SchemaSettings
+
+    @property
+    def base(self) -> str:
+        return self.settings.topic.base if self.settings.topic else self.event_type
+
+    @property
+    def topic_fields(self) -> tuple[str, ...]:
+        """Fields whose canonical values follow the base in the topic, in order.
+
+        Without a ``topic`` block the topic is generic: every declared field by name
+        (``point`` left out, since it can never be notified).
+        """
+        if self.settings.topic:
+            return self.settings.topic.key_order
+        return tuple(sorted(name for name in self.fields if name != POINT))
+
+    @property
+    def payload_required(self) -> bool:
+        return bool(self.settings.payload_required)
+
+    @property
+    def spatial_field(self) -> FieldHandler | None:
+        """The handler of the field named ``polygon`` when it is a spatial handler."""
+        handler = self.fields.get(POLYGON)
+        return handler if handler is not None and handler.spatial else None
+
+    def describe(self) -> dict[str, Any]:
+        payload = self.settings.payload_required
+        return {
+            "identifier": {name: handler.describe() for name, handler in self.fields.items()},
+            "payload": None if payload is None else {"required": payload},
+        }
+
+
+class SchemaCatalog:
+    """Every configured event type, plus the reverse lookup from a topic's first token."""
+
+    def __init__(self, settings: Settings, handlers: Mapping[str, type[FieldHandler]]) -> None:
+        self.strict = settings.strict
+        self.configured = settings.schemas_configured
+        self.schemas: dict[str, EventSchema] = {
+            name: EventSchema(
+                name,
+                {
+                    field: handlers[definition["type"]](field, definition)
+                    for field, definition in schema.identifier.items()
+                },
+                schema,
+            )
+            for name, schema in settings.schemas.items()
+        }
+        self._by_base = {schema.base: schema.event_type for schema in self.schemas.values()}
+
+    @property
+    def event_types(self) -> list[str]:
+        return sorted(self.schemas)
+
+    def get(self, event_type: str) -> EventSchema | None:
+        return self.schemas.get(event_type)
+
+    def resolve_stream_key(self, name: str) -> str:
+        """An admin ``<name>@<seq>``: a schema key (exact, then case-insensitive) means its base."""
+        schema = self.schemas.get(name)
+        if schema is None:
+            lowered = name.lower()
+            schema = next((s for key, s in self.schemas.items() if key.lower() == lowered), None)
+        return schema.base if schema else name
+
+    def event_type_of(self, topic: str) -> str | None:
+        """The event type owning an encoded topic, or ``None`` when it cannot be told."""
+        try:
+            first = decode_token(topic.split(".", 1)[0])
+        except TopicDecodeError:
+            return None
+        if first in self._by_base:
+            return self._by_base[first]
+        return None if self.strict else first

@@ -1,0 +1,85 @@
+"""The running service: settings, plugins, schemas and the one backend, wired once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from importlib.metadata import PackageNotFoundError, version
+
+from aviso_host.cloudevents import CloudEventRenderer
+from aviso_host.config.settings import Settings
+from aviso_host.logs import log_event
+from aviso_host.plugins import PluginRegistry
+from aviso_host.schemas import SchemaCatalog
+from aviso_host.streaming.control import StreamControl
+from aviso_plugins.types import BackendContext, StorageBackend
+
+# How long open streams get to write their closing event before they are cut off.
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+
+def server_version() -> str:
+    try:
+        return version("aviso-py")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+class Service:
+    def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.catalog = SchemaCatalog(settings, registry.field_handlers)
+        self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
+        self.backend: StorageBackend = registry.backends[settings.backend.kind](
+            BackendContext(
+                options=settings.backend.options,
+                storage_policies={
+                    schema.topic.base: schema.storage_policy
+                    for schema in settings.schemas.values()
+                    if schema.topic is not None and schema.storage_policy
+                },
+            )
+        )
+        self.streams: set[StreamControl] = set()
+        self.shutting_down = False
+        self._started = False
+        self._start_lock = asyncio.Lock()
+
+    async def ensure_started(self) -> None:
+        """Start the backend once, from the lifespan or (when mounted) the first request."""
+        if self._started:
+            return
+        async with self._start_lock:
+            if not self._started:
+                await self.backend.start()
+                self._started = True
+                log_event(
+                    "service.started",
+                    "aviso service started",
+                    backend=self.settings.backend.kind,
+                    event_types=self.catalog.event_types,
+                )
+
+    async def begin_shutdown(self) -> None:
+        """Close every open stream with ``server_shutdown``; cut off those that cannot write."""
+        self.shutting_down = True
+        for control in tuple(self.streams):
+            control.stop("server_shutdown")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_GRACE_SECONDS
+        while self.streams and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for control in tuple(self.streams):
+            log_event(
+                "stream.shutdown.forced",
+                "stream did not close in time",
+                logging.WARNING,
+                request_id=control.request_id,
+            )
+            control.abort("server_shutdown")
+
+    async def close(self) -> None:
+        if self._started:
+            self._started = False
+            await self.backend.shutdown()

@@ -1,0 +1,134 @@
+"""Every SSE event aviso emits, rendered to its exact wire bytes.
+
+An event is three LF-terminated lines: ``event: <name>``, ``data: <compact JSON>`` and a
+blank line. No ``id:``, ``retry:`` or comment lines, ever.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aviso_host.cursors import whole_seconds
+from aviso_host.encoding import dumps
+
+LIVE = b"live-notification"
+REPLAY = b"replay"
+REPLAY_CONTROL = b"replay-control"
+HEARTBEAT = b"heartbeat"
+ERROR = b"error"
+CLOSING = b"connection-closing"
+
+CLOSE_MESSAGES = {
+    "end_of_stream": "Stream completed",
+    "max_duration_reached": "Connection reached maximum duration",
+    "server_shutdown": "Server is shutting down gracefully",
+}
+
+
+def _now() -> str:
+    return whole_seconds(datetime.now(UTC))
+
+
+def frame(event: bytes, data: bytes) -> bytes:
+    return b"event: " + event + b"\ndata: " + data + b"\n\n"
+
+
+def _control(event: bytes, body: dict[str, Any]) -> bytes:
+    return frame(event, dumps(body).encode())
+
+
+def connection_established(topic: str, close_in_seconds: int, request_id: str) -> bytes:
+    return _control(
+        LIVE,
+        {
+            "type": "connection_established",
+            "topic": topic,
+            "timestamp": _now(),
+            "connection_will_close_in_seconds": close_in_seconds,
+            "request_id": request_id,
+        },
+    )
+
+
+def replay_started(
+    topic: str,
+    from_sequence: int | None,
+    from_date: datetime | None,
+    batch_size: int,
+    request_id: str,
+) -> bytes:
+    return _control(
+        REPLAY_CONTROL,
+        {
+            "type": "replay_started",
+            "topic": topic,
+            "from_sequence": from_sequence,
+            "from_date": whole_seconds(from_date) if from_date else None,
+            "batch_size": batch_size,
+            "timestamp": _now(),
+            "request_id": request_id,
+        },
+    )
+
+
+def replay_completed(topic: str) -> bytes:
+    return _control(
+        REPLAY_CONTROL, {"type": "replay_completed", "topic": topic, "timestamp": _now()}
+    )
+
+
+def replay_limit_reached(topic: str, max_allowed: int) -> bytes:
+    return _control(
+        REPLAY_CONTROL,
+        {
+            "type": "notification_replay_limit_reached",
+            "topic": topic,
+            "max_allowed": max_allowed,
+            "message": f"Historical replay limited to {max_allowed} messages. "
+            "Additional historical messages may be available but were not retrieved.",
+            "timestamp": _now(),
+        },
+    )
+
+
+def heartbeat(topic: str) -> bytes:
+    return _control(HEARTBEAT, {"timestamp": _now(), "topic": topic})
+
+
+def batch_failed(topic: str, message: str, request_id: str) -> bytes:
+    return _control(
+        ERROR,
+        {
+            "error": "stream_processing_failed",
+            "message": message,
+            "topic": topic,
+            "request_id": request_id,
+        },
+    )
+
+
+def cloudevent_failed(topic: str, sequence: int, message: str, request_id: str) -> bytes:
+    return _control(
+        ERROR,
+        {
+            "error": "CloudEvent creation failed",
+            "message": message,
+            "topic": topic,
+            "sequence": sequence,
+            "request_id": request_id,
+        },
+    )
+
+
+def connection_closing(topic: str, reason: str, request_id: str) -> bytes:
+    return _control(
+        CLOSING,
+        {
+            "reason": reason,
+            "message": CLOSE_MESSAGES[reason],
+            "timestamp": _now(),
+            "topic": topic,
+            "request_id": request_id,
+        },
+    )

@@ -1,0 +1,250 @@
+"""The SSE response of watch and replay: one coroutine per stream that owns its lifecycle.
+
+Shape (see the streaming chapter): an opening control event, then for cursor streams the
+history in batches, then (watch only) the live feed; heartbeats, the maximum duration and
+server shutdown are enforced here and nowhere else. Events are accumulated and written in
+one ``send`` per batch or wake-up, which is what makes replay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from starlette.types import Receive, Scope, Send
+
+from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
+from aviso_host.config.settings import WatchSettings
+from aviso_host.filtering import StreamFilter
+from aviso_host.logs import log_event
+from aviso_host.streaming import frames
+from aviso_host.streaming.control import LiveQueue, StreamControl
+from aviso_plugins.topics import TopicDecodeError, decode_topic
+from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification, Subscription
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"connection", b"keep-alive"),
+    (b"access-control-allow-origin", b"*"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStart:
+    """A parsed start cursor plus how ``replay_started`` echoes it."""
+
+    cursor: StartCursor
+    from_sequence: int | None
+    from_date: datetime | None
+
+
+def _display(topic: str) -> str:
+    try:
+        return ".".join(decode_topic(topic))
+    except TopicDecodeError:
+        return topic
+
+
+class EventStream:
+    """ASGI app answering one watch or replay request with ``text/event-stream``."""
+
+    def __init__(
+        self,
+        *,
+        backend: StorageBackend,
+        renderer: CloudEventRenderer,
+        settings: WatchSettings,
+        streams: set[StreamControl],
+        control: StreamControl,
+        stream_filter: StreamFilter,
+        replay: ReplayStart | None,
+        live: LiveQueue | None,
+        subscription: Subscription | None,
+        is_watch: bool,
+    ) -> None:
+        self._backend = backend
+        self._renderer = renderer
+        self._settings = settings
+        self._streams = streams
+        self._control = control
+        self._filter = stream_filter
+        self._replay = replay
+        self._live = live
+        self._subscription = subscription
+        self._is_watch = is_watch
+        self._topic = stream_filter.pattern.display
+        self._send: Send | None = None
+        self._out = bytearray()
+        started = time.monotonic()
+        watch = settings if is_watch else None
+        self._deadline = started + watch.connection_max_duration_sec if watch else math.inf
+        self._next_heartbeat = started if watch else math.inf
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        control = self._control
+        control.task = asyncio.current_task()
+        self._streams.add(control)
+        self._send = send
+        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self._run()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if control.aborted is None:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        finally:
+            watcher.cancel()
+            self._streams.discard(control)
+            if self._subscription is not None:
+                await self._subscription.close()
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._control.stop("client_gone")
+
+    # -- phases ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        request_id = self._control.request_id
+        if self._replay is None:
+            self._out += frames.connection_established(
+                self._topic, self._settings.connection_max_duration_sec, request_id
+            )
+        else:
+            self._out += frames.replay_started(
+                self._topic,
+                self._replay.from_sequence,
+                self._replay.from_date,
+                self._settings.replay_batch_size,
+                request_id,
+            )
+        self._tick()
+        await self._flush()
+        high_water = 0
+        if self._replay is not None:
+            replayed = await self._replay_history(self._replay.cursor)
+            if replayed is None:
+                return await self._close()
+            high_water = replayed
+            self._out += frames.replay_completed(self._topic)
+            if not self._is_watch or self._live is None:
+                self._control.stop("end_of_stream")
+                return await self._close()
+        await self._follow_live(high_water)
+        await self._close()
+
+    async def _replay_history(self, cursor: StartCursor) -> int | None:
+        """Page through history; return the highest sequence fetched, ``None`` if stopped."""
+        settings = self._settings
+        remaining = settings.max_historical_notifications
+        high_water = 0
+        while True:
+            if self._stopping():
+                return None
+            try:
+                if remaining == 0:
+                    probe = await self._backend.fetch_batch(self._filter.pattern, cursor, 1)
+                    if probe.messages:
+                        self._out += frames.replay_limit_reached(
+                            self._topic, settings.max_historical_notifications
+                        )
+                    return high_water
+                batch = await self._backend.fetch_batch(
+                    self._filter.pattern, cursor, min(settings.replay_batch_size, remaining)
+                )
+            except Exception as exc:
+                log_event(
+                    "stream.replay.batch_failed",
+                    f"history batch failed: {exc}",
+                    logging.ERROR,
+                    topic=self._topic,
+                )
+                self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
+                return high_water
+            remaining -= len(batch.messages)
+            if batch.last_sequence is not None:
+                high_water = batch.last_sequence
+                if self._live is not None:
+                    self._live.discard_through(high_water)
+            self._emit(frames.REPLAY, batch.messages)
+            if not batch.has_more or batch.next_sequence is None:
+                return high_water
+            cursor = StartCursor(from_sequence=batch.next_sequence)
+            self._tick()
+            await self._flush()
+            await self._pause(settings.replay_batch_delay_ms / 1000)
+
+    async def _follow_live(self, high_water: int) -> None:
+        live = self._live
+        assert live is not None
+        live.live = True
+        while not self._stopping():
+            self._emit(
+                frames.LIVE, (record for record in live.drain() if record.sequence > high_water)
+            )
+            if live.ended is not None and not self._out:
+                self._control.stop("end_of_stream")
+                return
+            self._tick()
+            if self._out:
+                await self._flush()
+                continue
+            await self._control.sleep(min(self._next_heartbeat, self._deadline) - time.monotonic())
+
+    async def _close(self) -> None:
+        reason = self._control.stop_reason
+        if reason is not None and reason != "client_gone":
+            self._out += frames.connection_closing(self._topic, reason, self._control.request_id)
+        await self._flush()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _stopping(self) -> bool:
+        if time.monotonic() >= self._deadline:
+            self._control.stop("max_duration_reached")
+        return self._control.stop_reason is not None
+
+    def _tick(self) -> None:
+        """Queue a heartbeat when one is due (watch streams only)."""
+        now = time.monotonic()
+        if now >= self._next_heartbeat:
+            self._out += frames.heartbeat(self._topic)
+            interval = self._settings.sse_heartbeat_interval_sec
+            while self._next_heartbeat <= now:
+                self._next_heartbeat += interval
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait between replay batches, still honouring heartbeats and stop requests."""
+        until = time.monotonic() + seconds
+        while not self._stopping() and (now := time.monotonic()) < until:
+            await self._control.sleep(min(until, self._next_heartbeat, self._deadline) - now)
+            self._tick()
+            await self._flush()
+
+    def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
+        accepts = self._filter.accepts
+        for record in records:
+            if not accepts(record):
+                continue
+            try:
+                self._out += frames.frame(event, self._renderer.render(record))
+            except CloudEventError as exc:
+                self._out += frames.cloudevent_failed(
+                    _display(record.topic), record.sequence, str(exc), self._control.request_id
+                )
+
+    async def _flush(self) -> None:
+        if self._out and self._send is not None:
+            chunk = bytes(self._out)
+            self._out.clear()
+            await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
