@@ -1,0 +1,920 @@
+"""The OpenAPI 3.1 description of the public API, written by hand as plain data.
+
+Hand-written rather than derived from the routes because the wire contract (exact error
+shapes, status codes, the SSE event catalogue) is richer than anything introspection could
+recover. Keep it in step with ``shared/spec/api-and-streaming.md``.
+
+Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
+stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists;
+the Swagger UI page rewrites those before rendering (see ``aviso_host.routes.ops``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+JSON = "application/json"
+Doc = dict[str, Any]
+
+_UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_SECOND_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
+
+# Invented request ids, reused so the examples of one exchange agree with each other.
+_RID_NOTIFY = "2b8e4f4c-7a0d-4d7e-9a3b-5f1e0c6d9a12"
+_RID_WATCH = "d41f0a9e-3c55-4b8e-8f0e-6a2b7c9d1e30"
+_RID_REPLAY = "7c2d9b10-5e4f-4a6b-b1c8-0f9e8d7c6b5a"
+_RID_ADMIN = "6f1c2e8a-0b7d-4a55-9e39-2d0c8f3b6a41"
+_RID_SCHEMA = "0a7b3c4d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"
+
+_STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
+"""Anonymous callers reach public streams; a supplied credential is always verified."""
+_ADMIN_CREDENTIALS: list[Doc] = [{"bearer_jwt": []}, {"basic": []}]
+
+
+def _ref(section: str, name: str) -> Doc:
+    return {"$ref": f"#/components/{section}/{name}"}
+
+
+def _schema(name: str) -> Doc:
+    return _ref("schemas", name)
+
+
+def _examples(**examples: Any) -> Doc:
+    return {name: {"value": value} for name, value in examples.items()}
+
+
+def _response(description: str, media_type: str | None = None, schema: Doc | None = None,
+              examples: Doc | None = None, headers: Doc | None = None) -> Doc:
+    """A response object; every aviso response carries ``X-Request-ID``."""
+    response: Doc = {
+        "description": description,
+        "headers": {"X-Request-ID": _ref("headers", "X-Request-ID"), **(headers or {})},
+    }
+    if media_type is not None:
+        content: Doc = {"schema": schema or {}}
+        if examples:
+            content["examples"] = examples
+        response["content"] = {media_type: content}
+    return response
+
+
+def _json_response(description: str, schema: Doc, **examples: Any) -> Doc:
+    return _response(description, JSON, schema, _examples(**examples))
+
+
+def _request_error(code: str, label: str, message: str, request_id: str) -> Doc:
+    return {"code": code, "details": message, "error": label, "message": message,
+            "request_id": request_id}
+
+
+def _unknown_event_type(request_id: str) -> Doc:
+    return {
+        "code": "UNKNOWN_EVENT_TYPE",
+        "configured_event_types": ["river_gauge", "storm_cell"],
+        "error": "unknown_event_type",
+        "message": "unknown event type 'tide_gauge'",
+        "request_id": request_id,
+    }
+
+
+def _bad_request(**examples: Any) -> Doc:
+    return _json_response(
+        "The body could not be parsed, names an unknown event type (strict mode), or failed "
+        "validation. Parse failures carry the endpoint's own `error` label.",
+        {"oneOf": [_schema("RequestError"), _schema("UnknownEventTypeError")]},
+        **examples,
+    )
+
+
+def _server_error(description: str, **examples: Any) -> Doc:
+    return _json_response(
+        description, {"oneOf": [_schema("RequestError"), _schema("AuthError")]}, **examples
+    )
+
+
+def _admin_result(description: str, **examples: Any) -> Doc:
+    return _json_response(description, _schema("AdminResult"), **examples)
+
+
+def _auth_responses() -> Doc:
+    return {
+        "401": _ref("responses", "Unauthorized"),
+        "403": _ref("responses", "Forbidden"),
+        "503": _ref("responses", "ServiceUnavailable"),
+    }
+
+
+# --------------------------------------------------------------------------- request bodies
+
+_STREAM_REQUEST_DESCRIPTION = """\
+The one body model shared by notify, watch and replay. `Content-Type` is not checked: the
+raw body is always parsed as JSON. Bodies over 256 KiB are refused with 413.
+
+* `event_type` (required): the stream.
+* `identifier` (required): on notify, the values to validate and store; on watch and
+  replay, the filter: scalars, constraint objects (`{"gte": 4}`) on Int/Float/Enum fields,
+  and a `point` (`"lat,lon"`) or `polygon` spatial filter.
+* `from_id`: watch/replay start cursor, a sequence number as a string (inclusive).
+* `from_date`: watch/replay start cursor, an RFC 3339 or space-separated datetime, or Unix
+  seconds / milliseconds (inclusive).
+* `payload`: notify only, any JSON, stored and delivered verbatim.
+
+Any other top-level key is refused (`UNKNOWN_FIELD`). `null` is the same as an absent
+optional key.
+"""
+
+
+def _stream_request_body(**examples: Any) -> Doc:
+    return {
+        "required": True,
+        "content": {JSON: {"schema": _schema("StreamRequest"), "examples": _examples(**examples)}},
+    }
+
+
+# ------------------------------------------------------------------------------ SSE streams
+
+_SSE_DESCRIPTION = """\
+A Server-Sent Events stream (`text/event-stream`, no charset). Every event is exactly
+`event: <name>`, `data: <compact JSON object>` and a blank line; there are no `id:`,
+`retry:` or comment lines, and `Last-Event-ID` is ignored. All validation happens before
+the 200 is sent, so failures arrive as ordinary JSON responses.
+
+* `live-notification`: a live CloudEvent, or the `connection_established` control object
+  (first event of a live-only watch).
+* `replay`: a historical CloudEvent.
+* `replay-control`: `replay_started` (first event of every replay), `replay_completed`,
+  `notification_replay_limit_reached`.
+* `heartbeat`: `{"timestamp", "topic"}`, on watch streams only.
+* `error`: `stream_processing_failed` (a history batch failed) or `CloudEvent creation
+  failed` (one notification could not be rendered); neither ends the stream.
+* `connection-closing`: the last event of a stream the server ends; `reason` is
+  `end_of_stream`, `max_duration_reached` or `server_shutdown`.
+
+CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
+`datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,
+`specversion`, `time` and `type` (`int.ecmwf.aviso.<event_type>`).
+
+To resume, send the same request again with `"from_id": "<last sequence + 1>"`.
+"""
+
+_LIVE_WATCH_TRANSCRIPT = (
+    "event: live-notification\n"
+    'data: {"connection_will_close_in_seconds":900,"request_id":"' + _RID_WATCH + '",'
+    '"timestamp":"2026-04-02T08:00:00Z","topic":"gauge.rhine.*.*",'
+    '"type":"connection_established"}\n\n'
+    "event: heartbeat\n"
+    'data: {"timestamp":"2026-04-02T08:00:00Z","topic":"gauge.rhine.*.*"}\n\n'
+    "event: live-notification\n"
+    'data: {"data":{"identifier":{"basin":"rhine","date":"20260402","level":"6"},'
+    '"payload":{"reading_cm":655}},"datacontenttype":"application/json",'
+    '"dataschema":"https://aviso.example.org/schema/river_gauge","id":"river_gauge@62",'
+    '"sequence":62,"source":"https://aviso.example.org","specversion":"1.0",'
+    '"time":"2026-04-02T08:00:17.204Z","type":"int.ecmwf.aviso.river_gauge"}\n\n'
+    "event: connection-closing\n"
+    'data: {"message":"Connection reached maximum duration","reason":"max_duration_reached",'
+    '"request_id":"' + _RID_WATCH + '","timestamp":"2026-04-02T08:15:00Z",'
+    '"topic":"gauge.rhine.*.*"}\n\n'
+)
+
+_REPLAY_TRANSCRIPT = (
+    "event: replay-control\n"
+    'data: {"batch_size":100,"from_date":null,"from_sequence":57,'
+    '"request_id":"' + _RID_REPLAY + '","timestamp":"2026-04-02T08:05:12Z",'
+    '"topic":"gauge.rhine.*.*","type":"replay_started"}\n\n'
+    "event: replay\n"
+    'data: {"data":{"identifier":{"basin":"rhine","date":"20260402","level":"3"},'
+    '"payload":{"reading_cm":412,"station":"Kaub"}},"datacontenttype":"application/json",'
+    '"dataschema":"https://aviso.example.org/schema/river_gauge","id":"river_gauge@57",'
+    '"sequence":57,"source":"https://aviso.example.org","specversion":"1.0",'
+    '"time":"2026-04-02T07:31:09.482913Z","type":"int.ecmwf.aviso.river_gauge"}\n\n'
+    "event: replay-control\n"
+    'data: {"timestamp":"2026-04-02T08:05:12Z","topic":"gauge.rhine.*.*",'
+    '"type":"replay_completed"}\n\n'
+    "event: connection-closing\n"
+    'data: {"message":"Stream completed","reason":"end_of_stream",'
+    '"request_id":"' + _RID_REPLAY + '","timestamp":"2026-04-02T08:05:13Z",'
+    '"topic":"gauge.rhine.*.*"}\n\n'
+)
+
+
+def _sse_response(**transcripts: str) -> Doc:
+    def fixed(value: str) -> Doc:
+        return {"schema": {"type": "string", "enum": [value]}}
+
+    return _response(
+        _SSE_DESCRIPTION,
+        "text/event-stream",
+        {"type": "string"},
+        _examples(**transcripts),
+        headers={
+            "Cache-Control": fixed("no-cache"),
+            "X-Accel-Buffering": fixed("no"),
+            "Access-Control-Allow-Origin": fixed("*"),
+        },
+    )
+
+
+def _stream_operation(endpoint: str, summary: str, description: str, label: str,
+                      request_id: str, request_examples: Doc, invalid_message: str,
+                      transcript: Doc) -> Doc:
+    code = f"INVALID_{endpoint.upper()}_REQUEST"
+    return {
+        "tags": ["streaming"],
+        "operationId": endpoint,
+        "summary": summary,
+        "description": description,
+        "security": _STREAM_CREDENTIALS,
+        "requestBody": _stream_request_body(**request_examples),
+        "responses": {
+            "200": _sse_response(**transcript),
+            "400": _bad_request(
+                validation=_request_error(code, label, invalid_message, request_id),
+                unknown_event_type=_unknown_event_type(request_id),
+            ),
+            **_auth_responses(),
+            "413": _ref("responses", "PayloadTooLarge"),
+            "500": _server_error(
+                "The stream could not be set up, or a server-side misconfiguration.",
+                stream_setup_failed={
+                    "code": "SSE_STREAM_INITIALIZATION_FAILED",
+                    "details": "connection refused",
+                    "error": "SSE stream creation failed",
+                    "message": "Failed to create stream consumer",
+                    "request_id": request_id,
+                    "topic": "gauge.rhine.*.*",
+                },
+            ),
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------- paths
+
+def _notify_operation() -> Doc:
+    label = "Invalid Notification Request"
+    return {
+        "tags": ["notification"],
+        "operationId": "notify",
+        "summary": "Publish a notification",
+        "description": (
+            "Validates the identifier against the event type's schema (every declared field "
+            "must be present), stores the notification and fans it out to matching watches. "
+            "The success body does not reveal the assigned sequence."
+        ),
+        "security": _STREAM_CREDENTIALS,
+        "requestBody": _stream_request_body(
+            river_gauge={
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine", "date": "2026-04-02", "level": 3},
+                "payload": {"reading_cm": 412, "station": "Kaub"},
+            },
+            storm_cell={
+                "event_type": "storm_cell",
+                "identifier": {
+                    "date": "20260402",
+                    "time": "12",
+                    "polygon": "(47.0,8.0,47.6,8.0,47.6,8.9,47.0,8.9,47.0,8.0)",
+                },
+                "payload": {"cell": "A17", "severity": "moderate"},
+            },
+        ),
+        "responses": {
+            "200": _json_response(
+                "Stored.",
+                _schema("NotificationAccepted"),
+                accepted={"status": "success", "request_id": _RID_NOTIFY,
+                          "processed_at": "2026-04-02T07:31:09Z"},
+            ),
+            "400": _bad_request(
+                missing_field=_request_error(
+                    "INVALID_NOTIFICATION_REQUEST", label,
+                    "Required field 'level' missing for notify operation", _RID_NOTIFY,
+                ),
+                invalid_json=_request_error(
+                    "INVALID_JSON", label,
+                    "JSON parsing failed: expected value at line 1 column 1", _RID_NOTIFY,
+                ),
+                unknown_event_type=_unknown_event_type(_RID_NOTIFY),
+            ),
+            **_auth_responses(),
+            "413": _ref("responses", "PayloadTooLarge"),
+            "500": _server_error(
+                "Server-side processing or storage failed.",
+                storage_failed={
+                    "code": "NOTIFICATION_STORAGE_FAILED",
+                    "details": "backend unavailable",
+                    "error": "Notification Storage Failed",
+                    "message": "Failed to store notification",
+                    "request_id": _RID_NOTIFY,
+                },
+            ),
+        },
+    }
+
+
+def _watch_operation() -> Doc:
+    return _stream_operation(
+        "watch",
+        "Watch live notifications (optionally catching up first)",
+        "Without a cursor: a live-only stream opening with `connection_established`. With "
+        "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
+        "duplicates. Heartbeats every `sse_heartbeat_interval_sec`; the stream closes after "
+        "`connection_max_duration_sec`.",
+        "Invalid Watch Request",
+        _RID_WATCH,
+        {
+            "live_only": {"event_type": "river_gauge",
+                          "identifier": {"basin": "rhine", "level": {"gte": 4}}},
+            "catch_up_then_live": {"event_type": "storm_cell",
+                                   "identifier": {"time": "12", "point": "47.3,8.5"},
+                                   "from_date": "2026-04-01T00:00:00Z"},
+        },
+        "Cannot specify both identifier.polygon and identifier.point. "
+        "Provide only one spatial filter.",
+        {"live_only": _LIVE_WATCH_TRANSCRIPT},
+    )
+
+
+def _replay_operation() -> Doc:
+    return _stream_operation(
+        "replay",
+        "Replay stored notifications",
+        "Streams matching history from `from_id` or `from_date` (one is required) in "
+        "ascending sequence order, then closes with `end_of_stream`. No heartbeats, no "
+        "duration limit.",
+        "Invalid Replay Request",
+        _RID_REPLAY,
+        {
+            "from_sequence": {"event_type": "river_gauge", "identifier": {"basin": "rhine"},
+                              "from_id": "57"},
+            "from_time": {"event_type": "river_gauge", "identifier": {"basin": "rhine"},
+                          "from_date": "2026-04-01 06:30:00+00:00"},
+        },
+        "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
+        "sequence-based replay or from_date for time-based replay.",
+        {"two_notifications": _REPLAY_TRANSCRIPT},
+    )
+
+
+_RIVER_GAUGE_ENTRY: Doc = {
+    "identifier": {
+        "basin": {"max_length": None, "required": True, "type": "StringHandler"},
+        "date": {"canonical_format": "%Y%m%d", "required": False, "type": "DateHandler"},
+        "level": {"range": [0, 10], "required": False, "type": "IntHandler"},
+    },
+    "payload": {"required": False},
+}
+
+
+def _schema_operations() -> Doc:
+    return {
+        "/api/v1/schema": {
+            "get": {
+                "tags": ["schema"],
+                "operationId": "listSchemas",
+                "summary": "List the configured event types and their identifier rules",
+                "description": "Public even when auth is enabled; `Authorization` is ignored.",
+                "responses": {
+                    "200": _json_response(
+                        "The public part of every schema entry (`identifier`, `payload`).",
+                        _schema("SchemaCatalogue"),
+                        configured={
+                            "event_types": ["river_gauge", "storm_cell"],
+                            "schema": {
+                                "river_gauge": _RIVER_GAUGE_ENTRY,
+                                "storm_cell": {
+                                    "identifier": {
+                                        "date": {"canonical_format": "%Y%m%d",
+                                                 "required": False, "type": "DateHandler"},
+                                        "polygon": {"required": True,
+                                                    "type": "PolygonHandler"},
+                                        "time": {"required": False, "type": "TimeHandler"},
+                                    },
+                                    "payload": {"required": True},
+                                },
+                            },
+                            "status": "success",
+                            "total_schemas": 2,
+                        },
+                        not_configured={
+                            "event_types": [],
+                            "message": "No notification schema configured",
+                            "schema": {},
+                            "status": "success",
+                            "total_schemas": 0,
+                        },
+                    ),
+                },
+            },
+        },
+        "/api/v1/schema/{event_type}": {
+            "get": {
+                "tags": ["schema"],
+                "operationId": "getSchema",
+                "summary": "Show one event type's identifier rules",
+                "description": "Public even when auth is enabled; `Authorization` is ignored.",
+                "parameters": [{
+                    "name": "event_type",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "example": "river_gauge",
+                }],
+                "responses": {
+                    "200": _json_response(
+                        "The schema entry.",
+                        _schema("SchemaDetail"),
+                        river_gauge={"event_type": "river_gauge", "schema": _RIVER_GAUGE_ENTRY,
+                                     "status": "success"},
+                    ),
+                    "404": _json_response(
+                        "Unknown event type, or no schema configured at all.",
+                        _schema("SchemaNotFound"),
+                        unknown={"available_types": ["river_gauge", "storm_cell"],
+                                 "message": "Event type 'tide_gauge' not found",
+                                 "request_id": _RID_SCHEMA, "status": "error"},
+                        not_configured={"message": "No notification schema configured",
+                                        "request_id": _RID_SCHEMA, "status": "error"},
+                    ),
+                },
+            },
+        },
+    }
+
+
+_ADMIN_DESCRIPTION = (
+    " Requires an administrator's credentials when auth is enabled; open to anyone when it "
+    "is disabled."
+)
+
+
+def _admin_operations() -> Doc:
+    def deleted(success: bool, message: str, notification_id: str = "river_gauge@57") -> Doc:
+        return {"success": success, "message": message, "notification_id": notification_id,
+                "request_id": _RID_ADMIN}
+
+    def wiped(success: bool, message: str) -> Doc:
+        return {"success": success, "message": message, "request_id": _RID_ADMIN}
+
+    return {
+        "/api/v1/admin/notification/{notification_id}": {
+            "delete": {
+                "tags": ["admin"],
+                "operationId": "deleteNotification",
+                "summary": "Delete one stored notification",
+                "description": (
+                    "`notification_id` is a CloudEvent `id` (`river_gauge@57`) or "
+                    "`<stream>@<sequence>` (`gauge@57`)." + _ADMIN_DESCRIPTION
+                ),
+                "security": _ADMIN_CREDENTIALS,
+                "parameters": [{
+                    "name": "notification_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "example": "river_gauge@57",
+                }],
+                "responses": {
+                    "200": _json_response(
+                        "Deleted.", _schema("AdminNotificationResult"),
+                        deleted=deleted(True, "Notification deleted"),
+                    ),
+                    "400": _json_response(
+                        "`notification_id` is not `<stream>@<positive sequence>`.",
+                        _schema("AdminNotificationResult"),
+                        bad_format=deleted(
+                            False, "notification_id must be in '<stream>@<sequence>' format",
+                            "not-an-id",
+                        ),
+                        zero=deleted(
+                            False, "notification_id sequence must be greater than zero",
+                            "gauge@0",
+                        ),
+                    ),
+                    **_auth_responses(),
+                    "404": _json_response(
+                        "No such notification (or stream).",
+                        _schema("AdminNotificationResult"),
+                        not_found=deleted(False, "Notification not found",
+                                          "river_gauge@999999999"),
+                    ),
+                    "500": _json_response(
+                        "The backend failed.", _schema("AdminNotificationResult"),
+                        backend_failure=deleted(
+                            False, "Failed to delete notification: backend unavailable"
+                        ),
+                    ),
+                },
+            },
+        },
+        "/api/v1/admin/wipe/stream": {
+            "delete": {
+                "tags": ["admin"],
+                "operationId": "wipeStream",
+                "summary": "Remove a stream's stored history",
+                "description": (
+                    "`stream_name` is the topic base; the upper-cased form (`GAUGE`) works on "
+                    "every backend. Schemas stay and open streams are not closed."
+                    + _ADMIN_DESCRIPTION
+                ),
+                "security": _ADMIN_CREDENTIALS,
+                "requestBody": {
+                    "required": True,
+                    "content": {JSON: {"schema": _schema("WipeStreamRequest"),
+                                       "examples": _examples(gauge={"stream_name": "GAUGE"})}},
+                },
+                "responses": {
+                    "200": _admin_result(
+                        "Wiped.", wiped=wiped(True, "Successfully wiped stream: GAUGE")
+                    ),
+                    "400": _response(
+                        "Unusable body (not JSON, no `stream_name`, or a `Content-Type` other "
+                        "than `application/json`); a plain-text framework message.",
+                        "text/plain", {"type": "string"},
+                    ),
+                    **_auth_responses(),
+                    "500": _admin_result(
+                        "The backend failed.",
+                        backend_failure=wiped(False, "Failed to wipe stream: stream not found"),
+                    ),
+                },
+            },
+        },
+        "/api/v1/admin/wipe/all": {
+            "delete": {
+                "tags": ["admin"],
+                "operationId": "wipeAll",
+                "summary": "Remove all stored history",
+                "description": (
+                    "Schemas stay; new notifications are accepted immediately."
+                    + _ADMIN_DESCRIPTION
+                ),
+                "security": _ADMIN_CREDENTIALS,
+                "responses": {
+                    "200": _admin_result(
+                        "Wiped.", wiped=wiped(True, "Successfully wiped all data")
+                    ),
+                    **_auth_responses(),
+                    "500": _admin_result(
+                        "The backend failed.",
+                        backend_failure=wiped(False, "Failed to wipe all data: timed out"),
+                    ),
+                },
+            },
+        },
+    }
+
+
+def _operational_operations() -> Doc:
+    return {
+        "/health": {
+            "get": {
+                "tags": ["health"],
+                "operationId": "health",
+                "summary": "Liveness probe",
+                "responses": {
+                    "200": _json_response("Alive.", _schema("Health"), ok={"status": "ok"}),
+                },
+            },
+        },
+        "/": {
+            "get": {
+                "tags": ["general"],
+                "operationId": "home",
+                "summary": "Landing page",
+                "description": (
+                    "`index.html` from `application.static_files_path` with "
+                    "`{{SERVER_VERSION}}` replaced, or a built-in page when it is missing."
+                ),
+                "responses": {
+                    "200": _response("HTML page.", "text/html", {"type": "string"}),
+                },
+            },
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- components
+
+def _error_schemas() -> Doc:
+    def text(description: str) -> Doc:
+        return {"type": "string", "description": description}
+
+    return {
+        "RequestError": {
+            "type": "object",
+            "description": (
+                "The aviso error object for parse, validation, processing and stream-setup "
+                "failures of notify, watch and replay."
+            ),
+            "required": ["code", "details", "error", "message", "request_id"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "string", "enum": [
+                    "INVALID_JSON", "UNKNOWN_FIELD", "INVALID_REQUEST_SHAPE",
+                    "INVALID_NOTIFICATION_REQUEST", "INVALID_WATCH_REQUEST",
+                    "INVALID_REPLAY_REQUEST", "NOTIFICATION_PROCESSING_FAILED",
+                    "NOTIFICATION_STORAGE_FAILED", "SSE_STREAM_INITIALIZATION_FAILED",
+                ]},
+                "error": text("Category label, e.g. `Invalid Watch Request`."),
+                "message": text("Top-level failure text."),
+                "details": text("Deepest cause; equal to `message` when there is one cause."),
+                "request_id": _schema("RequestId"),
+                "topic": text("Display topic pattern; only on SSE_STREAM_INITIALIZATION_FAILED."),
+            },
+        },
+        "UnknownEventTypeError": {
+            "type": "object",
+            "description": "Strict mode: the event type is not configured.",
+            "required": ["code", "configured_event_types", "error", "message", "request_id"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "string", "enum": ["UNKNOWN_EVENT_TYPE"]},
+                "configured_event_types": {"type": "array", "items": {"type": "string"}},
+                "error": {"type": "string", "enum": ["unknown_event_type"]},
+                "message": {"type": "string"},
+                "request_id": _schema("RequestId"),
+            },
+        },
+        "AuthError": {
+            "type": "object",
+            "description": (
+                "Authentication, authorization, auth-service and destination-plugin failures; "
+                "no `details`."
+            ),
+            "required": ["code", "error", "message", "request_id"],
+            "additionalProperties": False,
+            "properties": {
+                "code": {"type": "string", "enum": [
+                    "UNAUTHORIZED", "FORBIDDEN", "SERVICE_UNAVAILABLE", "INTERNAL_ERROR",
+                ]},
+                "error": {"type": "string", "enum": [
+                    "unauthorized", "forbidden", "service_unavailable", "internal_error",
+                ]},
+                "message": {"type": "string"},
+                "request_id": _schema("RequestId"),
+            },
+        },
+    }
+
+
+def _body_schemas() -> Doc:
+    nullable_text: Doc = {"type": ["string", "null"]}
+    return {
+        "RequestId": {
+            "type": "string",
+            "description": "Equals the `X-Request-ID` response header.",
+            "pattern": _UUID_PATTERN,
+        },
+        "StreamRequest": {
+            "type": "object",
+            "description": _STREAM_REQUEST_DESCRIPTION,
+            "required": ["event_type", "identifier"],
+            "additionalProperties": False,
+            "properties": {
+                "event_type": {"type": "string", "description": "A configured schema key."},
+                "identifier": {
+                    "type": "object",
+                    "description": "Field name to value (or, on watch/replay, constraint).",
+                    "additionalProperties": True,
+                },
+                "from_id": {**nullable_text,
+                            "description": "Start sequence (inclusive), e.g. `\"57\"`."},
+                "from_date": {**nullable_text,
+                              "description": "Start time (inclusive), e.g. "
+                                             "`\"2026-04-01T00:00:00Z\"` or `\"1740509903\"`."},
+                "payload": {"description": "Any JSON value; stored and delivered verbatim."},
+            },
+        },
+        "NotificationAccepted": {
+            "type": "object",
+            "required": ["status", "request_id", "processed_at"],
+            "additionalProperties": False,
+            "properties": {
+                "status": {"type": "string", "enum": ["success"]},
+                "request_id": _schema("RequestId"),
+                "processed_at": {"type": "string", "pattern": _SECOND_PATTERN,
+                                 "description": "UTC, whole seconds."},
+            },
+        },
+        "Health": {
+            "type": "object",
+            "required": ["status"],
+            "additionalProperties": False,
+            "properties": {"status": {"type": "string", "enum": ["ok"]}},
+        },
+        "WipeStreamRequest": {
+            "type": "object",
+            "required": ["stream_name"],
+            "properties": {"stream_name": {"type": "string", "description": "Topic base."}},
+        },
+        "AdminResult": {
+            "type": "object",
+            "required": ["success", "message", "request_id"],
+            "additionalProperties": False,
+            "properties": {
+                "success": {"type": "boolean"},
+                "message": {"type": "string"},
+                "request_id": _schema("RequestId"),
+            },
+        },
+        "AdminNotificationResult": {
+            "type": "object",
+            "required": ["success", "message", "notification_id", "request_id"],
+            "additionalProperties": False,
+            "properties": {
+                "success": {"type": "boolean"},
+                "message": {"type": "string"},
+                "notification_id": {"type": "string", "description": "The raw path value."},
+                "request_id": _schema("RequestId"),
+            },
+        },
+    }
+
+
+def _discovery_schemas() -> Doc:
+    return {
+        "IdentifierRule": {
+            "type": "object",
+            "description": (
+                "One identifier field: its handler `type`, `required`, the handler's "
+                "parameters (unset ones as `null`) and an optional `description`."
+            ),
+            "required": ["type", "required"],
+            "properties": {
+                "type": {"type": "string", "enum": [
+                    "StringHandler", "DateHandler", "TimeHandler", "EnumHandler",
+                    "IntHandler", "FloatHandler", "ExpverHandler", "PolygonHandler",
+                ]},
+                "required": {"type": "boolean"},
+                "description": {"type": "string"},
+                "max_length": {"type": ["integer", "null"], "description": "StringHandler."},
+                "canonical_format": {"type": ["string", "null"], "description": "DateHandler."},
+                "values": {"type": ["array", "null"], "items": {"type": "string"},
+                           "description": "EnumHandler."},
+                "range": {"type": ["array", "null"], "items": {"type": "number"},
+                          "minItems": 2, "maxItems": 2,
+                          "description": "IntHandler / FloatHandler: `[min, max]`."},
+                "default": {"type": ["string", "null"], "description": "ExpverHandler."},
+            },
+        },
+        "SchemaEntry": {
+            "type": "object",
+            "required": ["identifier", "payload"],
+            "additionalProperties": False,
+            "properties": {
+                "identifier": {"type": "object",
+                               "additionalProperties": _schema("IdentifierRule")},
+                "payload": {
+                    "type": ["object", "null"],
+                    "description": "`null` when the schema has no payload block.",
+                    "required": ["required"],
+                    "properties": {"required": {"type": "boolean"}},
+                },
+            },
+        },
+        "SchemaCatalogue": {
+            "type": "object",
+            "required": ["event_types", "schema", "status", "total_schemas"],
+            "additionalProperties": False,
+            "properties": {
+                "event_types": {"type": "array", "items": {"type": "string"}},
+                "schema": {"type": "object", "additionalProperties": _schema("SchemaEntry")},
+                "status": {"type": "string", "enum": ["success"]},
+                "total_schemas": {"type": "integer", "minimum": 0},
+                "message": {"type": "string",
+                            "description": "Only when no schema is configured at all."},
+            },
+        },
+        "SchemaDetail": {
+            "type": "object",
+            "required": ["event_type", "schema", "status"],
+            "additionalProperties": False,
+            "properties": {
+                "event_type": {"type": "string"},
+                "schema": _schema("SchemaEntry"),
+                "status": {"type": "string", "enum": ["success"]},
+            },
+        },
+        "SchemaNotFound": {
+            "type": "object",
+            "required": ["message", "request_id", "status"],
+            "additionalProperties": False,
+            "properties": {
+                "available_types": {"type": "array", "items": {"type": "string"}},
+                "message": {"type": "string"},
+                "request_id": _schema("RequestId"),
+                "status": {"type": "string", "enum": ["error"]},
+            },
+        },
+    }
+
+
+def _shared_responses() -> Doc:
+    def auth_error(code: str, label: str, message: str) -> Doc:
+        return {"code": code, "error": label, "message": message, "request_id": _RID_ADMIN}
+
+    return {
+        "Unauthorized": _response(
+            "Missing, malformed, invalid or expired credentials where they are required "
+            "(admin paths, protected streams). Only when auth is enabled.",
+            JSON, _schema("AuthError"),
+            _examples(
+                missing_header=auth_error("UNAUTHORIZED", "unauthorized",
+                                          "Authorization header is required"),
+                protected_stream=auth_error("UNAUTHORIZED", "unauthorized",
+                                            "Authentication is required for this stream"),
+                invalid_token=auth_error("UNAUTHORIZED", "unauthorized",
+                                         "Invalid or expired token"),
+            ),
+            headers={"WWW-Authenticate": _ref("headers", "WWW-Authenticate")},
+        ),
+        "Forbidden": _response(
+            "Authenticated but not allowed (roles, admin, destination plugin).",
+            JSON, _schema("AuthError"),
+            _examples(
+                not_admin=auth_error("FORBIDDEN", "forbidden",
+                                     "User does not have required administrative role"),
+                read_denied=auth_error("FORBIDDEN", "forbidden",
+                                       "User does not have required read role for this stream"),
+            ),
+        ),
+        "ServiceUnavailable": _response(
+            "The authentication service or the destination service could not reach a verdict.",
+            JSON, _schema("AuthError"),
+            _examples(auth_service=auth_error(
+                "SERVICE_UNAVAILABLE", "service_unavailable",
+                "Authentication service temporarily unavailable",
+            )),
+        ),
+        "PayloadTooLarge": _response(
+            "Body larger than 256 KiB; a plain-text framework message.",
+            "text/plain", {"type": "string"},
+        ),
+    }
+
+
+def _headers() -> Doc:
+    return {
+        "X-Request-ID": {
+            "description": "A fresh server-generated UUID; a client-supplied value is ignored.",
+            "required": True,
+            "schema": {"type": "string", "pattern": _UUID_PATTERN},
+        },
+        "WWW-Authenticate": {
+            "description": "`Bearer`, plus a second `Basic` field in direct mode.",
+            "required": True,
+            "schema": {"type": "string"},
+        },
+    }
+
+
+_API_DESCRIPTION = """\
+Notifications for data-driven workflows: producers **notify**, consumers **watch** live
+streams or **replay** history over Server-Sent Events.
+
+* Every response carries `X-Request-ID`; JSON bodies that have a `request_id` repeat it.
+* Paths are exact: no trailing-slash redirects.
+* Authentication, when enabled, applies to `/api/v1` except the schema routes.
+"""
+
+
+def openapi_document(version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for server ``version``, as JSON-serialisable data."""
+    # Deep-copied so that a caller editing the result cannot alter the module's constants.
+    return copy.deepcopy({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Aviso Notification Service API",
+            "version": version,
+            "description": _API_DESCRIPTION,
+            "license": {"name": "Apache-2.0",
+                        "url": "https://www.apache.org/licenses/LICENSE-2.0"},
+        },
+        "tags": [
+            {"name": "health", "description": "Liveness."},
+            {"name": "general", "description": "Landing page."},
+            {"name": "schema", "description": "Schema discovery."},
+            {"name": "notification", "description": "Publishing notifications."},
+            {"name": "streaming", "description": "Watch and replay over Server-Sent Events."},
+            {"name": "admin", "description": "Deleting stored notifications."},
+        ],
+        "paths": {
+            "/api/v1/notification": {"post": _notify_operation()},
+            "/api/v1/watch": {"post": _watch_operation()},
+            "/api/v1/replay": {"post": _replay_operation()},
+            **_schema_operations(),
+            **_admin_operations(),
+            **_operational_operations(),
+        },
+        "components": {
+            "schemas": {**_body_schemas(), **_error_schemas(), **_discovery_schemas()},
+            "responses": _shared_responses(),
+            "headers": _headers(),
+            "securitySchemes": {
+                "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+                "basic": {"type": "http", "scheme": "basic"},
+            },
+        },
+    })

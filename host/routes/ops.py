@@ -1,0 +1,171 @@
+"""Operational routes: health, landing page, static files, the OpenAPI document, Swagger UI.
+
+None of these is authenticated. Pages link relatively, so everything keeps working when the
+application is mounted under a path prefix.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from importlib.resources import files
+from pathlib import Path
+from urllib.parse import quote
+
+import swagger_ui_bundle
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from aviso_host.encoding import dumps
+from aviso_host.errors import json_response
+from aviso_host.logs import log_event
+from aviso_host.openapi import openapi_document
+
+_VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
+
+# The bundle's own index.html and initializer load the petstore demo; ours replaces them.
+_SWAGGER_UI_DIR = Path(str(swagger_ui_bundle.swagger_ui_path))
+_SWAGGER_UI_EXCLUDED = frozenset({"index.html", "index.j2", "swagger-initializer.js"})
+
+_SWAGGER_UI_PAGE = """\
+<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Aviso Notification Service API</title>
+  <link rel="stylesheet" href="swagger-ui.css">
+  <link rel="icon" type="image/png" href="favicon-32x32.png" sizes="32x32">
+  <link rel="icon" type="image/png" href="favicon-16x16.png" sizes="16x16">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="swagger-ui-bundle.js"></script>
+  <script>
+    // This Swagger UI (4.x) refuses OpenAPI 3.1. The document keeps to what 3.0 and 3.1
+    // read alike except nullable types, which 3.1 writes as type lists: rewrite those,
+    // relabel the version, and point "try it out" at this deployment (prefix included).
+    function asOpenApi30(node) {
+      if (Array.isArray(node)) {
+        node.forEach(asOpenApi30);
+      } else if (node !== null && typeof node === "object") {
+        if (Array.isArray(node.type)) {
+          const types = node.type.filter((t) => t !== "null");
+          if (types.length < node.type.length) node.nullable = true;
+          node.type = types[0];
+        }
+        Object.values(node).forEach(asOpenApi30);
+      }
+      return node;
+    }
+    fetch("../api-docs/openapi.json")
+      .then((response) => response.json())
+      .then((spec) => {
+        asOpenApi30(spec);
+        spec.openapi = "3.0.3";
+        spec.servers = [{ url: new URL("..", window.location.href).href }];
+        SwaggerUIBundle({ spec, dom_id: "#swagger-ui", deepLinking: true });
+      })
+      .catch((error) => {
+        document.getElementById("swagger-ui").textContent =
+          "Could not load the API description: " + error;
+      });
+  </script>
+</body>
+</html>
+"""
+
+
+def _hidden(parts: list[str]) -> bool:
+    # Dot-names are never served or listed (.git, .env, ...), and ".." is one of them.
+    return any(part.startswith(".") for part in parts)
+
+
+def _directory_listing(directory: Path, url_path: str, at_root: bool) -> HTMLResponse:
+    # Links are relative to the page; without a trailing slash the last URL segment is the
+    # page's own name, so links must repeat it (no redirect to the slashed form).
+    base = "" if url_path.endswith("/") else quote(url_path.rsplit("/", 1)[-1]) + "/"
+    entries = sorted(
+        (entry for entry in directory.iterdir() if not entry.name.startswith(".")),
+        key=lambda entry: (not entry.is_dir(), entry.name),
+    )
+    items = [] if at_root else [f'<li><a href="{base}../">../</a></li>']
+    for entry in entries:
+        name = entry.name + ("/" if entry.is_dir() else "")
+        items.append(f'<li><a href="{base}{quote(name)}">{html.escape(name)}</a></li>')
+    title = html.escape(f"Index of {url_path}")
+    listing = "\n".join(items)
+    return HTMLResponse(
+        f'<!doctype html>\n<html lang="en">\n<head><meta charset="utf-8"><title>{title}</title>'
+        f"</head>\n<body>\n<h1>{title}</h1>\n<ul>\n{listing}\n</ul>\n</body>\n</html>\n"
+    )
+
+
+def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
+    """The operational routes, serving ``static_files_path`` and announcing ``version``."""
+    static_root = Path(static_files_path).resolve()
+    version_bytes = html.escape(version).encode()
+    fallback_home = (
+        files("aviso_host").joinpath("static", "index.html").read_bytes()
+        .replace(_VERSION_PLACEHOLDER, version_bytes)
+    )
+    openapi_json = dumps(openapi_document(version), sort_keys=False).encode()
+    swagger_assets = {
+        asset.name: asset
+        for asset in _SWAGGER_UI_DIR.iterdir()
+        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
+    }
+
+    async def health(request: Request) -> Response:
+        return json_response({"status": "ok"}, sort_keys=False)
+
+    # Synchronous handlers touch the filesystem, so Starlette runs them in its thread pool.
+    def home(request: Request) -> Response:
+        # Read per request so operators can edit the page without a restart.
+        try:
+            page = (static_root / "index.html").read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return HTMLResponse(fallback_home)
+        except OSError as exc:
+            log_event("landing_page.read.failed", f"index.html unreadable: {exc}",
+                      logging.WARNING)
+            return HTMLResponse(fallback_home)
+        return HTMLResponse(page.replace(_VERSION_PLACEHOLDER, version_bytes))
+
+    def static(request: Request) -> Response:
+        relative: str = request.path_params["path"]
+        parts = [part for part in relative.split("/") if part]
+        if "\x00" in relative or _hidden(parts):
+            return Response(status_code=404)
+        target = static_root.joinpath(*parts).resolve()
+        # Symlinks may point anywhere; only what resolves inside the root is served.
+        if not target.is_relative_to(static_root):
+            return Response(status_code=404)
+        if target.is_file():
+            return FileResponse(target)
+        if target.is_dir():
+            return _directory_listing(target, request.url.path, at_root=not parts)
+        return Response(status_code=404)
+
+    async def openapi(request: Request) -> Response:
+        return Response(openapi_json, media_type="application/json")
+
+    async def swagger_ui(request: Request) -> Response:
+        return HTMLResponse(_SWAGGER_UI_PAGE)
+
+    async def swagger_asset(request: Request) -> Response:
+        name: str = request.path_params["file"]
+        if name == "index.html":
+            return HTMLResponse(_SWAGGER_UI_PAGE)
+        asset = swagger_assets.get(name)
+        return FileResponse(asset) if asset is not None else Response(status_code=404)
+
+    return [
+        Route("/health", health, methods=["GET"]),
+        Route("/", home, methods=["GET"]),
+        Route("/static/{path:path}", static, methods=["GET"]),
+        Route("/api-docs/openapi.json", openapi, methods=["GET"]),
+        Route("/swagger-ui/", swagger_ui, methods=["GET"]),
+        Route("/swagger-ui/{file}", swagger_asset, methods=["GET"]),
+    ]

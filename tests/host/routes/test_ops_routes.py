@@ -1,0 +1,181 @@
+"""Unit tests for the operational routes, on a bare Starlette app (no aviso middleware)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.exceptions import StarletteDeprecationWarning
+
+from aviso_host.routes.ops import ops_routes
+
+with warnings.catch_warnings():
+    # Starlette 1.x prefers httpx2 and warns (an error under our pytest settings) when it
+    # falls back to httpx; either client serves these tests equally well.
+    warnings.simplefilter("ignore", StarletteDeprecationWarning)
+    from starlette.testclient import TestClient
+
+VERSION = "9.9.9"
+HTML = "text/html; charset=utf-8"
+
+
+@pytest.fixture
+def static_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "static"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def client(static_dir: Path) -> Iterator[TestClient]:
+    app = Starlette(routes=ops_routes(str(static_dir), VERSION))
+    # The real application disables slash redirects; mirror it so redirects can't hide bugs.
+    app.router.redirect_slashes = False
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_health_body_is_exact(client: TestClient) -> None:
+    response = client.get("/health")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.content == b'{"status":"ok"}'
+
+
+def test_wrong_method_is_405(client: TestClient) -> None:
+    assert client.post("/health").status_code == 405
+
+
+def test_home_falls_back_to_packaged_page(client: TestClient) -> None:
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == HTML
+    assert VERSION in response.text
+    assert "{{SERVER_VERSION}}" not in response.text
+    # Relative links keep the page usable under a mount prefix.
+    assert 'href="swagger-ui/"' in response.text
+    assert 'href="api/v1/schema"' in response.text
+
+
+def test_home_serves_configured_page_with_version(client: TestClient, static_dir: Path) -> None:
+    (static_dir / "index.html").write_text(
+        "<p>custom {{SERVER_VERSION}} and {{SERVER_VERSION}}</p>", encoding="utf-8"
+    )
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == HTML
+    assert response.text == f"<p>custom {VERSION} and {VERSION}</p>"
+
+
+def test_static_file(client: TestClient, static_dir: Path) -> None:
+    (static_dir / "notes.txt").write_text("hello", encoding="utf-8")
+    response = client.get("/static/notes.txt")
+    assert response.status_code == 200
+    assert response.text == "hello"
+    assert response.headers["content-type"].startswith("text/plain")
+
+
+def test_static_directory_listing(client: TestClient, static_dir: Path) -> None:
+    (static_dir / "docs").mkdir()
+    (static_dir / "docs" / "guide.html").write_text("<p>guide</p>", encoding="utf-8")
+    (static_dir / "readme.txt").write_text("x", encoding="utf-8")
+    (static_dir / ".secret").write_text("x", encoding="utf-8")
+
+    root = client.get("/static/")
+    assert root.status_code == 200
+    assert root.headers["content-type"] == HTML
+    assert 'href="docs/"' in root.text
+    assert 'href="readme.txt"' in root.text
+    assert ".secret" not in root.text
+
+    # Without a trailing slash there is no redirect; links still resolve to the right files.
+    sub = client.get("/static/docs")
+    assert sub.status_code == 200
+    assert 'href="docs/guide.html"' in sub.text
+    assert client.get("/static/docs/guide.html").text == "<p>guide</p>"
+
+
+def test_static_missing_is_404(client: TestClient) -> None:
+    assert client.get("/static/nope.txt").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path", ["/static/%2e%2e/outside.txt", "/static/..%2Foutside.txt", "/static/.secret"]
+)
+def test_static_refuses_traversal_and_hidden_files(
+    client: TestClient, static_dir: Path, path: str
+) -> None:
+    (static_dir.parent / "outside.txt").write_text("private", encoding="utf-8")
+    (static_dir / ".secret").write_text("private", encoding="utf-8")
+    response = client.get(path)
+    assert response.status_code == 404
+    assert "private" not in response.text
+
+
+def test_static_refuses_symlink_out_of_root(client: TestClient, static_dir: Path) -> None:
+    (static_dir.parent / "outside.txt").write_text("private", encoding="utf-8")
+    (static_dir / "link.txt").symlink_to(static_dir.parent / "outside.txt")
+    assert client.get("/static/link.txt").status_code == 404
+
+
+def test_openapi_document(client: TestClient) -> None:
+    response = client.get("/api-docs/openapi.json")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    document = response.json()
+    compact = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+    assert response.content == compact.encode()
+    assert document["openapi"].startswith("3.1")
+    assert document["info"]["title"] == "Aviso Notification Service API"
+    assert document["info"]["version"] == VERSION
+    expected = {
+        "/api/v1/notification": {"post"},
+        "/api/v1/watch": {"post"},
+        "/api/v1/replay": {"post"},
+        "/api/v1/schema": {"get"},
+        "/api/v1/schema/{event_type}": {"get"},
+        "/api/v1/admin/notification/{notification_id}": {"delete"},
+        "/api/v1/admin/wipe/stream": {"delete"},
+        "/api/v1/admin/wipe/all": {"delete"},
+        "/health": {"get"},
+        "/": {"get"},
+    }
+    assert {path: set(item) for path, item in document["paths"].items()} == expected
+    assert {tag["name"] for tag in document["tags"]} == {
+        "health", "general", "schema", "notification", "streaming", "admin",
+    }
+    assert document["components"]["securitySchemes"] == {
+        "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+        "basic": {"type": "http", "scheme": "basic"},
+    }
+    watch_ok = document["paths"]["/api/v1/watch"]["post"]["responses"]["200"]
+    assert list(watch_ok["content"]) == ["text/event-stream"]
+
+
+def test_openapi_document_is_valid(client: TestClient) -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(client.get("/api-docs/openapi.json").json())
+
+
+def test_swagger_ui_page(client: TestClient) -> None:
+    response = client.get("/swagger-ui/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == HTML
+    assert '"../api-docs/openapi.json"' in response.text
+    assert "petstore" not in response.text
+
+
+def test_swagger_ui_asset(client: TestClient) -> None:
+    response = client.get("/swagger-ui/swagger-ui-bundle.js")
+    assert response.status_code == 200
+    assert "javascript" in response.headers["content-type"]
+    assert len(response.content) > 100_000
+
+
+def test_swagger_ui_demo_initializer_is_not_served(client: TestClient) -> None:
+    assert client.get("/swagger-ui/swagger-initializer.js").status_code == 404
+    assert client.get("/swagger-ui/nope.js").status_code == 404

@@ -1,0 +1,57 @@
+"""Configuration documents used across the suite (the spec chapters' example schemas)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+# api-and-streaming.md §0.2, with enough in-memory history for the tests.
+API_EXAMPLE = yaml.safe_load(
+    """
+application:
+  host: 127.0.0.1
+  port: 0
+  base_url: "https://aviso.example.org"
+notification_backend:
+  kind: in_memory
+  in_memory:
+    max_history_per_topic: 1000
+    max_topics: 10000
+notification_schema:
+  river_gauge:
+    payload: { required: false }
+    topic: { base: "gauge", key_order: ["basin", "date", "level"] }
+    identifier:
+      basin: { type: StringHandler, required: true }
+      date:  { type: DateHandler, canonical_format: "%Y%m%d", required: false }
+      level: { type: IntHandler, range: [0, 10], required: false }
+  storm_cell:
+    payload: { required: true }
+    topic: { base: "storm", key_order: ["date", "time"] }
+    identifier:
+      date:    { type: DateHandler, canonical_format: "%Y%m%d", required: false }
+      time:    { type: TimeHandler, required: false }
+      polygon: { type: PolygonHandler, required: true }
+watch_endpoint:
+  sse_heartbeat_interval_sec: 30
+  connection_max_duration_sec: 900
+  replay_batch_size: 100
+  max_historical_notifications: 10000
+  replay_batch_delay_ms: 100
+  concurrent_notification_processing: 15
+"""
+)
+
+
+def with_changes(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``base`` with whole top-level sections updated key by key."""
+    document = copy.deepcopy(base)
+    for name, values in sections.items():
+        current = document.get(name)
+        if isinstance(current, dict) and isinstance(values, dict):
+            current.update(values)
+        else:
+            document[name] = values
+    return document
