@@ -1,0 +1,38 @@
+"""Configuration: load the document, validate it against the loaded plugins, type it.
+
+``load_settings`` is the whole pipeline; ``settings_from_document`` starts from a document
+already in hand (tests, ``create_app``). Both raise :class:`ConfigError` naming the key at
+fault, and nothing re-reads the raw document after startup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from aviso_host.config.build import settings_from_document
+from aviso_host.config.errors import ConfigError
+from aviso_host.config.loader import load_document
+from aviso_host.config.redact import redact
+from aviso_host.config.settings import Settings
+from aviso_host.plugins import PluginRegistry
+
+
+def load_settings(
+    registry: PluginRegistry,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> Settings:
+    """Read files and environment (defaults: the process's own) and validate the result."""
+    return settings_from_document(load_document(environ, cwd, home), registry)
+
+
+__all__ = [
+    "ConfigError",
+    "Settings",
+    "load_document",
+    "load_settings",
+    "redact",
+    "settings_from_document",
+]

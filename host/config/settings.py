@@ -106,4 +106,7 @@ class Settings:
     """Effective ``notification_schema_strict``."""
     ecpds: Mapping[str, Any] | None = None
     document: Mapping[str, Any] = field(default_factory=dict)
-    """The merged configuration document, for ``aviso config check`` (redact before use)."""
+    """The effective configuration document (explicit nulls dropped, text converted), for
+    ``aviso config check`` (redact before use)."""
+    warnings: tuple[str, ...] = ()
+    """Problems that do not stop startup; logged once logging is configured."""

@@ -27,7 +27,7 @@ from aviso_plugins.types import (
     StoredNotification,
 )
 
-_COUNT = {"type": ["integer", "string"], "minimum": 1}
+_COUNT = {"type": "integer", "minimum": 0}
 
 
 class _StreamLog:
@@ -85,7 +85,7 @@ class InMemoryBackend(StorageBackend):
         "properties": {
             "max_history_per_topic": _COUNT,
             "max_topics": _COUNT,
-            "enable_metrics": {"type": ["boolean", "string"]},
+            "enable_metrics": {"type": "boolean"},
         },
     }
 

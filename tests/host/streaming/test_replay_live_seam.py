@@ -35,10 +35,15 @@ def test_watch_from_id_receives_every_notification_once_in_order() -> None:
             _notify(client, n)
         total = STORED_BEFORE + PUBLISHED_DURING
         publisher_done = threading.Event()
+        replay_completed = threading.Event()
 
         def publish() -> None:
+            # The first half lands while history is being paged (so it is both in history
+            # and in the live buffer); the second half starts as the stream goes live.
             with httpx.Client(base_url=server.url) as producer:
                 for n in range(STORED_BEFORE, total):
+                    if n == STORED_BEFORE + PUBLISHED_DURING // 2:
+                        replay_completed.wait(10)
                     _notify(producer, n)
             publisher_done.set()
 
@@ -54,10 +59,12 @@ def test_watch_from_id_receives_every_notification_once_in_order() -> None:
                 if event.kind == "replay-control/replay_started":
                     publisher.start()
                 kinds.append(event.kind)
+                if event.kind == "replay-control/replay_completed":
+                    replay_completed.set()
                 if event.name in ("replay", "live-notification"):
                     sequences.append(event.data["sequence"])
-                    if len(sequences) == total:
-                        break
+                if len(sequences) == total and replay_completed.is_set():
+                    break
         publisher.join(30)
         assert publisher_done.is_set()
 

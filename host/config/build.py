@@ -1,0 +1,124 @@
+"""From a configuration document to typed, immutable :class:`Settings`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from aviso_host.config.coerce import coerce_text, drop_nulls
+from aviso_host.config.document_schema import document_schema
+from aviso_host.config.rules import check_rules
+from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
+from aviso_host.config.settings import (
+    ApplicationSettings,
+    AuthSettings,
+    BackendSettings,
+    LoggingSettings,
+    MetricsSettings,
+    SchemaSettings,
+    Settings,
+    StreamAuthSettings,
+    TopicSettings,
+    WatchSettings,
+)
+from aviso_host.config.shape import validate_shape
+from aviso_host.plugins import PluginRegistry
+
+LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
+
+ECPDS_DEFAULTS: Mapping[str, Any] = {
+    "target_field": "name",
+    "cache_ttl_seconds": 300,
+    "max_entries": 10000,
+    "request_timeout_seconds": 30,
+    "connect_timeout_seconds": 5,
+    "partial_outage_policy": "strict",
+}
+
+
+def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry) -> Settings:
+    """Validate ``document`` against the loaded plugins; raise ``ConfigError`` if unusable."""
+    schema = document_schema(registry)
+    effective = coerce_text(drop_nulls(document), schema)
+    validate_shape(effective, schema)
+    warnings = check_rules(effective, registry)
+    schemas = effective.get("notification_schema", {})
+    strict = effective.get("notification_schema_strict", bool(schemas))
+    if strict is False and schemas:
+        warnings.append(
+            "notification_schema_strict is false: undeclared event types are processed "
+            "generically although schemas are configured"
+        )
+    return Settings(
+        application=ApplicationSettings(**_known(effective["application"], ApplicationSettings)),
+        backend=_backend(effective["notification_backend"]),
+        logging=LoggingSettings(level=_log_level(effective.get("logging", {}).get("level"))),
+        auth=_auth(effective.get("auth", {})),
+        metrics=MetricsSettings(**_known(effective.get("metrics", {}), MetricsSettings)),
+        watch=WatchSettings(**_known(effective.get("watch_endpoint", {}), WatchSettings)),
+        schemas={name: _schema(name, entry) for name, entry in schemas.items()},
+        schemas_configured="notification_schema" in effective,
+        strict=strict,
+        ecpds={**ECPDS_DEFAULTS, **effective["ecpds"]} if "ecpds" in effective else None,
+        document=effective,
+        warnings=tuple(warnings),
+    )
+
+
+def _known(section: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    """The entries of ``section`` that ``cls`` has a field for (unknown keys are ignored)."""
+    names = {item.name for item in fields(cls)}
+    return {key: value for key, value in section.items() if key in names}
+
+
+def _log_level(level: Any) -> str:
+    text = level.lower() if isinstance(level, str) else ""
+    return text if text in LOG_LEVELS else "info"
+
+
+def _roles(roles: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    return {realm: tuple(names) for realm, names in roles.items()}
+
+
+def _auth(auth: Mapping[str, Any]) -> AuthSettings:
+    known = _known(auth, AuthSettings)
+    known["admin_roles"] = _roles(known.get("admin_roles", {}))
+    return AuthSettings(**known)
+
+
+def _backend(section: Mapping[str, Any]) -> BackendSettings:
+    sections = {
+        kind: options
+        for kind, options in section.items()
+        if kind != "kind" and isinstance(options, Mapping)
+    }
+    return BackendSettings(kind=section["kind"], sections=sections)
+
+
+def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
+    topic = entry.get("topic")
+    stream_auth = entry.get("auth")
+    policy = entry.get("storage_policy")
+    return SchemaSettings(
+        event_type=event_type,
+        identifier=entry["identifier"],
+        topic=TopicSettings(topic["base"], tuple(topic["key_order"])) if topic else None,
+        payload_required=entry["payload"]["required"] if "payload" in entry else None,
+        auth=_stream_auth(stream_auth) if stream_auth is not None else None,
+        # Unknown storage_policy keys are ignored, so backends never see them.
+        storage_policy=(
+            {key: policy[key] for key in STORAGE_POLICY_KEYS if key in policy}
+            if policy is not None
+            else None
+        ),
+    )
+
+
+def _stream_auth(block: Mapping[str, Any]) -> StreamAuthSettings:
+    return StreamAuthSettings(
+        required=block["required"],
+        read_roles=_roles(block["read_roles"]) if "read_roles" in block else None,
+        write_roles=_roles(block["write_roles"]) if "write_roles" in block else None,
+        plugins=tuple(block.get("plugins", ())),
+    )

@@ -1,0 +1,142 @@
+"""Where the configuration document comes from (configuration chapter §1.1–1.3).
+
+The result is a plain mapping: files deep-merged in cascade order, then ``AVISOSERVER_*``
+environment overrides on top. Override values stay text here; turning text into numbers
+and booleans is the job of the schema-driven coercion that runs next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aviso_host.config.errors import ConfigError
+from aviso_host.config.yaml12 import load_yaml
+
+CONFIG_FILE_ENV = "AVISOSERVER_CONFIG_FILE"
+ENV_PREFIX = "AVISOSERVER_"
+ENV_SEPARATOR = "__"
+
+SYSTEM_CONFIG = Path("/etc/aviso_server/config.yaml")
+"""The system-wide file of the default cascade (a module attribute so tests can move it)."""
+
+
+def load_document(
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    home: Path | None = None,
+) -> dict[str, Any]:
+    """Merge the configuration files and environment overrides into one document."""
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    home = Path.home() if home is None else home
+
+    document: dict[str, Any] = {}
+    for path in _file_sources(environ, cwd, home):
+        document = deep_merge(document, _read_file(path))
+    return apply_environment(document, environ)
+
+
+def _file_sources(environ: Mapping[str, str], cwd: Path, home: Path) -> list[Path]:
+    if CONFIG_FILE_ENV not in environ:
+        cascade = [
+            cwd / "configuration" / "config.yaml",
+            SYSTEM_CONFIG,
+            home / ".aviso_server" / "config.yaml",
+        ]
+        return [path for path in cascade if _probe(path.exists)]
+    raw = environ[CONFIG_FILE_ENV]
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        # os.environ smuggles undecodable bytes in as surrogates.
+        raise ConfigError(f"{CONFIG_FILE_ENV} is not valid text") from None
+    name = raw.strip()
+    if not name:
+        raise ConfigError(f"{CONFIG_FILE_ENV} is set but empty")
+    path = cwd / name
+    if not _probe(path.is_file):
+        raise ConfigError(f"{CONFIG_FILE_ENV} does not point to a file: {name}")
+    return [path]
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    """Run a ``Path`` existence check; being denied the answer fails startup."""
+    try:
+        return check()
+    except OSError as exc:  # e.g. an unreadable /etc/aviso_server
+        raise ConfigError(
+            f"{exc.filename}: cannot access configuration file: {exc.strerror}"
+        ) from exc
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        raise ConfigError(
+            f"{path}: unsupported configuration file extension (use .yaml, .yml or .json)"
+        )
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: configuration file is not valid UTF-8: {exc}") from exc
+    try:
+        content = (
+            json.loads(text, parse_constant=_reject_constant)
+            if suffix == ".json"
+            else (load_yaml(text))
+        )
+    except (yaml.YAMLError, ValueError) as exc:
+        raise ConfigError(f"{path}: malformed configuration file: {exc}") from exc
+    if content is None:  # an empty (or comment-only) YAML file
+        return {}
+    if not isinstance(content, dict):
+        raise ConfigError(f"{path}: the configuration must be a mapping at the top level")
+    return content
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge mappings key by key, recursively; any other value replaces the earlier one."""
+    merged = dict(base)
+    for key, value in override.items():
+        previous = merged.get(key)
+        if isinstance(previous, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(previous, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def apply_environment(document: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Apply every ``AVISOSERVER_*`` variable as a text leaf at its ``__``-separated path.
+
+    Variables are applied in name order so the outcome does not depend on the order the
+    operating system lists them in.
+    """
+    result = dict(document)
+    for name in sorted(environ):
+        if name[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split(ENV_SEPARATOR)
+        if "" in path:  # e.g. a bare ``AVISOSERVER_``: addresses no key
+            continue
+        node = result
+        for key in path[:-1]:
+            child = node.get(key)
+            # Copy along the path so the caller's document is never mutated; the
+            # environment always wins, even over a non-mapping written in a file.
+            node[key] = dict(child) if isinstance(child, Mapping) else {}
+            node = node[key]
+        node[path[-1]] = environ[name]
+    return result

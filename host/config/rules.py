@@ -1,0 +1,77 @@
+"""Semantic startup rules, run on a document that already has the right shape.
+
+The groups run in the order configuration chapter §12 lists them, so when several things
+are wrong the operator is told about the earliest one first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aviso_host.config.auth_rules import check_global_auth, check_stream_auth, check_stream_plugins
+from aviso_host.config.ecpds_rules import check_ecpds
+from aviso_host.config.errors import at
+from aviso_host.config.schema_rules import check_schemas
+from aviso_host.plugins import PluginRegistry
+from aviso_plugins.types import StorageBackend
+
+# Limits the in-memory backend cannot honour at 0 (aviso-server silently treats 0 as 1).
+_IN_MEMORY_POSITIVE = ("max_history_per_topic", "max_topics")
+
+# A zero here stalls or spins the streaming loops instead of meaning anything useful.
+_WATCH_POSITIVE = (
+    "sse_heartbeat_interval_sec",
+    "connection_max_duration_sec",
+    "replay_batch_size",
+    "concurrent_notification_processing",
+)
+
+
+def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
+    """Fail on the first violated rule; return warnings worth logging at startup."""
+    backend = _selected_backend(document["notification_backend"], registry)
+    schemas = document.get("notification_schema", {})
+    warnings = check_schemas(schemas, registry.field_handlers, backend)
+    auth = document.get("auth", {})
+    check_global_auth(auth)
+    check_stream_plugins(schemas, registry.authorisers)
+    check_stream_auth(schemas, auth.get("enabled", False))
+    _check_metrics(document.get("metrics", {}), document["application"]["port"])
+    check_ecpds(document.get("ecpds"), schemas)
+    _check_watch_endpoint(document.get("watch_endpoint", {}))
+    return warnings
+
+
+def _selected_backend(section: Mapping[str, Any], registry: PluginRegistry) -> type[StorageBackend]:
+    kind = section["kind"]
+    backend = registry.backends.get(kind)
+    if backend is None:
+        known = ", ".join(repr(name) for name in sorted(registry.backends)) or "none"
+        raise at(
+            ("notification_backend", "kind"), f"unknown backend {kind!r} (registered: {known})"
+        )
+    if kind == "in_memory":
+        options = section.get(kind, {})
+        for key in _IN_MEMORY_POSITIVE:
+            if options.get(key) == 0:
+                raise at(("notification_backend", kind, key), "must be greater than 0")
+    return backend
+
+
+def _check_metrics(metrics: Mapping[str, Any], application_port: int) -> None:
+    if not metrics.get("enabled", False):
+        return
+    port = metrics.get("port")
+    if port is None:
+        raise at(("metrics",), "missing required key 'port' (metrics are enabled)")
+    if port == 0:
+        raise at(("metrics", "port"), "must not be 0 when metrics are enabled")
+    if port == application_port:
+        raise at(("metrics", "port"), f"must differ from application.port ({application_port})")
+
+
+def _check_watch_endpoint(watch: Mapping[str, Any]) -> None:
+    for key in _WATCH_POSITIVE:
+        if watch.get(key) == 0:
+            raise at(("watch_endpoint", key), "must be greater than 0")
