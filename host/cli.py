@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
 import click
+import yaml
 
-from aviso_host.encoding import dumps
-from aviso_host.logs import configure_logging
+from aviso_host.logs import configure_logging, log_event
 from aviso_host.plugins import PluginError, discover
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
@@ -42,6 +43,8 @@ def serve(config_file: str | None, host: str | None, port: int | None) -> None:
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
+    for warning in settings.warnings:
+        log_event("config.warning", warning, logging.WARNING)
     app = create_app(settings, registry)
     config = uvicorn_config(
         app,
@@ -88,4 +91,6 @@ def check(path: str) -> None:
         settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(dumps(redact(settings.document), sort_keys=False))
+    click.echo(
+        yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
+    )

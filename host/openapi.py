@@ -44,8 +44,13 @@ def _examples(**examples: Any) -> Doc:
     return {name: {"value": value} for name, value in examples.items()}
 
 
-def _response(description: str, media_type: str | None = None, schema: Doc | None = None,
-              examples: Doc | None = None, headers: Doc | None = None) -> Doc:
+def _response(
+    description: str,
+    media_type: str | None = None,
+    schema: Doc | None = None,
+    examples: Doc | None = None,
+    headers: Doc | None = None,
+) -> Doc:
     """A response object; every aviso response carries ``X-Request-ID``."""
     response: Doc = {
         "description": description,
@@ -64,8 +69,13 @@ def _json_response(description: str, schema: Doc, **examples: Any) -> Doc:
 
 
 def _request_error(code: str, label: str, message: str, request_id: str) -> Doc:
-    return {"code": code, "details": message, "error": label, "message": message,
-            "request_id": request_id}
+    return {
+        "code": code,
+        "details": message,
+        "error": label,
+        "message": message,
+        "request_id": request_id,
+    }
 
 
 def _unknown_event_type(request_id: str) -> Doc:
@@ -215,9 +225,16 @@ def _sse_response(**transcripts: str) -> Doc:
     )
 
 
-def _stream_operation(endpoint: str, summary: str, description: str, label: str,
-                      request_id: str, request_examples: Doc, invalid_message: str,
-                      transcript: Doc) -> Doc:
+def _stream_operation(
+    endpoint: str,
+    summary: str,
+    description: str,
+    label: str,
+    request_id: str,
+    request_examples: Doc,
+    invalid_message: str,
+    transcript: Doc,
+) -> Doc:
     code = f"INVALID_{endpoint.upper()}_REQUEST"
     return {
         "tags": ["streaming"],
@@ -251,6 +268,7 @@ def _stream_operation(endpoint: str, summary: str, description: str, label: str,
 
 # ---------------------------------------------------------------------------------- paths
 
+
 def _notify_operation() -> Doc:
     label = "Invalid Notification Request"
     return {
@@ -283,17 +301,24 @@ def _notify_operation() -> Doc:
             "200": _json_response(
                 "Stored.",
                 _schema("NotificationAccepted"),
-                accepted={"status": "success", "request_id": _RID_NOTIFY,
-                          "processed_at": "2026-04-02T07:31:09Z"},
+                accepted={
+                    "status": "success",
+                    "request_id": _RID_NOTIFY,
+                    "processed_at": "2026-04-02T07:31:09Z",
+                },
             ),
             "400": _bad_request(
                 missing_field=_request_error(
-                    "INVALID_NOTIFICATION_REQUEST", label,
-                    "Required field 'level' missing for notify operation", _RID_NOTIFY,
+                    "INVALID_NOTIFICATION_REQUEST",
+                    label,
+                    "Required field 'level' missing for notify operation",
+                    _RID_NOTIFY,
                 ),
                 invalid_json=_request_error(
-                    "INVALID_JSON", label,
-                    "JSON parsing failed: expected value at line 1 column 1", _RID_NOTIFY,
+                    "INVALID_JSON",
+                    label,
+                    "JSON parsing failed: expected value at line 1 column 1",
+                    _RID_NOTIFY,
                 ),
                 unknown_event_type=_unknown_event_type(_RID_NOTIFY),
             ),
@@ -324,11 +349,15 @@ def _watch_operation() -> Doc:
         "Invalid Watch Request",
         _RID_WATCH,
         {
-            "live_only": {"event_type": "river_gauge",
-                          "identifier": {"basin": "rhine", "level": {"gte": 4}}},
-            "catch_up_then_live": {"event_type": "storm_cell",
-                                   "identifier": {"time": "12", "point": "47.3,8.5"},
-                                   "from_date": "2026-04-01T00:00:00Z"},
+            "live_only": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine", "level": {"gte": 4}},
+            },
+            "catch_up_then_live": {
+                "event_type": "storm_cell",
+                "identifier": {"time": "12", "point": "47.3,8.5"},
+                "from_date": "2026-04-01T00:00:00Z",
+            },
         },
         "Cannot specify both identifier.polygon and identifier.point. "
         "Provide only one spatial filter.",
@@ -346,10 +375,16 @@ def _replay_operation() -> Doc:
         "Invalid Replay Request",
         _RID_REPLAY,
         {
-            "from_sequence": {"event_type": "river_gauge", "identifier": {"basin": "rhine"},
-                              "from_id": "57"},
-            "from_time": {"event_type": "river_gauge", "identifier": {"basin": "rhine"},
-                          "from_date": "2026-04-01 06:30:00+00:00"},
+            "from_sequence": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine"},
+                "from_id": "57",
+            },
+            "from_time": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine"},
+                "from_date": "2026-04-01 06:30:00+00:00",
+            },
         },
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
@@ -385,10 +420,12 @@ def _schema_operations() -> Doc:
                                 "river_gauge": _RIVER_GAUGE_ENTRY,
                                 "storm_cell": {
                                     "identifier": {
-                                        "date": {"canonical_format": "%Y%m%d",
-                                                 "required": False, "type": "DateHandler"},
-                                        "polygon": {"required": True,
-                                                    "type": "PolygonHandler"},
+                                        "date": {
+                                            "canonical_format": "%Y%m%d",
+                                            "required": False,
+                                            "type": "DateHandler",
+                                        },
+                                        "polygon": {"required": True, "type": "PolygonHandler"},
                                         "time": {"required": False, "type": "TimeHandler"},
                                     },
                                     "payload": {"required": True},
@@ -414,28 +451,39 @@ def _schema_operations() -> Doc:
                 "operationId": "getSchema",
                 "summary": "Show one event type's identifier rules",
                 "description": "Public even when auth is enabled; `Authorization` is ignored.",
-                "parameters": [{
-                    "name": "event_type",
-                    "in": "path",
-                    "required": True,
-                    "schema": {"type": "string"},
-                    "example": "river_gauge",
-                }],
+                "parameters": [
+                    {
+                        "name": "event_type",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                        "example": "river_gauge",
+                    }
+                ],
                 "responses": {
                     "200": _json_response(
                         "The schema entry.",
                         _schema("SchemaDetail"),
-                        river_gauge={"event_type": "river_gauge", "schema": _RIVER_GAUGE_ENTRY,
-                                     "status": "success"},
+                        river_gauge={
+                            "event_type": "river_gauge",
+                            "schema": _RIVER_GAUGE_ENTRY,
+                            "status": "success",
+                        },
                     ),
                     "404": _json_response(
                         "Unknown event type, or no schema configured at all.",
                         _schema("SchemaNotFound"),
-                        unknown={"available_types": ["river_gauge", "storm_cell"],
-                                 "message": "Event type 'tide_gauge' not found",
-                                 "request_id": _RID_SCHEMA, "status": "error"},
-                        not_configured={"message": "No notification schema configured",
-                                        "request_id": _RID_SCHEMA, "status": "error"},
+                        unknown={
+                            "available_types": ["river_gauge", "storm_cell"],
+                            "message": "Event type 'tide_gauge' not found",
+                            "request_id": _RID_SCHEMA,
+                            "status": "error",
+                        },
+                        not_configured={
+                            "message": "No notification schema configured",
+                            "request_id": _RID_SCHEMA,
+                            "status": "error",
+                        },
                     ),
                 },
             },
@@ -451,8 +499,12 @@ _ADMIN_DESCRIPTION = (
 
 def _admin_operations() -> Doc:
     def deleted(success: bool, message: str, notification_id: str = "river_gauge@57") -> Doc:
-        return {"success": success, "message": message, "notification_id": notification_id,
-                "request_id": _RID_ADMIN}
+        return {
+            "success": success,
+            "message": message,
+            "notification_id": notification_id,
+            "request_id": _RID_ADMIN,
+        }
 
     def wiped(success: bool, message: str) -> Doc:
         return {"success": success, "message": message, "request_id": _RID_ADMIN}
@@ -468,27 +520,32 @@ def _admin_operations() -> Doc:
                     "`<stream>@<sequence>` (`gauge@57`)." + _ADMIN_DESCRIPTION
                 ),
                 "security": _ADMIN_CREDENTIALS,
-                "parameters": [{
-                    "name": "notification_id",
-                    "in": "path",
-                    "required": True,
-                    "schema": {"type": "string"},
-                    "example": "river_gauge@57",
-                }],
+                "parameters": [
+                    {
+                        "name": "notification_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                        "example": "river_gauge@57",
+                    }
+                ],
                 "responses": {
                     "200": _json_response(
-                        "Deleted.", _schema("AdminNotificationResult"),
+                        "Deleted.",
+                        _schema("AdminNotificationResult"),
                         deleted=deleted(True, "Notification deleted"),
                     ),
                     "400": _json_response(
                         "`notification_id` is not `<stream>@<positive sequence>`.",
                         _schema("AdminNotificationResult"),
                         bad_format=deleted(
-                            False, "notification_id must be in '<stream>@<sequence>' format",
+                            False,
+                            "notification_id must be in '<stream>@<sequence>' format",
                             "not-an-id",
                         ),
                         zero=deleted(
-                            False, "notification_id sequence must be greater than zero",
+                            False,
+                            "notification_id sequence must be greater than zero",
                             "gauge@0",
                         ),
                     ),
@@ -496,11 +553,11 @@ def _admin_operations() -> Doc:
                     "404": _json_response(
                         "No such notification (or stream).",
                         _schema("AdminNotificationResult"),
-                        not_found=deleted(False, "Notification not found",
-                                          "river_gauge@999999999"),
+                        not_found=deleted(False, "Notification not found", "river_gauge@999999999"),
                     ),
                     "500": _json_response(
-                        "The backend failed.", _schema("AdminNotificationResult"),
+                        "The backend failed.",
+                        _schema("AdminNotificationResult"),
                         backend_failure=deleted(
                             False, "Failed to delete notification: backend unavailable"
                         ),
@@ -521,8 +578,12 @@ def _admin_operations() -> Doc:
                 "security": _ADMIN_CREDENTIALS,
                 "requestBody": {
                     "required": True,
-                    "content": {JSON: {"schema": _schema("WipeStreamRequest"),
-                                       "examples": _examples(gauge={"stream_name": "GAUGE"})}},
+                    "content": {
+                        JSON: {
+                            "schema": _schema("WipeStreamRequest"),
+                            "examples": _examples(gauge={"stream_name": "GAUGE"}),
+                        }
+                    },
                 },
                 "responses": {
                     "200": _admin_result(
@@ -531,7 +592,8 @@ def _admin_operations() -> Doc:
                     "400": _response(
                         "Unusable body (not JSON, no `stream_name`, or a `Content-Type` other "
                         "than `application/json`); a plain-text framework message.",
-                        "text/plain", {"type": "string"},
+                        "text/plain",
+                        {"type": "string"},
                     ),
                     **_auth_responses(),
                     "500": _admin_result(
@@ -547,8 +609,7 @@ def _admin_operations() -> Doc:
                 "operationId": "wipeAll",
                 "summary": "Remove all stored history",
                 "description": (
-                    "Schemas stay; new notifications are accepted immediately."
-                    + _ADMIN_DESCRIPTION
+                    "Schemas stay; new notifications are accepted immediately." + _ADMIN_DESCRIPTION
                 ),
                 "security": _ADMIN_CREDENTIALS,
                 "responses": {
@@ -597,6 +658,7 @@ def _operational_operations() -> Doc:
 
 # ----------------------------------------------------------------------------- components
 
+
 def _error_schemas() -> Doc:
     def text(description: str) -> Doc:
         return {"type": "string", "description": description}
@@ -611,12 +673,20 @@ def _error_schemas() -> Doc:
             "required": ["code", "details", "error", "message", "request_id"],
             "additionalProperties": False,
             "properties": {
-                "code": {"type": "string", "enum": [
-                    "INVALID_JSON", "UNKNOWN_FIELD", "INVALID_REQUEST_SHAPE",
-                    "INVALID_NOTIFICATION_REQUEST", "INVALID_WATCH_REQUEST",
-                    "INVALID_REPLAY_REQUEST", "NOTIFICATION_PROCESSING_FAILED",
-                    "NOTIFICATION_STORAGE_FAILED", "SSE_STREAM_INITIALIZATION_FAILED",
-                ]},
+                "code": {
+                    "type": "string",
+                    "enum": [
+                        "INVALID_JSON",
+                        "UNKNOWN_FIELD",
+                        "INVALID_REQUEST_SHAPE",
+                        "INVALID_NOTIFICATION_REQUEST",
+                        "INVALID_WATCH_REQUEST",
+                        "INVALID_REPLAY_REQUEST",
+                        "NOTIFICATION_PROCESSING_FAILED",
+                        "NOTIFICATION_STORAGE_FAILED",
+                        "SSE_STREAM_INITIALIZATION_FAILED",
+                    ],
+                },
                 "error": text("Category label, e.g. `Invalid Watch Request`."),
                 "message": text("Top-level failure text."),
                 "details": text("Deepest cause; equal to `message` when there is one cause."),
@@ -646,12 +716,24 @@ def _error_schemas() -> Doc:
             "required": ["code", "error", "message", "request_id"],
             "additionalProperties": False,
             "properties": {
-                "code": {"type": "string", "enum": [
-                    "UNAUTHORIZED", "FORBIDDEN", "SERVICE_UNAVAILABLE", "INTERNAL_ERROR",
-                ]},
-                "error": {"type": "string", "enum": [
-                    "unauthorized", "forbidden", "service_unavailable", "internal_error",
-                ]},
+                "code": {
+                    "type": "string",
+                    "enum": [
+                        "UNAUTHORIZED",
+                        "FORBIDDEN",
+                        "SERVICE_UNAVAILABLE",
+                        "INTERNAL_ERROR",
+                    ],
+                },
+                "error": {
+                    "type": "string",
+                    "enum": [
+                        "unauthorized",
+                        "forbidden",
+                        "service_unavailable",
+                        "internal_error",
+                    ],
+                },
                 "message": {"type": "string"},
                 "request_id": _schema("RequestId"),
             },
@@ -679,11 +761,15 @@ def _body_schemas() -> Doc:
                     "description": "Field name to value (or, on watch/replay, constraint).",
                     "additionalProperties": True,
                 },
-                "from_id": {**nullable_text,
-                            "description": "Start sequence (inclusive), e.g. `\"57\"`."},
-                "from_date": {**nullable_text,
-                              "description": "Start time (inclusive), e.g. "
-                                             "`\"2026-04-01T00:00:00Z\"` or `\"1740509903\"`."},
+                "from_id": {
+                    **nullable_text,
+                    "description": 'Start sequence (inclusive), e.g. `"57"`.',
+                },
+                "from_date": {
+                    **nullable_text,
+                    "description": "Start time (inclusive), e.g. "
+                    '`"2026-04-01T00:00:00Z"` or `"1740509903"`.',
+                },
                 "payload": {"description": "Any JSON value; stored and delivered verbatim."},
             },
         },
@@ -694,8 +780,11 @@ def _body_schemas() -> Doc:
             "properties": {
                 "status": {"type": "string", "enum": ["success"]},
                 "request_id": _schema("RequestId"),
-                "processed_at": {"type": "string", "pattern": _SECOND_PATTERN,
-                                 "description": "UTC, whole seconds."},
+                "processed_at": {
+                    "type": "string",
+                    "pattern": _SECOND_PATTERN,
+                    "description": "UTC, whole seconds.",
+                },
             },
         },
         "Health": {
@@ -743,19 +832,35 @@ def _discovery_schemas() -> Doc:
             ),
             "required": ["type", "required"],
             "properties": {
-                "type": {"type": "string", "enum": [
-                    "StringHandler", "DateHandler", "TimeHandler", "EnumHandler",
-                    "IntHandler", "FloatHandler", "ExpverHandler", "PolygonHandler",
-                ]},
+                "type": {
+                    "type": "string",
+                    "enum": [
+                        "StringHandler",
+                        "DateHandler",
+                        "TimeHandler",
+                        "EnumHandler",
+                        "IntHandler",
+                        "FloatHandler",
+                        "ExpverHandler",
+                        "PolygonHandler",
+                    ],
+                },
                 "required": {"type": "boolean"},
                 "description": {"type": "string"},
                 "max_length": {"type": ["integer", "null"], "description": "StringHandler."},
                 "canonical_format": {"type": ["string", "null"], "description": "DateHandler."},
-                "values": {"type": ["array", "null"], "items": {"type": "string"},
-                           "description": "EnumHandler."},
-                "range": {"type": ["array", "null"], "items": {"type": "number"},
-                          "minItems": 2, "maxItems": 2,
-                          "description": "IntHandler / FloatHandler: `[min, max]`."},
+                "values": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string"},
+                    "description": "EnumHandler.",
+                },
+                "range": {
+                    "type": ["array", "null"],
+                    "items": {"type": "number"},
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "IntHandler / FloatHandler: `[min, max]`.",
+                },
                 "default": {"type": ["string", "null"], "description": "ExpverHandler."},
             },
         },
@@ -764,8 +869,7 @@ def _discovery_schemas() -> Doc:
             "required": ["identifier", "payload"],
             "additionalProperties": False,
             "properties": {
-                "identifier": {"type": "object",
-                               "additionalProperties": _schema("IdentifierRule")},
+                "identifier": {"type": "object", "additionalProperties": _schema("IdentifierRule")},
                 "payload": {
                     "type": ["object", "null"],
                     "description": "`null` when the schema has no payload block.",
@@ -783,8 +887,10 @@ def _discovery_schemas() -> Doc:
                 "schema": {"type": "object", "additionalProperties": _schema("SchemaEntry")},
                 "status": {"type": "string", "enum": ["success"]},
                 "total_schemas": {"type": "integer", "minimum": 0},
-                "message": {"type": "string",
-                            "description": "Only when no schema is configured at all."},
+                "message": {
+                    "type": "string",
+                    "description": "Only when no schema is configured at all.",
+                },
             },
         },
         "SchemaDetail": {
@@ -819,38 +925,52 @@ def _shared_responses() -> Doc:
         "Unauthorized": _response(
             "Missing, malformed, invalid or expired credentials where they are required "
             "(admin paths, protected streams). Only when auth is enabled.",
-            JSON, _schema("AuthError"),
+            JSON,
+            _schema("AuthError"),
             _examples(
-                missing_header=auth_error("UNAUTHORIZED", "unauthorized",
-                                          "Authorization header is required"),
-                protected_stream=auth_error("UNAUTHORIZED", "unauthorized",
-                                            "Authentication is required for this stream"),
-                invalid_token=auth_error("UNAUTHORIZED", "unauthorized",
-                                         "Invalid or expired token"),
+                missing_header=auth_error(
+                    "UNAUTHORIZED", "unauthorized", "Authorization header is required"
+                ),
+                protected_stream=auth_error(
+                    "UNAUTHORIZED", "unauthorized", "Authentication is required for this stream"
+                ),
+                invalid_token=auth_error(
+                    "UNAUTHORIZED", "unauthorized", "Invalid or expired token"
+                ),
             ),
             headers={"WWW-Authenticate": _ref("headers", "WWW-Authenticate")},
         ),
         "Forbidden": _response(
             "Authenticated but not allowed (roles, admin, destination plugin).",
-            JSON, _schema("AuthError"),
+            JSON,
+            _schema("AuthError"),
             _examples(
-                not_admin=auth_error("FORBIDDEN", "forbidden",
-                                     "User does not have required administrative role"),
-                read_denied=auth_error("FORBIDDEN", "forbidden",
-                                       "User does not have required read role for this stream"),
+                not_admin=auth_error(
+                    "FORBIDDEN", "forbidden", "User does not have required administrative role"
+                ),
+                read_denied=auth_error(
+                    "FORBIDDEN",
+                    "forbidden",
+                    "User does not have required read role for this stream",
+                ),
             ),
         ),
         "ServiceUnavailable": _response(
             "The authentication service or the destination service could not reach a verdict.",
-            JSON, _schema("AuthError"),
-            _examples(auth_service=auth_error(
-                "SERVICE_UNAVAILABLE", "service_unavailable",
-                "Authentication service temporarily unavailable",
-            )),
+            JSON,
+            _schema("AuthError"),
+            _examples(
+                auth_service=auth_error(
+                    "SERVICE_UNAVAILABLE",
+                    "service_unavailable",
+                    "Authentication service temporarily unavailable",
+                )
+            ),
         ),
         "PayloadTooLarge": _response(
             "Body larger than 256 KiB; a plain-text framework message.",
-            "text/plain", {"type": "string"},
+            "text/plain",
+            {"type": "string"},
         ),
     }
 
@@ -883,38 +1003,42 @@ streams or **replay** history over Server-Sent Events.
 def openapi_document(version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document for server ``version``, as JSON-serialisable data."""
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
-    return copy.deepcopy({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Aviso Notification Service API",
-            "version": version,
-            "description": _API_DESCRIPTION,
-            "license": {"name": "Apache-2.0",
-                        "url": "https://www.apache.org/licenses/LICENSE-2.0"},
-        },
-        "tags": [
-            {"name": "health", "description": "Liveness."},
-            {"name": "general", "description": "Landing page."},
-            {"name": "schema", "description": "Schema discovery."},
-            {"name": "notification", "description": "Publishing notifications."},
-            {"name": "streaming", "description": "Watch and replay over Server-Sent Events."},
-            {"name": "admin", "description": "Deleting stored notifications."},
-        ],
-        "paths": {
-            "/api/v1/notification": {"post": _notify_operation()},
-            "/api/v1/watch": {"post": _watch_operation()},
-            "/api/v1/replay": {"post": _replay_operation()},
-            **_schema_operations(),
-            **_admin_operations(),
-            **_operational_operations(),
-        },
-        "components": {
-            "schemas": {**_body_schemas(), **_error_schemas(), **_discovery_schemas()},
-            "responses": _shared_responses(),
-            "headers": _headers(),
-            "securitySchemes": {
-                "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
-                "basic": {"type": "http", "scheme": "basic"},
+    return copy.deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "Aviso Notification Service API",
+                "version": version,
+                "description": _API_DESCRIPTION,
+                "license": {
+                    "name": "Apache-2.0",
+                    "url": "https://www.apache.org/licenses/LICENSE-2.0",
+                },
             },
-        },
-    })
+            "tags": [
+                {"name": "health", "description": "Liveness."},
+                {"name": "general", "description": "Landing page."},
+                {"name": "schema", "description": "Schema discovery."},
+                {"name": "notification", "description": "Publishing notifications."},
+                {"name": "streaming", "description": "Watch and replay over Server-Sent Events."},
+                {"name": "admin", "description": "Deleting stored notifications."},
+            ],
+            "paths": {
+                "/api/v1/notification": {"post": _notify_operation()},
+                "/api/v1/watch": {"post": _watch_operation()},
+                "/api/v1/replay": {"post": _replay_operation()},
+                **_schema_operations(),
+                **_admin_operations(),
+                **_operational_operations(),
+            },
+            "components": {
+                "schemas": {**_body_schemas(), **_error_schemas(), **_discovery_schemas()},
+                "responses": _shared_responses(),
+                "headers": _headers(),
+                "securitySchemes": {
+                    "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+                    "basic": {"type": "http", "scheme": "basic"},
+                },
+            },
+        }
+    )

@@ -107,7 +107,9 @@ def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
     static_root = Path(static_files_path).resolve()
     version_bytes = html.escape(version).encode()
     fallback_home = (
-        files("aviso_host").joinpath("static", "index.html").read_bytes()
+        files("aviso_host")
+        .joinpath("static", "index.html")
+        .read_bytes()
         .replace(_VERSION_PLACEHOLDER, version_bytes)
     )
     openapi_json = dumps(openapi_document(version), sort_keys=False).encode()
@@ -128,8 +130,7 @@ def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return HTMLResponse(fallback_home)
         except OSError as exc:
-            log_event("landing_page.read.failed", f"index.html unreadable: {exc}",
-                      logging.WARNING)
+            log_event("landing_page.read.failed", f"index.html unreadable: {exc}", logging.WARNING)
             return HTMLResponse(fallback_home)
         return HTMLResponse(page.replace(_VERSION_PLACEHOLDER, version_bytes))
 
