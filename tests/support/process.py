@@ -1,0 +1,73 @@
+"""``aviso serve`` as a child process, for tests that need signals, RSS or a fresh process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+START_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def aviso_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from aviso_host.cli import main; main()", *args]
+
+
+def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("AVISOSERVER_")}
+    env.update(extra or {})
+    return env
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"aviso serve exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError("aviso serve did not become healthy")
+
+
+@contextmanager
+def aviso_process(
+    config: Path, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run ``aviso serve --config`` on a free port; yields (base url, process)."""
+    port = free_port()
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            aviso_command("serve", "--config", str(config), "--port", str(port)),
+            stderr=stderr,
+            stdout=subprocess.DEVNULL,
+            env=clean_environment(env),
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_until_healthy(url, process)
+            yield url, process
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(10)
