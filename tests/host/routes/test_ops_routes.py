@@ -146,7 +146,12 @@ def test_openapi_document(client: TestClient) -> None:
     }
     assert {path: set(item) for path, item in document["paths"].items()} == expected
     assert {tag["name"] for tag in document["tags"]} == {
-        "health", "general", "schema", "notification", "streaming", "admin",
+        "health",
+        "general",
+        "schema",
+        "notification",
+        "streaming",
+        "admin",
     }
     assert document["components"]["securitySchemes"] == {
         "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
