@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from aviso_host.encoding import dumps
-from aviso_host.filtering import stored_identifier
 from aviso_host.schemas import POLYGON, SchemaCatalog
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import StoredNotification
@@ -40,40 +39,57 @@ def _payload(text: str) -> Any:
 
 
 class CloudEventRenderer:
+    """Renders CloudEvents by splicing pre-encoded parts: this is the hot path of replay.
+
+    The stored identifier (metadata written by this service) and the stored payload are
+    already canonical compact JSON with sorted keys, so they are inserted as they are; only
+    records from other writers are parsed and re-encoded.
+    """
+
     def __init__(self, catalog: SchemaCatalog, base_url: str) -> None:
         self._catalog = catalog
         self._base_url = base_url
+        self._source = dumps(base_url)
+        self._parts: dict[str, tuple[str, str, str]] = {}
 
     def render(self, record: StoredNotification) -> bytes:
         """The compact JSON of the CloudEvent; cached on the record for every other stream."""
         if record.rendered is None:
-            record.rendered = dumps(self._build(record)).encode()
+            record.rendered = self._build(record).encode()
         return record.rendered
 
-    def _build(self, record: StoredNotification) -> dict[str, Any]:
+    def _event_parts(self, event_type: str) -> tuple[str, str, str]:
+        parts = self._parts.get(event_type)
+        if parts is None:
+            quoted = dumps(event_type)[1:-1]
+            parts = self._parts[event_type] = (
+                dumps(f"{self._base_url}/schema/{event_type}"),
+                quoted,
+                dumps(f"int.ecmwf.aviso.{event_type}"),
+            )
+        return parts
+
+    def _build(self, record: StoredNotification) -> str:
         event_type = self._catalog.event_type_of(record.topic)
         if event_type is None:
             raise CloudEventError("Failed to determine event type from topic")
-        return {
-            "data": {
-                "identifier": self._identifier(record, event_type),
-                "payload": _payload(record.payload),
-            },
-            "datacontenttype": "application/json",
-            "dataschema": f"{self._base_url}/schema/{event_type}",
-            "id": f"{event_type}@{record.sequence}",
-            "sequence": record.sequence,
-            "source": self._base_url,
-            "specversion": "1.0",
-            "time": format_time(record.time_ns),
-            "type": f"int.ecmwf.aviso.{event_type}",
-        }
+        dataschema, quoted_type, type_ = self._event_parts(event_type)
+        identifier = record.metadata.get("identifier")
+        if identifier:
+            payload = record.payload or "null"
+        else:
+            identifier = dumps(self._rebuilt_identifier(record, event_type))
+            payload = dumps(_payload(record.payload))
+        sequence = record.sequence
+        return (
+            f'{{"data":{{"identifier":{identifier},"payload":{payload}}},'
+            f'"datacontenttype":"application/json","dataschema":{dataschema},'
+            f'"id":"{quoted_type}@{sequence}","sequence":{sequence},"source":{self._source},'
+            f'"specversion":"1.0","time":"{format_time(record.time_ns)}","type":{type_}}}'
+        )
 
-    def _identifier(self, record: StoredNotification, event_type: str) -> dict[str, str]:
-        identifier = stored_identifier(record)
-        if identifier or "identifier" in record.metadata:
-            return identifier
-        # Records written without the identifier metadata: rebuild from the topic tokens.
+    def _rebuilt_identifier(self, record: StoredNotification, event_type: str) -> dict[str, str]:
+        """Records written without identifier metadata: rebuild it from the topic tokens."""
         schema = self._catalog.get(event_type)
         if schema is None:
             return {}
