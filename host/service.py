@@ -11,7 +11,7 @@ from aviso_host.config.settings import Settings
 from aviso_host.logs import log_event
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
-from aviso_host.streaming.control import StreamControl
+from aviso_host.streaming.control import StreamRegistry
 from aviso_plugins.types import BackendContext, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
@@ -41,8 +41,7 @@ class Service:
                 },
             )
         )
-        self.streams: set[StreamControl] = set()
-        self.shutting_down = False
+        self.streams = StreamRegistry()
         self._started = False
         self._start_lock = asyncio.Lock()
 
@@ -63,14 +62,12 @@ class Service:
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""
-        self.shutting_down = True
-        for control in tuple(self.streams):
-            control.stop("server_shutdown")
+        self.streams.stop_all("server_shutdown")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SHUTDOWN_GRACE_SECONDS
-        while self.streams and loop.time() < deadline:
+        while self.streams.open and loop.time() < deadline:
             await asyncio.sleep(0.01)
-        for control in tuple(self.streams):
+        for control in tuple(self.streams.open):
             log_event(
                 "stream.shutdown.forced",
                 "stream did not close in time",

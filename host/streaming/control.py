@@ -61,6 +61,27 @@ class StreamControl:
             self._waiter = None
 
 
+class StreamRegistry:
+    """The open streams of one service, so shutdown can reach every one of them."""
+
+    def __init__(self) -> None:
+        self.open: set[StreamControl] = set()
+        self.closing = False
+
+    def add(self, control: StreamControl) -> None:
+        self.open.add(control)
+        if self.closing:  # opened while shutting down: it ends with only its close event
+            control.stop("server_shutdown")
+
+    def discard(self, control: StreamControl) -> None:
+        self.open.discard(control)
+
+    def stop_all(self, reason: str) -> None:
+        self.closing = True
+        for control in tuple(self.open):
+            control.stop(reason)
+
+
 class LiveQueue:
     """A stream's bounded buffer of live records (implements the backend's ``LiveSink``).
 

@@ -23,7 +23,7 @@ from aviso_host.config.settings import WatchSettings
 from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event
 from aviso_host.streaming import frames
-from aviso_host.streaming.control import LiveQueue, StreamControl
+from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification, Subscription
 
@@ -61,7 +61,7 @@ class EventStream:
         backend: StorageBackend,
         renderer: CloudEventRenderer,
         settings: WatchSettings,
-        streams: set[StreamControl],
+        streams: StreamRegistry,
         control: StreamControl,
         stream_filter: StreamFilter,
         replay: ReplayStart | None,
@@ -116,6 +116,8 @@ class EventStream:
 
     async def _run(self) -> None:
         request_id = self._control.request_id
+        if self._control.stop_reason is not None:
+            return await self._close()
         if self._replay is None:
             self._out += frames.connection_established(
                 self._topic, self._settings.connection_max_duration_sec, request_id
