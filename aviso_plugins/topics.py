@@ -100,9 +100,11 @@ class TopicPattern:
         if len(raw) != len(self.tokens):
             return False
         try:
+            # Every token is decoded, wildcard positions included: a topic that cannot be
+            # decoded never matches.
             return all(
-                want is None or want == decode_token(got)
-                for want, got in zip(self.tokens, raw, strict=True)
+                decoded == want or want is None
+                for want, decoded in zip(self.tokens, map(decode_token, raw), strict=True)
             )
         except TopicDecodeError:
             return False
