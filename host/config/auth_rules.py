@@ -94,3 +94,26 @@ def _stream_auth_blocks(
     schemas: Mapping[str, Mapping[str, Any]],
 ) -> list[tuple[str, Mapping[str, Any]]]:
     return [(name, schema["auth"]) for name, schema in schemas.items() if "auth" in schema]
+
+
+def check_plugins_installed(
+    auth: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, Any]],
+    auth_modes: Collection[str],
+    authorisers: Collection[str],
+) -> None:
+    """Fail closed: authentication that is configured but not enforceable never starts."""
+    mode = auth.get("mode", "direct")
+    if auth.get("enabled", False) and mode not in auth_modes:
+        raise at(
+            ("auth", "mode"),
+            f"no installed plugin provides auth mode {mode!r}; refusing to start with "
+            "authentication enabled but not enforced",
+        )
+    for event_type, stream_auth in _stream_auth_blocks(schemas):
+        for index, name in enumerate(stream_auth.get("plugins", ())):
+            if name not in authorisers:
+                raise at(
+                    ("notification_schema", event_type, "auth", "plugins", index),
+                    f"no installed plugin provides the stream authoriser {name!r}",
+                )

@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aviso_host.config.auth_rules import check_global_auth, check_stream_auth, check_stream_plugins
+from aviso_host.config.auth_rules import (
+    check_global_auth,
+    check_plugins_installed,
+    check_stream_auth,
+    check_stream_plugins,
+)
 from aviso_host.config.ecpds_rules import check_ecpds
 from aviso_host.config.errors import at
 from aviso_host.config.schema_rules import check_schemas
@@ -40,6 +45,7 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     _check_metrics(document.get("metrics", {}), document["application"]["port"])
     check_ecpds(document.get("ecpds"), schemas)
     _check_watch_endpoint(document.get("watch_endpoint", {}))
+    check_plugins_installed(auth, schemas, set(registry.auth_providers), set(registry.authorisers))
     return warnings
 
 

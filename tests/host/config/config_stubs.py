@@ -9,13 +9,16 @@ from typing import Any, ClassVar
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
+    AuthProvider,
     BackendCapabilities,
     Batch,
+    Caller,
     FieldHandler,
     LiveSink,
     StartCursor,
     StorageBackend,
     StoredNotification,
+    StreamAuthoriser,
     Subscription,
 )
 
@@ -128,11 +131,37 @@ class JetStreamStub(_Backend):
     }
 
 
-def make_registry() -> PluginRegistry:
+class _AuthStub(AuthProvider):
+    async def authenticate(self, headers: Mapping[str, str]) -> Caller | None:
+        raise NotImplementedError
+
+
+class DirectStub(_AuthStub):
+    mode: ClassVar[str] = "direct"
+
+
+class TrustedProxyStub(_AuthStub):
+    mode: ClassVar[str] = "trusted_proxy"
+
+
+class EcpdsStub(StreamAuthoriser):
+    name: ClassVar[str] = "ecpds"
+
+    async def authorise(
+        self, caller: Caller, event_type: str, identifier: Mapping[str, str]
+    ) -> None:
+        raise NotImplementedError
+
+
+def make_registry(with_auth_plugins: bool = True) -> PluginRegistry:
+    """Stub plugins for every kind; ``with_auth_plugins=False`` leaves auth uninstalled."""
     handlers: list[type[FieldHandler]] = [StringStub, IntStub, EnumStub, DateStub]
+    auth: dict[str, type[AuthProvider]] = {"direct": DirectStub, "trusted_proxy": TrustedProxyStub}
     return PluginRegistry(
         field_handlers={handler.type_name: handler for handler in handlers},
         backends={"in_memory": InMemoryStub, "jetstream": JetStreamStub},
+        auth_providers=auth if with_auth_plugins else {},
+        authorisers={"ecpds": EcpdsStub} if with_auth_plugins else {},
     )
 
 

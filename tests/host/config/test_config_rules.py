@@ -1,6 +1,7 @@
 """Semantic startup rules (configuration chapter §5–10, schema chapter §1.6, items 60–64)."""
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -591,3 +592,16 @@ def test_non_strict_with_schemas_warns() -> None:
     assert settings.strict is False
     assert any("notification_schema_strict is false" in warning for warning in settings.warnings)
     assert load(document(notification_schema_strict=False)).warnings == ()
+
+
+def test_auth_enabled_without_an_installed_provider_fails_closed() -> None:
+    registry = make_registry(with_auth_plugins=False)
+    with pytest.raises(ConfigError, match=r"auth\.mode: no installed plugin provides auth mode"):
+        settings_from_document(document(auth=AUTH_ENABLED), registry)
+
+
+def test_stream_authoriser_without_an_installed_plugin_fails_closed() -> None:
+    registry = dataclasses.replace(make_registry(), authorisers={})
+    config = ecpds_document()
+    with pytest.raises(ConfigError, match=r"plugins\[0\]: no installed plugin provides the"):
+        settings_from_document(config, registry)

