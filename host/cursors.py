@@ -8,6 +8,7 @@ patterns first.
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 _FROM_ID = re.compile(r"\+?[0-9]+", re.ASCII)
@@ -95,6 +96,11 @@ def _from_epoch(text: str, digits: str) -> datetime:
     except OverflowError as exc:
         unit = "seconds" if significant <= 11 else "milliseconds"
         raise ValueError(f"invalid unix {unit} timestamp '{text}'") from exc
+
+
+def now_whole_seconds() -> str:
+    """The current time as a control-event timestamp."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def whole_seconds(moment: datetime) -> str:

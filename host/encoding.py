@@ -6,10 +6,15 @@ import json
 import math
 from typing import Any
 
+# Encoder and decoder instances are built once: json.dumps/json.loads with options build a
+# new one per call, which shows up on the notify path.
+_SORTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+_DECLARED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 
 def dumps(value: Any, *, sort_keys: bool = True) -> str:
     """Compact JSON; keys sorted at every level unless a typed body fixes the order."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
+    return (_SORTED if sort_keys else _DECLARED).encode(value)
 
 
 def _reject_constant(name: str) -> Any:
@@ -30,14 +35,17 @@ def _bounded_int(text: str) -> int:
     return value
 
 
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
+)
+
+
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON: ``NaN``/``Infinity``, numbers overflowing a double and lone
     surrogate escapes (text that could never be written back as UTF-8) are errors."""
     if isinstance(data, bytes):
         data = data.decode("utf-8")
-    value = json.loads(
-        data, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
-    )
+    value = _DECODER.decode(data)
     if "\\u" in data:
         try:
             dumps(value).encode("utf-8")

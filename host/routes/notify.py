@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aviso_host.cursors import whole_seconds
+from aviso_host.cursors import now_whole_seconds
 from aviso_host.errors import (
     Endpoint,
     json_response,
@@ -68,7 +67,7 @@ async def notify(request: Request) -> Response:
         {
             "status": "success",
             "request_id": request_id_of(request),
-            "processed_at": whole_seconds(datetime.now(UTC)),
+            "processed_at": now_whole_seconds(),
         },
         sort_keys=False,
     )

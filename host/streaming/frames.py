@@ -6,10 +6,10 @@ blank line. No ``id:``, ``retry:`` or comment lines, ever.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from aviso_host.cursors import whole_seconds
+from aviso_host.cursors import now_whole_seconds, whole_seconds
 from aviso_host.encoding import dumps
 
 LIVE = b"live-notification"
@@ -26,10 +26,6 @@ CLOSE_MESSAGES = {
 }
 
 
-def _now() -> str:
-    return whole_seconds(datetime.now(UTC))
-
-
 def frame(event: bytes, data: bytes) -> bytes:
     return b"event: " + event + b"\ndata: " + data + b"\n\n"
 
@@ -44,7 +40,7 @@ def connection_established(topic: str, close_in_seconds: int, request_id: str) -
         {
             "type": "connection_established",
             "topic": topic,
-            "timestamp": _now(),
+            "timestamp": now_whole_seconds(),
             "connection_will_close_in_seconds": close_in_seconds,
             "request_id": request_id,
         },
@@ -66,7 +62,7 @@ def replay_started(
             "from_sequence": from_sequence,
             "from_date": whole_seconds(from_date) if from_date else None,
             "batch_size": batch_size,
-            "timestamp": _now(),
+            "timestamp": now_whole_seconds(),
             "request_id": request_id,
         },
     )
@@ -74,7 +70,8 @@ def replay_started(
 
 def replay_completed(topic: str) -> bytes:
     return _control(
-        REPLAY_CONTROL, {"type": "replay_completed", "topic": topic, "timestamp": _now()}
+        REPLAY_CONTROL,
+        {"type": "replay_completed", "topic": topic, "timestamp": now_whole_seconds()},
     )
 
 
@@ -87,13 +84,13 @@ def replay_limit_reached(topic: str, max_allowed: int) -> bytes:
             "max_allowed": max_allowed,
             "message": f"Historical replay limited to {max_allowed} messages. "
             "Additional historical messages may be available but were not retrieved.",
-            "timestamp": _now(),
+            "timestamp": now_whole_seconds(),
         },
     )
 
 
 def heartbeat(topic: str) -> bytes:
-    return _control(HEARTBEAT, {"timestamp": _now(), "topic": topic})
+    return _control(HEARTBEAT, {"timestamp": now_whole_seconds(), "topic": topic})
 
 
 def batch_failed(topic: str, message: str, request_id: str) -> bytes:
@@ -127,7 +124,7 @@ def connection_closing(topic: str, reason: str, request_id: str) -> bytes:
         {
             "reason": reason,
             "message": CLOSE_MESSAGES[reason],
-            "timestamp": _now(),
+            "timestamp": now_whole_seconds(),
             "topic": topic,
             "request_id": request_id,
         },
