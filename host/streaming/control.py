@@ -30,6 +30,7 @@ class StreamControl:
         self.aborted: str | None = None
         self.task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None or _PRECEDENCE[reason] > _PRECEDENCE[self.stop_reason]:
@@ -47,18 +48,27 @@ class StreamControl:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep until woken or ``seconds`` pass, whichever comes first."""
-        if seconds <= 0:
-            return
+    async def sleep_until(self, when: float) -> None:
+        """Sleep until woken or the loop clock reaches ``when``, whichever comes first."""
         loop = asyncio.get_running_loop()
+        if when <= loop.time():
+            return
+        # Streams wake far more often (every live delivery) than their deadline moves (every
+        # heartbeat), so one timer is kept and rescheduled only when the deadline changes.
+        if self._timer is None or self._timer.when() != when:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(when, self.wake)
         waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(seconds, self.wake)
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class StreamRegistry:

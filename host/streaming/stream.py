@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,7 +81,9 @@ class EventStream:
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._out = bytearray()
-        started = time.monotonic()
+        # The event loop's clock, the one stream timers are scheduled on.
+        self._now = asyncio.get_running_loop().time
+        started = self._now()
         watch = settings if is_watch else None
         self._deadline = started + watch.connection_max_duration_sec if watch else math.inf
         self._next_heartbeat = started if watch else math.inf
@@ -102,6 +103,7 @@ class EventStream:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         finally:
+            control.cancel_timer()
             watcher.cancel()
             self._streams.discard(control)
             if self._subscription is not None:
@@ -201,7 +203,7 @@ class EventStream:
             if self._out:
                 await self._flush()
                 continue
-            await self._control.sleep(min(self._next_heartbeat, self._deadline) - time.monotonic())
+            await self._control.sleep_until(min(self._next_heartbeat, self._deadline))
 
     async def _close(self) -> None:
         reason = self._control.stop_reason
@@ -212,13 +214,13 @@ class EventStream:
     # -- helpers ---------------------------------------------------------------------------
 
     def _stopping(self) -> bool:
-        if time.monotonic() >= self._deadline:
+        if self._now() >= self._deadline:
             self._control.stop("max_duration_reached")
         return self._control.stop_reason is not None
 
     def _tick(self) -> None:
         """Queue a heartbeat when one is due (watch streams only)."""
-        now = time.monotonic()
+        now = self._now()
         if now >= self._next_heartbeat:
             self._out += frames.heartbeat(self._topic)
             interval = self._settings.sse_heartbeat_interval_sec
@@ -227,9 +229,9 @@ class EventStream:
 
     async def _pause(self, seconds: float) -> None:
         """Wait between replay batches, still honouring heartbeats and stop requests."""
-        until = time.monotonic() + seconds
-        while not self._stopping() and (now := time.monotonic()) < until:
-            await self._control.sleep(min(until, self._next_heartbeat, self._deadline) - now)
+        until = self._now() + seconds
+        while not self._stopping() and self._now() < until:
+            await self._control.sleep_until(min(until, self._next_heartbeat, self._deadline))
             self._tick()
             await self._flush()
 
