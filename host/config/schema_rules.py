@@ -13,7 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from aviso_host.config.errors import at, key_path
-from aviso_host.config.literals import parse_duration, parse_size
+from aviso_plugins.literals import parse_duration, parse_size
 from aviso_plugins.types import BackendCapabilities, FieldHandler, StorageBackend
 
 RESERVED_FIELD = "point"

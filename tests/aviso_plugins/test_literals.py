@@ -2,7 +2,7 @@
 
 import pytest
 
-from aviso_host.config.literals import parse_duration, parse_size
+from aviso_plugins.literals import parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

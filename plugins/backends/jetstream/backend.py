@@ -1,0 +1,226 @@
+"""The production backend: NATS JetStream through nats-py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import nats
+from nats.aio.client import Client
+from nats.errors import ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
+
+from aviso_builtins.backends.jetstream.embedded import EmbeddedNatsServer
+from aviso_builtins.backends.jetstream.live import LiveFeeds
+from aviso_builtins.backends.jetstream.messages import filter_subject
+from aviso_builtins.backends.jetstream.options import OPTIONS_SCHEMA, parse_options
+from aviso_builtins.backends.jetstream.replay import HistoryReaders
+from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
+from aviso_plugins.topics import TopicPattern, decode_token
+from aviso_plugins.types import (
+    BackendCapabilities,
+    BackendContext,
+    Batch,
+    LiveSink,
+    StartCursor,
+    StorageBackend,
+    StoredNotification,
+    Subscription,
+)
+
+logger = logging.getLogger("aviso.jetstream")
+
+# Only a lost connection is worth retrying a publish for; anything else (no stream, ack
+# timeout, permissions) fails the notify at once.
+_TRANSIENT = (ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError)
+_NO_MESSAGE = (10037, 10057)
+_NO_STREAM = 10059
+
+
+class BackendUnavailable(RuntimeError):
+    """NATS cannot be reached right now."""
+
+
+class JetStreamBackend(StorageBackend):
+    kind: ClassVar[str] = "jetstream"
+    capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
+        retention_time=True,
+        max_messages=True,
+        max_size=True,
+        allow_duplicates=True,
+        compression=True,
+    )
+    options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
+
+    def __init__(self, context: BackendContext) -> None:
+        super().__init__(context)
+        self.options = parse_options(context.options)
+        self._embedded = (
+            EmbeddedNatsServer(self.options.embedded_store_dir, self.options.token)
+            if self.options.embedded_store_dir
+            else None
+        )
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._keeper: StreamKeeper | None = None
+        self._live: LiveFeeds | None = None
+        self._history: HistoryReaders | None = None
+        self._closing = False
+
+    # -- connection --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        url = self.options.nats_url
+        if self._embedded is not None:
+            await self._embedded.start()
+            url = self._embedded.url
+        self._nc = await self._connect(url)
+        self._js = self._nc.jetstream()
+        self._keeper = StreamKeeper(self._js, self.options, self.context.storage_policies)
+        self._live = LiveFeeds(self._js, self._keeper)
+        self._history = HistoryReaders(self._js)
+
+    async def _connect(self, url: str) -> Client:
+        options = self.options
+        reconnects = (options.max_reconnect_attempts or -1) if options.enable_auto_reconnect else 0
+        failure: Exception | None = None
+        for attempt in range(1, options.retry_attempts + 1):
+            try:
+                return await nats.connect(
+                    servers=[url],
+                    token=options.token,
+                    connect_timeout=options.timeout_seconds,
+                    allow_reconnect=options.enable_auto_reconnect,
+                    max_reconnect_attempts=reconnects,
+                    reconnect_time_wait=options.reconnect_delay_ms / 1000,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                    closed_cb=self._on_closed,
+                )
+            except Exception as exc:
+                failure = exc
+                logger.warning(
+                    "NATS connection attempt %d/%d to %s failed: %s",
+                    attempt,
+                    options.retry_attempts,
+                    _redacted(url),
+                    exc or type(exc).__name__,
+                )
+                if attempt < options.retry_attempts:
+                    await asyncio.sleep(options.reconnect_delay_ms / 1000)
+        raise BackendUnavailable(
+            f"could not connect to NATS at {_redacted(url)} after "
+            f"{options.retry_attempts} attempts: {failure or 'timeout'}"
+        )
+
+    async def _on_error(self, exc: Exception) -> None:
+        logger.warning("NATS error: %s", exc or type(exc).__name__)
+
+    async def _on_disconnected(self) -> None:
+        if not self._closing:
+            logger.warning("NATS connection lost; reconnecting")
+
+    async def _on_reconnected(self) -> None:
+        logger.info("NATS connection restored")
+
+    async def _on_closed(self) -> None:
+        if self._live is not None:
+            self._live.end_all("NATS connection closed")
+
+    def _require(self) -> tuple[JetStreamContext, StreamKeeper]:
+        if self._nc is None or self._js is None or self._keeper is None:
+            raise BackendUnavailable("JetStream backend is not started")
+        if not self._nc.is_connected:
+            raise BackendUnavailable("NATS connection is down")
+        return self._js, self._keeper
+
+    async def shutdown(self) -> None:
+        self._closing = True
+        if self._history is not None:
+            await self._history.close_all()
+        if self._nc is not None and not self._nc.is_closed:
+            try:
+                await self._nc.drain()
+            except Exception as exc:
+                logger.warning("NATS drain failed: %s", exc)
+        if self._embedded is not None:
+            await self._embedded.stop()
+
+    # -- storage contract ----------------------------------------------------------------------
+
+    async def publish(
+        self, topic: str, payload: str, metadata: Mapping[str, str]
+    ) -> StoredNotification:
+        base = decode_token(topic.split(".", 1)[0])
+        options = self.options
+        for attempt in range(1, options.publish_retry_attempts + 1):
+            try:
+                js, keeper = self._require()
+                name = await keeper.ensure(base)
+                ack = await js.publish(
+                    topic, payload.encode(), stream=name, headers=dict(metadata) or None
+                )
+                # The record's time is local; deliveries carry the broker's timestamp.
+                return StoredNotification(ack.seq, topic, payload, time.time_ns(), metadata)
+            except NoStreamResponseError:
+                keeper.forget(base)  # deleted behind our back: recreate and try again
+                if attempt == options.publish_retry_attempts:
+                    raise
+            except (*_TRANSIENT, BackendUnavailable):
+                if attempt == options.publish_retry_attempts:
+                    raise
+                await asyncio.sleep(options.publish_retry_base_delay_ms * 2 ** (attempt - 1) / 1000)
+        raise AssertionError("unreachable")
+
+    async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
+        _, keeper = self._require()
+        assert pattern.base is not None and self._history is not None
+        name = await keeper.ensure(pattern.base)
+        page = await self._history.read(name, filter_subject(pattern), start, limit)
+        if not page.records:
+            return Batch(messages=[], has_more=False, next_sequence=None)
+        return Batch(
+            messages=[record for record in page.records if pattern.matches(record.topic)],
+            has_more=page.more,
+            next_sequence=page.records[-1].sequence + 1,
+        )
+
+    async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> Subscription:
+        self._require()
+        assert self._live is not None
+        return await self._live.join(pattern, sink)
+
+    async def wipe_stream(self, name: str) -> None:
+        js, _ = self._require()
+        await js.purge_stream(name.upper())
+
+    async def wipe_all(self) -> None:
+        js, _ = self._require()
+        for info in await js.streams_info():
+            try:
+                await js.purge_stream(info.config.name)
+            except Exception as exc:
+                logger.warning("purging stream %s failed: %s", info.config.name, exc)
+
+    async def delete_message(self, stream: str, sequence: int) -> bool:
+        js, _ = self._require()
+        try:
+            return await js.delete_msg(stream_name(stream), sequence)
+        except NotFoundError:
+            return False
+        except APIError as exc:
+            if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
+                return False
+            raise
+
+
+def _redacted(url: str) -> str:
+    scheme, separator, rest = url.partition("://")
+    if separator and "@" in rest:
+        return f"{scheme}://[REDACTED]@{rest.split('@', 1)[1]}"
+    return url

@@ -1,0 +1,102 @@
+"""``notification_backend.jetstream``: its JSON Schema and the parsed, checked settings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aviso_plugins.literals import parse_duration
+
+_COUNT = {"type": "integer", "minimum": 0}
+
+OPTIONS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "nats_url": {"type": "string"},
+        "token": {"type": "string"},
+        "timeout_seconds": _COUNT,
+        "retry_attempts": _COUNT,
+        "max_messages": {"type": "integer"},
+        "max_bytes": {"type": "integer"},
+        "retention_time": {"type": "string"},
+        "storage_type": {"enum": ["file", "memory"]},
+        "replicas": _COUNT,
+        "retention_policy": {"enum": ["limits", "interest", "workqueue"]},
+        "discard_policy": {"enum": ["old", "new"]},
+        "enable_auto_reconnect": {"type": "boolean"},
+        "max_reconnect_attempts": _COUNT,
+        "reconnect_delay_ms": _COUNT,
+        "publish_retry_attempts": _COUNT,
+        "publish_retry_base_delay_ms": _COUNT,
+        "embedded_store_dir": {"type": "string"},
+    },
+}
+
+_POSITIVE = (
+    "timeout_seconds",
+    "retry_attempts",
+    "reconnect_delay_ms",
+    "publish_retry_attempts",
+    "publish_retry_base_delay_ms",
+)
+
+
+class OptionsError(ValueError):
+    """A setting is unusable; the message names ``notification_backend.jetstream.<key>``."""
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamOptions:
+    nats_url: str = "nats://localhost:4222"
+    token: str | None = None
+    timeout_seconds: int = 30
+    retry_attempts: int = 3
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    retention_seconds: int | None = None
+    storage_type: str = "file"
+    replicas: int | None = None
+    retention_policy: str = "limits"
+    discard_policy: str = "old"
+    enable_auto_reconnect: bool = True
+    max_reconnect_attempts: int = 5
+    reconnect_delay_ms: int = 2000
+    publish_retry_attempts: int = 5
+    publish_retry_base_delay_ms: int = 150
+    embedded_store_dir: str | None = None
+    """Start a private nats-server with file storage here instead of using ``nats_url``."""
+
+
+def parse_options(
+    raw: Mapping[str, Any], environ: Mapping[str, str] = os.environ
+) -> JetStreamOptions:
+    """Apply defaults and the checks that only matter once this backend is selected."""
+
+    def fail(key: str, reason: str) -> OptionsError:
+        return OptionsError(f"notification_backend.jetstream.{key}: {reason}")
+
+    for key in _POSITIVE:
+        if key in raw and raw[key] <= 0:
+            raise fail(key, "must be greater than 0")
+    url = raw.get("nats_url", JetStreamOptions.nats_url)
+    if not url.strip():
+        raise fail("nats_url", "must not be blank")
+    retention_seconds = None
+    if "retention_time" in raw:
+        try:
+            retention_seconds = parse_duration(raw["retention_time"])
+        except ValueError as exc:
+            raise fail("retention_time", str(exc)) from exc
+        if retention_seconds <= 0:
+            raise fail("retention_time", "must be greater than 0")
+    simple = {
+        key: raw[key]
+        for key in JetStreamOptions.__dataclass_fields__
+        if key in raw and key not in ("nats_url", "token", "retention_seconds")
+    }
+    token = raw.get("token") or environ.get("NATS_TOKEN") or None
+    return JetStreamOptions(
+        nats_url=url, token=token, retention_seconds=retention_seconds, **simple
+    )

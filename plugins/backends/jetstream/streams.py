@@ -1,0 +1,142 @@
+"""One JetStream stream per topic base: desired configuration, creation, reconciliation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError, NotFoundError
+
+from aviso_builtins.backends.jetstream.options import JetStreamOptions
+from aviso_plugins.literals import parse_duration, parse_size
+
+logger = logging.getLogger("aviso.jetstream")
+
+_RETENTION = {
+    "limits": api.RetentionPolicy.LIMITS,
+    "interest": api.RetentionPolicy.INTEREST,
+    "workqueue": api.RetentionPolicy.WORK_QUEUE,
+}
+_DISCARD = {"old": api.DiscardPolicy.OLD, "new": api.DiscardPolicy.NEW}
+_STORAGE = {"file": api.StorageType.FILE, "memory": api.StorageType.MEMORY}
+# Fields compared with an existing stream; unset values are normalised the way the server
+# reports them so that an unchanged configuration causes no update traffic.
+_RECONCILED = {
+    "subjects": None,
+    "max_msgs": -1,
+    "max_bytes": -1,
+    "max_age": 0,
+    "max_msgs_per_subject": -1,
+    "num_replicas": 1,
+    "compression": api.StoreCompression.NONE,
+    "discard": api.DiscardPolicy.OLD,
+    "retention": api.RetentionPolicy.LIMITS,
+}
+
+
+def stream_name(base: str) -> str:
+    return base.upper()
+
+
+def desired_config(
+    base: str, options: JetStreamOptions, policy: Mapping[str, Any] | None
+) -> api.StreamConfig:
+    config = api.StreamConfig(
+        name=stream_name(base),
+        subjects=[f"{base}.>"],
+        storage=_STORAGE[options.storage_type],
+        retention=_RETENTION[options.retention_policy],
+        discard=_DISCARD[options.discard_policy],
+        max_msgs_per_subject=1,
+        max_msgs=options.max_messages,
+        max_bytes=options.max_bytes,
+        max_age=options.retention_seconds,
+        num_replicas=options.replicas,
+    )
+    policy = policy or {}
+    if "retention_time" in policy:
+        config.max_age = parse_duration(policy["retention_time"])
+    if "max_messages" in policy:
+        config.max_msgs = policy["max_messages"]
+    if "max_size" in policy:
+        config.max_bytes = parse_size(policy["max_size"])
+    if "allow_duplicates" in policy:
+        config.max_msgs_per_subject = -1 if policy["allow_duplicates"] else 1
+    if "compression" in policy:
+        config.compression = (
+            api.StoreCompression.S2 if policy["compression"] else api.StoreCompression.NONE
+        )
+    return config
+
+
+def _normalised(config: api.StreamConfig, field: str) -> Any:
+    value = getattr(config, field)
+    default = _RECONCILED[field]
+    if value is None:
+        return default
+    if field == "max_age":
+        return round(value)
+    return value
+
+
+class StreamKeeper:
+    """Ensures each base's stream exists with the desired settings, once per process.
+
+    The reference looks streams up before every operation; a successful ensure is cached
+    here instead (publishing must not cost an extra round trip) and forgotten when an
+    operation reports the stream missing.
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        options: JetStreamOptions,
+        policies: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        self._js = js
+        self._options = options
+        self._policies = {base.lower(): policy for base, policy in policies.items()}
+        self._ensured: set[str] = set()
+
+    def forget(self, base: str) -> None:
+        self._ensured.discard(base)
+
+    async def ensure(self, base: str) -> str:
+        name = stream_name(base)
+        if base in self._ensured:
+            return name
+        desired = desired_config(base, self._options, self._policies.get(base.lower()))
+        try:
+            current = (await self._js.stream_info(name)).config
+        except NotFoundError:
+            current = None
+        if current is None:
+            try:
+                await self._js.add_stream(desired)
+            except BadRequestError as exc:
+                # A peer instance may have created it first; that is success.
+                if "already in use" not in str(exc.description or exc):
+                    raise
+        else:
+            await self._reconcile(current, desired)
+        self._ensured.add(base)
+        return name
+
+    async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
+        changed = {
+            field: getattr(desired, field)
+            for field in _RECONCILED
+            if _normalised(current, field) != _normalised(desired, field)
+        }
+        if not changed:
+            return
+        try:
+            await self._js.update_stream(replace(current, **changed))
+            logger.info("stream %s updated: %s", current.name, sorted(changed))
+        except Exception as exc:  # the stream stays usable as it is
+            logger.warning(
+                "stream %s could not be updated (%s); using it as it is", current.name, exc
+            )
