@@ -29,7 +29,16 @@ def main() -> None:
 )
 @click.option("--host", help="Bind address (default: application.host).")
 @click.option("--port", type=int, help="Port (default: application.port).")
-def serve(config_file: str | None, host: str | None, port: int | None) -> None:
+@click.option(
+    "--embedded-nats",
+    "embedded_nats",
+    type=click.Path(file_okay=False),
+    help="Durable history with no other setup: store notifications in JetStream, run by a "
+    "private nats-server child process keeping its files in this directory.",
+)
+def serve(
+    config_file: str | None, host: str | None, port: int | None, embedded_nats: str | None
+) -> None:
     """Run the server with uvicorn."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
@@ -37,6 +46,12 @@ def serve(config_file: str | None, host: str | None, port: int | None) -> None:
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
+    if embedded_nats is not None:
+        # Expressed as configuration overrides: the host knows config keys, not backends.
+        os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
+        os.environ["AVISOSERVER_NOTIFICATION_BACKEND__JETSTREAM__EMBEDDED_STORE_DIR"] = str(
+            os.path.abspath(embedded_nats)
+        )
     try:
         registry = discover()
         settings = load_settings(registry)
@@ -45,7 +60,10 @@ def serve(config_file: str | None, host: str | None, port: int | None) -> None:
     configure_logging(settings.logging.level)
     for warning in settings.warnings:
         log_event("config.warning", warning, logging.WARNING)
-    app = create_app(settings, registry)
+    try:
+        app = create_app(settings, registry)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     config = uvicorn_config(
         app,
         host or settings.application.host,

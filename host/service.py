@@ -7,6 +7,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 
 from aviso_host.cloudevents import CloudEventRenderer
+from aviso_host.config import ConfigError
 from aviso_host.config.settings import Settings
 from aviso_host.logs import log_event
 from aviso_host.plugins import PluginRegistry
@@ -31,16 +32,18 @@ class Service:
         self.registry = registry
         self.catalog = SchemaCatalog(settings, registry.field_handlers)
         self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
-        self.backend: StorageBackend = registry.backends[settings.backend.kind](
-            BackendContext(
-                options=settings.backend.options,
-                storage_policies={
-                    schema.topic.base: schema.storage_policy
-                    for schema in settings.schemas.values()
-                    if schema.topic is not None and schema.storage_policy
-                },
-            )
+        context = BackendContext(
+            options=settings.backend.options,
+            storage_policies={
+                schema.topic.base: schema.storage_policy
+                for schema in settings.schemas.values()
+                if schema.topic is not None and schema.storage_policy
+            },
         )
+        try:
+            self.backend: StorageBackend = registry.backends[settings.backend.kind](context)
+        except ValueError as exc:  # a backend refusing its own settings fails startup
+            raise ConfigError(str(exc)) from exc
         self.streams = StreamRegistry()
         self._started = False
         self._start_lock = asyncio.Lock()

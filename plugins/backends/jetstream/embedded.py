@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 logger = logging.getLogger("aviso.jetstream")
 
 READY_TIMEOUT = 20.0
+PR_SET_PDEATHSIG = 1
 
 
 def nats_server_binary() -> str:
@@ -32,6 +35,13 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if aviso dies without stopping it (kill -9)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class EmbeddedNatsServer:
@@ -60,7 +70,9 @@ class EmbeddedNatsServer:
         if self.token:
             command += ["--auth", self.token]
         log = (self.store_dir / "nats-server.log").open("ab")
-        self._process = subprocess.Popen(command, stdout=log, stderr=log)
+        self._process = subprocess.Popen(
+            command, stdout=log, stderr=log, preexec_fn=_die_with_parent
+        )
         log.close()
         await self._wait_until_listening()
         logger.info("embedded nats-server started on %s (store %s)", self.url, self.store_dir)

@@ -43,13 +43,16 @@ _POSITIVE = (
 )
 
 
+DEFAULT_URL = "nats://localhost:4222"
+
+
 class OptionsError(ValueError):
     """A setting is unusable; the message names ``notification_backend.jetstream.<key>``."""
 
 
 @dataclass(frozen=True, slots=True)
 class JetStreamOptions:
-    nats_url: str = "nats://localhost:4222"
+    nats_url: str = DEFAULT_URL
     token: str | None = None
     timeout_seconds: int = 30
     retry_attempts: int = 3
@@ -80,7 +83,7 @@ def parse_options(
     for key in _POSITIVE:
         if key in raw and raw[key] <= 0:
             raise fail(key, "must be greater than 0")
-    url = raw.get("nats_url", JetStreamOptions.nats_url)
+    url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")
     retention_seconds = None
