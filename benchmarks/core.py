@@ -98,14 +98,17 @@ async def replay_rate(port: int, run: str, expected: int) -> tuple[float, int]:
     start = time.perf_counter()
     writer.write(raw_post("/api/v1/replay", body))
     await writer.drain()
+    marker = b"event: replay\n"
     received = 0
-    buffer = b""
-    # Every chunk the server writes holds whole SSE frames, so counting per chunk is exact.
-    while b"end_of_stream" not in buffer:
-        buffer = await asyncio.wait_for(reader.read(1 << 20), 60)
-        if not buffer:
+    data = b""
+    # A marker can straddle two reads, so each read is searched together with the last
+    # few bytes of the previous one (too short to hold a whole marker themselves).
+    while b"end_of_stream" not in data:
+        chunk = await asyncio.wait_for(reader.read(1 << 20), 60)
+        if not chunk:
             break
-        received += buffer.count(b"event: replay\n")
+        data = data[-(len(marker) - 1) :] + chunk
+        received += data.count(marker)
     elapsed = time.perf_counter() - start
     writer.close()
     return received / elapsed, received

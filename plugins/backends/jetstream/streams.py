@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -99,15 +100,29 @@ class StreamKeeper:
         self._js = js
         self._options = options
         self._policies = {base.lower(): policy for base, policy in policies.items()}
-        self._ensured: set[str] = set()
+        self._ensured: dict[str, asyncio.Future[str]] = {}
 
     def forget(self, base: str) -> None:
-        self._ensured.discard(base)
+        self._ensured.pop(base, None)
 
     async def ensure(self, base: str) -> str:
+        """The stream name of ``base``, created or reconciled on first use.
+
+        Concurrent first uses share one lookup (a burst of notifies to a new base must not
+        become a burst of stream requests); a failed lookup is forgotten and retried.
+        """
+        pending = self._ensured.get(base)
+        if pending is None:
+            pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            if self._ensured.get(base) is pending:
+                del self._ensured[base]
+            raise
+
+    async def _ensure(self, base: str) -> str:
         name = stream_name(base)
-        if base in self._ensured:
-            return name
         desired = desired_config(base, self._options, self._policies.get(base.lower()))
         try:
             current = (await self._js.stream_info(name)).config
@@ -122,7 +137,6 @@ class StreamKeeper:
                     raise
         else:
             await self._reconcile(current, desired)
-        self._ensured.add(base)
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
