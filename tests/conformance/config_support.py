@@ -27,7 +27,6 @@ from typing import Any
 import httpx
 import pytest
 
-from aviso_host.plugins import discover
 from tests.support.sse import Event, collect
 
 AVISO = (sys.executable, "-c", "from aviso_host.cli import main; main()")
@@ -40,9 +39,6 @@ EXIT_TIMEOUT = 15.0  # seconds a misconfigured server gets to exit
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
 CLI_TIMEOUT = 30.0
 HTTP_TIMEOUT = httpx.Timeout(10.0)
-
-JETSTREAM_REGISTERED = "jetstream" in discover().backends
-"""Whether a ``jetstream`` backend plugin is installed (it arrives in a later issue)."""
 
 no_system_config = pytest.mark.skipif(
     SYSTEM_CONFIG.exists(),

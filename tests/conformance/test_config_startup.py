@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.config_support import (
-    JETSTREAM_REGISTERED,
     Failure,
     Sandbox,
     config_text,
@@ -43,14 +42,6 @@ def starts(sandbox: Sandbox, extra: str = "", backend: str = "{kind: in_memory}"
         assert client.get("/api/v1/schema").status_code == 200
 
 
-NO_JETSTREAM = "no jetstream backend plugin is installed (it arrives in a later issue)"
-needs_jetstream = pytest.mark.xfail(
-    not JETSTREAM_REGISTERED,
-    strict=True,
-    reason=f"NOT YET: {NO_JETSTREAM}, so kind: jetstream fails as an unknown backend "
-    "instead of on the jetstream key under test",
-)
-
 # -- item 10 ----------------------------------------------------------------------------
 
 
@@ -72,14 +63,6 @@ def test_item_11_unknown_backend_kind_fails(sandbox: Sandbox, kind: str) -> None
 # -- item 12 ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    not JETSTREAM_REGISTERED,
-    strict=True,
-    reason=f"BUG: {NO_JETSTREAM} and the jetstream section's shape comes only from that "
-    "plugin, so an unused notification_backend.jetstream section is not validated at all: "
-    "storage_type: disk with kind: in_memory starts (spec §8: invalid enumeration values in "
-    "the unused sub-section must still fail startup)",
-)
 def test_item_12_invalid_enum_in_unused_jetstream_section_fails(sandbox: Sandbox) -> None:
     failure = fails(sandbox, backend="{kind: in_memory, jetstream: {storage_type: disk}}")
     failure.names("notification_backend.jetstream.storage_type")
@@ -89,7 +72,6 @@ def test_item_12_zero_timeout_in_unused_jetstream_section_starts(sandbox: Sandbo
     starts(sandbox, backend="{kind: in_memory, jetstream: {timeout_seconds: 0}}")
 
 
-@needs_jetstream
 def test_item_12_zero_timeout_with_jetstream_fails(sandbox: Sandbox) -> None:
     failure = fails(sandbox, backend="{kind: jetstream, jetstream: {timeout_seconds: 0}}")
     failure.names("timeout_seconds")
@@ -98,7 +80,6 @@ def test_item_12_zero_timeout_with_jetstream_fails(sandbox: Sandbox) -> None:
 # -- item 13 ----------------------------------------------------------------------------
 
 
-@needs_jetstream
 @pytest.mark.parametrize("literal", ["7x", "0d"])
 def test_item_13_invalid_retention_time_with_jetstream_fails(
     sandbox: Sandbox, literal: str
@@ -109,7 +90,6 @@ def test_item_13_invalid_retention_time_with_jetstream_fails(
     failure.names("retention_time")
 
 
-@pytest.mark.skipif(not JETSTREAM_REGISTERED, reason=NO_JETSTREAM)
 def test_item_13_valid_retention_time_passes_the_retention_check(sandbox: Sandbox) -> None:
     """No NATS server is available here: the server is pointed at a closed local port and
     must fail on the connection, not on ``retention_time``."""
