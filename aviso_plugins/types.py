@@ -224,6 +224,14 @@ class StorageBackend(ABC):
     async def delete_message(self, stream: str, sequence: int) -> bool:
         """Remove one message; ``False`` when it does not exist."""
 
+    async def pruned_through(self, stream: str) -> int:
+        """The highest sequence of ``stream`` removed from history (retention, limits,
+        wipes, deletes), 0 when nothing was; used to tell a resuming client about a gap.
+
+        The default (0) means the backend cannot tell, so no gap is ever reported.
+        """
+        return 0
+
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
 
@@ -233,15 +241,26 @@ class StorageBackend(ABC):
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated user."""
+    """An authenticated user, as a provider resolved it.
+
+    ``realm`` and ``roles`` drive every decision (admin, stream roles): a caller without a
+    realm matches no realm-role map. ``attributes`` are carried for plugins, unused by the
+    host.
+    """
 
     username: str
-    realm: str
-    roles: frozenset[str]
+    realm: str | None = None
+    roles: frozenset[str] = frozenset()
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 class AuthError(Exception):
-    """Authentication failed; ``status`` is 401, 403 or 503 and ``message`` client-safe."""
+    """Authentication or authorisation refused; the host answers with the auth error body.
+
+    ``status`` is 401, 403, 503 (no verdict could be reached) or 500 (an aviso-side
+    defect); ``message`` is shown to the client, so it must never carry a secret or an
+    upstream service's own error text.
+    """
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -249,36 +268,199 @@ class AuthError(Exception):
         self.message = message
 
 
+class MalformedCredentials(AuthError):
+    """The ``Authorization`` header itself is unusable (always 401).
+
+    The host answers 401 with ``message`` on admin paths and treats the request as
+    anonymous everywhere else, so providers must raise this, not a plain
+    :class:`AuthError`, for header defects.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(401, message)
+
+
 class AuthProvider(ABC):
-    """Resolves the caller of a request from its headers (``auth.mode`` selects one)."""
+    """Resolves the caller of a request from its ``Authorization`` header.
+
+    ``auth.mode`` selects one provider when ``auth.enabled`` is true. The host constructs it
+    once with ``options``: the validated ``auth`` section with every default applied, keys
+    ``enabled``, ``mode``, ``auth_o_tron_url``, ``jwt_secret``, ``timeout_ms``,
+    ``admin_roles`` (realm -> tuple of roles) and ``mode_options`` (the mode's own section
+    ``auth.<mode>``, checked against ``options_schema``; ``{}`` when absent).
+    """
 
     mode: ClassVar[str]
+    """The ``auth.mode`` value that selects this provider."""
 
-    def __init__(self, auth_options: Mapping[str, Any]) -> None:
-        self.options = auth_options
+    challenges: ClassVar[tuple[str, ...]] = ("Bearer",)
+    """``WWW-Authenticate`` values sent, one header field each and in order, with every 401."""
+
+    options_schema: ClassVar[Mapping[str, Any] | None] = None
+    """JSON Schema of the provider's own section ``auth.<mode>``; ``None`` forbids one."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = options
+
+    async def start(self) -> None:
+        """Acquire resources (HTTP clients) on the serving event loop."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired; called once after the HTTP server stopped."""
 
     @abstractmethod
-    async def authenticate(self, headers: Mapping[str, str]) -> Caller | None:
-        """Return the caller, ``None`` when no credentials were sent, or raise AuthError."""
+    async def authenticate(self, authorization: str | None) -> Caller | None:
+        """Resolve one request's caller from its ``Authorization`` header value.
+
+        ``authorization`` is the first ``Authorization`` header as sent (bytes decoded as
+        latin-1, so non-ASCII bytes show as characters above U+007E), ``None`` when the
+        request had none. Return ``None`` for an anonymous request, raise
+        :class:`MalformedCredentials` for an unusable header and :class:`AuthError` when
+        the credentials are refused or cannot be checked.
+        """
 
 
 class StreamAuthoriser(ABC):
-    """An extra read check a stream opts into through ``auth.plugins`` (e.g. ``ecpds``)."""
+    """An extra read check a stream opts into through ``auth.plugins`` (e.g. ``ecpds``).
+
+    Constructed once, only when some stream lists ``name``, with ``options``: the top-level
+    configuration section named ``name`` (defaults applied for ``ecpds``), ``{}`` when absent.
+    """
 
     name: ClassVar[str]
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = options
+
+    async def start(self) -> None:
+        """Acquire resources (HTTP clients) on the serving event loop."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired; called once after the HTTP server stopped."""
 
     @abstractmethod
     async def authorise(
         self, caller: Caller, event_type: str, identifier: Mapping[str, str]
     ) -> None:
-        """Return when the caller may read; raise AuthError otherwise."""
+        """Return when ``caller`` may read; raise :class:`AuthError` otherwise.
+
+        Runs on watch/replay only, after identifier validation, never for admins.
+        ``identifier`` holds the canonical value of every field the request named
+        (wildcards included as ``*``; constraint objects as their compact JSON text).
+        """
+
+
+# -- sinks (producers) ----------------------------------------------------------------------
+
+MESSAGE_ID_METADATA = "Nats-Msg-Id"
+"""The metadata key carrying a producer's message id (``StorageBackend.publish``).
+
+JetStream de-duplicates on this header within its stream's duplicate window; backends
+without de-duplication store it like any other metadata.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedNotification:
+    """A validated notification, ready for ``StorageBackend.publish``."""
+
+    topic: str
+    payload: str
+    """Canonical compact JSON text of the payload."""
+    metadata: dict[str, str]
+    """Always holds ``identifier``: the canonical identifier as compact JSON text."""
+
+
+class NotificationPlanner(Protocol):
+    """The host's notify validation and topic building, handed to sinks by their caller.
+
+    Plugins cannot import the host; an application (the Spark data source) builds a
+    planner from its configuration and passes it in :class:`SinkContext`.
+    """
+
+    def plan(
+        self, event_type: str, identifier: Mapping[str, Any], payload: Any
+    ) -> PlannedNotification:
+        """Validate and canonicalise exactly like ``POST /api/v1/notification``;
+        raise :class:`SinkRejected` (code and message as the API would answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One notification a producer wants published."""
+
+    event_type: str
+    identifier: Mapping[str, Any]
+    payload: Any
+    message_id: str | None = None
+    """Deterministic id of this notification; sinks pass it on so a re-send is dropped."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkContext:
+    """What the caller of a sink hands it at construction."""
+
+    options: Mapping[str, str]
+    """The sink's own options, as text (they usually come from Spark ``.option(...)``)."""
+    planner: NotificationPlanner | None = None
+    """Host validation; required by sinks that bypass the HTTP API."""
+    backend_factory: Callable[[], StorageBackend] | None = None
+    """Builds the configured (not yet started) storage backend, for the ``backend`` sink."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOutcome:
+    """How one notification fared: published (``error`` is ``None``) or rejected."""
+
+    retries: int = 0
+    """Attempts beyond the first that a transient failure cost."""
+    error: SinkRejected | None = None
+
+
+class SinkRejected(Exception):
+    """This notification can never be published as it is (retrying cannot help).
+
+    ``code`` is the API's error code (e.g. ``INVALID_NOTIFICATION_REQUEST``); ``message``
+    is the human-readable reason.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class SinkUnavailable(RuntimeError):
+    """Publishing failed for a reason that may pass (server or store down) and the sink's
+    own retries are exhausted; the caller should fail the task so it is retried later."""
 
 
 class Sink(ABC):
-    """Publishes validated notifications for a producer (e.g. a Spark job) somewhere."""
+    """Publishes notifications for a producer (e.g. a Spark job) somewhere.
+
+    Constructed with a :class:`SinkContext`; ``__init__`` raises ``ValueError`` for
+    unusable options. The caller runs ``start``, any number of ``publish_batch`` calls and
+    ``close`` on one event loop.
+    """
 
     name: ClassVar[str]
+    """The sink name producers select, e.g. ``"http"``."""
+
+    def __init__(self, context: SinkContext) -> None:
+        self.context = context
+
+    async def start(self) -> None:
+        """Acquire connections."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired."""
 
     @abstractmethod
-    async def publish(self, event_type: str, identifier: Mapping[str, Any], payload: Any) -> None:
-        """Publish one notification; raise on failure."""
+    async def publish_batch(self, notifications: Sequence[Notification]) -> list[SinkOutcome]:
+        """Publish every notification; return one outcome each, in order.
+
+        A notification that can never succeed gets an outcome with ``error`` set; a
+        transient failure is retried inside the sink and, once retries are exhausted,
+        raised as :class:`SinkUnavailable` for the whole batch (the caller re-sends it;
+        message ids make the re-send harmless).
+        """

@@ -50,11 +50,10 @@ def notification(run: str, step: int, payload: object) -> bytes:
 
 
 @contextmanager
-def bare_server() -> Iterator[int]:
+def bare_server(module: str = "benchmarks.bare_app") -> Iterator[int]:
+    """Serve ``python -m MODULE PORT`` (a baseline app) on a free port; yields the port."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bare_app", str(port)], stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen([sys.executable, "-m", module, str(port)], stderr=subprocess.DEVNULL)
     try:
         wait_until_healthy_post(port, process)
         yield port

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from aviso_host.auth.middleware import AuthMiddleware
 from aviso_host.config import load_settings
 from aviso_host.config.settings import Settings
 from aviso_host.plugins import PluginRegistry, discover
@@ -76,7 +77,11 @@ def create_app(
             *ops_routes(settings.application.static_files_path, server_version()),
             *extra_routes,
         ],
-        middleware=[Middleware(RequestIdMiddleware)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            # Only with auth enabled: then it runs for every /api/v1 request before routing.
+            *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),
+        ],
         exception_handlers={HTTPException: _bare_http_error},
         lifespan=lifespan,
     )

@@ -112,3 +112,4 @@ def check(path: str) -> None:
     click.echo(
         yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
     )
+

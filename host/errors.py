@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -38,6 +38,7 @@ class ApiError(Exception):
         extra: Mapping[str, Any] | None = None,
         with_details: bool = True,
         event_name: str = "api.request.validation.failed",
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -48,6 +49,8 @@ class ApiError(Exception):
         self.extra = dict(extra or {})
         self.with_details = with_details
         self.event_name = event_name
+        # Extra response header fields; a name may repeat (``WWW-Authenticate``).
+        self.headers = tuple(headers)
 
     def body(self, request_id: str) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -116,11 +119,22 @@ def stream_setup_error(details: str, topic: str) -> ApiError:
 
 
 def json_response(
-    body: Mapping[str, Any], status: int = 200, *, sort_keys: bool = True
+    body: Mapping[str, Any],
+    status: int = 200,
+    *,
+    sort_keys: bool = True,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> Response:
-    """A JSON response with aviso's encoding (typed bodies pass ``sort_keys=False``)."""
-    return Response(
+    """A JSON response with aviso's encoding (typed bodies pass ``sort_keys=False``).
+
+    ``headers`` are appended as separate fields, so a name may appear more than once.
+    """
+    response = Response(
         dumps(body, sort_keys=sort_keys).encode(),
         status_code=status,
         media_type="application/json",
     )
+    response.raw_headers.extend(
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
+    )
+    return response

@@ -6,8 +6,8 @@ shapely runs last and only on what survived.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from shapely import Point, Polygon, prepared
@@ -142,6 +142,9 @@ class StreamFilter:
     pattern: TopicPattern
     fields: tuple[FieldFilter, ...] = ()
     spatial: SpatialFilter | None = None
+    requested: Mapping[str, str] = field(default_factory=dict)
+    """The canonical value of every field the request named (``*`` kept, constraint objects
+    as compact JSON): what stream authorisers compare against, literally."""
 
     def accepts(self, record: StoredNotification) -> bool:
         """Assumes the backend already matched ``pattern``."""

@@ -8,27 +8,24 @@ outside the topic, constraint objects, the spatial filter).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from aviso_host.encoding import dumps
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter
-from aviso_host.schemas import POLYGON, EventSchema
+from aviso_host.schemas import POINT, POLYGON, EventSchema, SchemaCatalog
 from aviso_plugins.geometry import bounding_box
 from aviso_plugins.numbers import float_display, json_scalar_text
 from aviso_plugins.topics import TopicPattern, build_topic
-from aviso_plugins.types import ConstraintPredicate, FieldHandler, InvalidValue
+from aviso_plugins.types import (
+    ConstraintPredicate,
+    FieldHandler,
+    InvalidValue,
+    PlannedNotification,
+    SinkRejected,
+)
 
 WILDCARD = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedNotification:
-    """A validated notification, ready to publish."""
-
-    topic: str
-    payload: str
-    metadata: dict[str, str]
+NOTIFY_VALIDATION_CODE = "INVALID_NOTIFICATION_REQUEST"
 
 
 def scalar_text(field: str, value: Any, operation: str) -> str:
@@ -76,6 +73,33 @@ def plan_notification(
     return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
 
 
+class CatalogPlanner:
+    """The notify route's checks after the body shape, as a sink's ``NotificationPlanner``.
+
+    Codes and messages are the ones ``POST /api/v1/notification`` answers with, so a row
+    rejected in Spark reads like the same notification refused by the server.
+    """
+
+    def __init__(self, catalog: SchemaCatalog) -> None:
+        self.catalog = catalog
+
+    def plan(
+        self, event_type: str, identifier: Mapping[str, Any], payload: Any
+    ) -> PlannedNotification:
+        schema = self.catalog.get(event_type)
+        if schema is None and self.catalog.strict:
+            raise SinkRejected("UNKNOWN_EVENT_TYPE", f"unknown event type '{event_type}'")
+        if POINT in identifier:
+            raise SinkRejected(
+                NOTIFY_VALIDATION_CODE,
+                "identifier.point is only supported for watch/replay endpoints, not /notification",
+            )
+        try:
+            return plan_notification(schema, event_type, identifier, payload)
+        except InvalidValue as exc:
+            raise SinkRejected(NOTIFY_VALIDATION_CODE, exc.message) from exc
+
+
 def _generic_notify_values(identifier: Mapping[str, Any]) -> dict[str, str]:
     values: dict[str, str] = {}
     for key, value in identifier.items():
@@ -112,6 +136,7 @@ def plan_stream_filter(
     if schema is None:
         return _generic_stream_filter(event_type, identifier, point)
     values: dict[str, str] = {}
+    requested: dict[str, str] = {}
     constraints: dict[str, ConstraintPredicate] = {}
     request_polygon: list[tuple[float, float]] | None = None
     for key, handler in schema.fields.items():
@@ -122,8 +147,10 @@ def plan_stream_filter(
         value = identifier[key]
         if isinstance(value, dict):
             constraints[key] = _compile_constraint(handler, value)
+            requested[key] = dumps(value)
             continue
         canonical = handler.canonicalise(scalar_text(key, value, operation))
+        requested[key] = canonical
         if handler is schema.spatial_field:
             request_polygon = list(handler.polygon(canonical))
         elif canonical != WILDCARD:
@@ -141,7 +168,9 @@ def plan_stream_filter(
         for key, value in values.items()
         if key not in positions
     ]
-    return StreamFilter(event_type, pattern, tuple(filters), _spatial(point, request_polygon))
+    return StreamFilter(
+        event_type, pattern, tuple(filters), _spatial(point, request_polygon), requested
+    )
 
 
 def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> ConstraintPredicate:
@@ -167,13 +196,16 @@ def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> Co
 def _generic_stream_filter(
     event_type: str, identifier: Mapping[str, Any], point: tuple[float, float] | None
 ) -> StreamFilter:
-    tokens = [event_type]
+    requested: dict[str, str] = {}
     for key in sorted(identifier):
         value = identifier[key]
         if isinstance(value, dict):
             raise InvalidValue(f"Field '{key}' constraint object is not supported without schema")
-        tokens.append(scalar_text(key, value, "watch"))
-    return StreamFilter(event_type, TopicPattern.from_tokens(tokens), (), _spatial(point, None))
+        requested[key] = scalar_text(key, value, "watch")
+    tokens = [event_type, *requested.values()]
+    return StreamFilter(
+        event_type, TopicPattern.from_tokens(tokens), (), _spatial(point, None), requested
+    )
 
 
 def _spatial(

@@ -281,6 +281,21 @@ def _notify_operation() -> Doc:
             "The success body does not reveal the assigned sequence."
         ),
         "security": _STREAM_CREDENTIALS,
+        "parameters": [
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": (
+                    "A producer's id for this notification (1 to 128 printable ASCII "
+                    "characters). With the JetStream backend a re-send with the same key "
+                    "inside the stream's duplicate window (2 minutes by default) is answered "
+                    "200 but not stored again, so retries cannot duplicate a notification. "
+                    "The in-memory backend stores every request."
+                ),
+                "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
+            }
+        ],
         "requestBody": _stream_request_body(
             river_gauge={
                 "event_type": "river_gauge",

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
+from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config import ConfigError
 from aviso_host.config.settings import Settings
@@ -26,24 +27,30 @@ def server_version() -> str:
         return "0.0.0+unknown"
 
 
+def build_backend(settings: Settings, registry: PluginRegistry) -> StorageBackend:
+    """The configured backend, not started (the service, and the Spark ``backend`` sink)."""
+    context = BackendContext(
+        options=settings.backend.options,
+        storage_policies={
+            schema.topic.base: schema.storage_policy
+            for schema in settings.schemas.values()
+            if schema.topic is not None and schema.storage_policy
+        },
+    )
+    return registry.backends[settings.backend.kind](context)
+
+
 class Service:
     def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
         self.settings = settings
         self.registry = registry
         self.catalog = SchemaCatalog(settings, registry.field_handlers)
         self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
-        context = BackendContext(
-            options=settings.backend.options,
-            storage_policies={
-                schema.topic.base: schema.storage_policy
-                for schema in settings.schemas.values()
-                if schema.topic is not None and schema.storage_policy
-            },
-        )
         try:
-            self.backend: StorageBackend = registry.backends[settings.backend.kind](context)
+            self.backend: StorageBackend = build_backend(settings, registry)
         except ValueError as exc:  # a backend refusing its own settings fails startup
             raise ConfigError(str(exc)) from exc
+        self.auth = AuthGate.build(settings, registry)  # None when auth is disabled
         self.streams = StreamRegistry()
         self._started = False
         self._start_lock = asyncio.Lock()
@@ -55,6 +62,8 @@ class Service:
         async with self._start_lock:
             if not self._started:
                 await self.backend.start()
+                if self.auth is not None:
+                    await self.auth.start()
                 self._started = True
                 log_event(
                     "service.started",
@@ -82,4 +91,6 @@ class Service:
     async def close(self) -> None:
         if self._started:
             self._started = False
+            if self.auth is not None:
+                await self.auth.close()
             await self.backend.shutdown()

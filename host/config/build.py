@@ -84,6 +84,7 @@ def _roles(roles: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
 def _auth(auth: Mapping[str, Any]) -> AuthSettings:
     known = _known(auth, AuthSettings)
     known["admin_roles"] = _roles(known.get("admin_roles", {}))
+    known["mode_options"] = auth.get(auth.get("mode", "direct"), {})
     return AuthSettings(**known)
 
 

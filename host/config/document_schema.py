@@ -58,6 +58,12 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "jwt_secret": _TEXT,
                     "admin_roles": _ROLE_MAP,
                     "timeout_ms": _COUNT,
+                    # A plugin mode may declare its own section, named after the mode.
+                    **{
+                        mode: dict(cls.options_schema)
+                        for mode, cls in registry.auth_providers.items()
+                        if cls.options_schema is not None
+                    },
                 },
             },
             "ecpds": {
@@ -105,6 +111,8 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "max_historical_notifications": _COUNT,
                     "replay_batch_delay_ms": _COUNT,
                     "concurrent_notification_processing": _COUNT,
+                    "max_queue_bytes": _COUNT,
+                    "on_backpressure": {"enum": ["disconnect", "drop"]},
                 },
             },
         },

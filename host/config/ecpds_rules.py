@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from aviso_host.config.errors import at
 from aviso_host.config.hygiene import require_clean
+from aviso_host.config.redact import mask_url_credentials
 
 PLUGIN = "ecpds"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -71,6 +72,12 @@ def _check_servers(servers: Sequence[str]) -> None:
 
 
 def _server_problem(url: str) -> str | None:
+    """What is wrong with one server URL; the URL is quoted with any credentials masked."""
+    problem = _raw_server_problem(url)
+    return problem.replace(repr(url), repr(mask_url_credentials(url))) if problem else None
+
+
+def _raw_server_problem(url: str) -> str | None:
     if not url.strip():
         return "must not be blank"
     if any(char.isspace() for char in url):

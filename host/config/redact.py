@@ -31,5 +31,9 @@ def _redact_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_redact_value(item) for item in value]
     if isinstance(value, str):
-        return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
+        return mask_url_credentials(value)
     return value
+
+
+def mask_url_credentials(text: str) -> str:
+    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)

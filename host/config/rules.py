@@ -30,6 +30,7 @@ _WATCH_POSITIVE = (
     "connection_max_duration_sec",
     "replay_batch_size",
     "concurrent_notification_processing",
+    "max_queue_bytes",
 )
 
 

@@ -32,6 +32,8 @@ class AuthSettings:
     jwt_secret: str = ""
     admin_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     timeout_ms: int = 5000
+    mode_options: Mapping[str, Any] = field(default_factory=dict)
+    """The selected mode's own section ``auth.<mode>`` (plugin modes only), ``{}`` if absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,10 @@ class WatchSettings:
     max_historical_notifications: int = 10000
     replay_batch_delay_ms: int = 100
     concurrent_notification_processing: int = 15
+    max_queue_bytes: int = 1_048_576
+    """Bytes of live notifications a stream may hold for a client that reads too slowly."""
+    on_backpressure: str = "disconnect"
+    """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
 
 
 @dataclass(frozen=True, slots=True)

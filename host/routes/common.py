@@ -14,6 +14,7 @@ from aviso_host.logs import log_event
 from aviso_host.requests import BodyTooLarge, RequestBody, parse_body, read_body
 from aviso_host.schemas import EventSchema
 from aviso_host.service import Service
+from aviso_plugins.types import Caller
 
 Handler = Callable[[Request], Awaitable[ASGIApp]]
 
@@ -24,6 +25,11 @@ def service_of(request: Request) -> Service:
 
 def request_id_of(request: Request) -> str:
     return request.scope["state"]["request_id"]
+
+
+def caller_of(request: Request) -> Caller | None:
+    """The caller the auth middleware resolved; ``None`` when anonymous or auth is off."""
+    return request.scope["state"].get("caller")
 
 
 async def read_request(request: Request, endpoint: Endpoint) -> RequestBody:
@@ -41,8 +47,10 @@ def schema_for(service: Service, body: RequestBody) -> EventSchema | None:
 
 def error_response(request: Request, error: ApiError, **log_fields: str) -> Response:
     level = logging.ERROR if error.status >= 500 else logging.WARNING
-    log_event(error.event_name, error.message, level, code=error.code, **log_fields)
-    return json_response(error.body(request_id_of(request)), error.status)
+    log_event(
+        error.event_name, error.message, level, code=error.code, details=error.details, **log_fields
+    )
+    return json_response(error.body(request_id_of(request)), error.status, headers=error.headers)
 
 
 def api_endpoint(handler: Handler) -> Handler:

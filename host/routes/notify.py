@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from aviso_host.auth.policy import check_stream_policy
 from aviso_host.cursors import now_whole_seconds
 from aviso_host.errors import (
     Endpoint,
@@ -19,6 +21,7 @@ from aviso_host.identifiers import plan_notification
 from aviso_host.logs import log_event
 from aviso_host.routes.common import (
     api_endpoint,
+    caller_of,
     error_response,
     read_request,
     request_id_of,
@@ -26,7 +29,10 @@ from aviso_host.routes.common import (
     service_of,
 )
 from aviso_host.schemas import POINT
-from aviso_plugins.types import InvalidValue
+from aviso_plugins.types import MESSAGE_ID_METADATA, InvalidValue
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 @api_endpoint
@@ -39,6 +45,7 @@ async def notify(request: Request) -> Response:
             Endpoint.NOTIFY,
             "identifier.point is only supported for watch/replay endpoints, not /notification",
         )
+    check_stream_policy(service.auth, schema, caller_of(request), write=True)
     try:
         planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
     except InvalidValue as exc:
@@ -49,8 +56,19 @@ async def notify(request: Request) -> Response:
             processing_error(f"Failed to process notification: {exc}"),
             event_type=body.event_type,
         )
+    metadata = planned.metadata
+    message_id = request.headers.get(IDEMPOTENCY_HEADER)
+    if message_id is not None:
+        if not _IDEMPOTENCY_KEY.fullmatch(message_id):
+            raise validation_error(
+                Endpoint.NOTIFY,
+                f"{IDEMPOTENCY_HEADER} header must be 1 to 128 printable ASCII characters",
+            )
+        # Stored as the message id: a backend that de-duplicates (JetStream, within its
+        # duplicate window) keeps the first notification sent with a key and drops re-sends.
+        metadata = {**metadata, MESSAGE_ID_METADATA: message_id}
     try:
-        record = await service.backend.publish(planned.topic, planned.payload, planned.metadata)
+        record = await service.backend.publish(planned.topic, planned.payload, metadata)
     except Exception as exc:
         return error_response(
             request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic

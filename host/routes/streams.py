@@ -7,12 +7,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp
 
+from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
 from aviso_host.identifiers import plan_stream_filter
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
     api_endpoint,
+    caller_of,
     error_response,
     read_request,
     request_id_of,
@@ -78,6 +80,8 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     service = service_of(request)
     body = await read_request(request, endpoint)
     schema = schema_for(service, body)
+    caller = caller_of(request)
+    check_stream_policy(service.auth, schema, caller, write=False)
     try:
         point = _point(body.identifier)
         replay = _replay_start(body, endpoint)
@@ -86,12 +90,16 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
         )
     except InvalidValue as exc:
         raise validation_error(endpoint, exc.message, exc.details) from exc
+    await run_authorisers(service.auth, schema, caller, stream_filter.requested)
 
     control = StreamControl(request_id_of(request))
     live: LiveQueue | None = None
     subscription = None
     if endpoint is Endpoint.WATCH:
-        live = LiveQueue(control, service.backend.live_buffer_size)
+        watch = service.settings.watch
+        live = LiveQueue(
+            control, service.backend.live_buffer_size, watch.max_queue_bytes, watch.on_backpressure
+        )
         try:
             subscription = await service.backend.subscribe(stream_filter.pattern, live)
         except Exception as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from dataclasses import dataclass
 
 from aviso_host.logs import log_event
 from aviso_plugins.types import StoredNotification
@@ -18,8 +19,9 @@ from aviso_plugins.types import StoredNotification
 _PRECEDENCE = {
     "client_gone": 0,
     "end_of_stream": 1,
-    "max_duration_reached": 2,
-    "server_shutdown": 3,
+    "slow_consumer": 2,
+    "max_duration_reached": 3,
+    "server_shutdown": 4,
 }
 
 
@@ -30,7 +32,8 @@ class StreamControl:
         self.aborted: str | None = None
         self.task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_when = 0.0
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None or _PRECEDENCE[reason] > _PRECEDENCE[self.stop_reason]:
@@ -55,15 +58,20 @@ class StreamControl:
             return
         # Streams wake far more often (every live delivery) than their deadline moves (every
         # heartbeat), so one timer is kept and rescheduled only when the deadline changes.
-        if self._timer is None or self._timer.when() != when:
+        if self._timer is None or self._timer_when != when:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = loop.call_at(when, self.wake)
+            self._timer = loop.call_at(when, self._on_timer)
+            self._timer_when = when
         waiter = self._waiter = loop.create_future()
         try:
             await waiter
         finally:
             self._waiter = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.wake()
 
     def cancel_timer(self) -> None:
         if self._timer is not None:
@@ -92,40 +100,92 @@ class StreamRegistry:
             control.stop(reason)
 
 
+# Grace a stream closing for a slow consumer gets to write its final event before it is cut.
+SLOW_CONSUMER_GRACE_SECONDS = 5.0
+# Per-record overhead added to the payload size when a queue's bytes are counted.
+_RECORD_OVERHEAD = 512
+
+
+def _size(record: StoredNotification) -> int:
+    return len(record.payload) + len(record.topic) + _RECORD_OVERHEAD
+
+
+@dataclass
+class Skipped:
+    """Live records the ``drop`` policy skipped since the client last heard about it."""
+
+    count: int = 0
+    first: int = 0
+    last: int = 0
+
+
 class LiveQueue:
     """A stream's bounded buffer of live records (implements the backend's ``LiveSink``).
 
-    While the stream is still replaying, an overflow drops the oldest buffered record: the
-    replay pages over everything stored before it ends, so nothing is lost. Once live, an
-    overflow means the client stopped reading; the stream is then disconnected rather than
-    let server memory grow.
+    Bounded by ``capacity`` records and ``max_bytes``. While the stream is still replaying,
+    an overflow drops the oldest buffered record: the replay pages over everything stored
+    before it ends, so nothing is lost. Once live, an overflow means the client does not
+    keep up, and ``policy`` decides: ``disconnect`` ends the stream with ``slow_consumer``
+    and the sequence to resume from (cutting it off if it cannot even write that), ``drop``
+    skips records and tells the client how many.
     """
 
-    def __init__(self, control: StreamControl, capacity: int) -> None:
+    def __init__(self, control: StreamControl, capacity: int, max_bytes: int, policy: str) -> None:
         self._control = control
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._policy = policy
         self._items: deque[StoredNotification] = deque()
+        self._bytes = 0
         self.live = False
         self.ended: str | None = None
-        self.dropped = 0
+        self.skipped = Skipped()
+        self.first_seen: int | None = None
 
     def deliver(self, record: StoredNotification) -> None:
-        if len(self._items) >= self._capacity:
+        if self.first_seen is None:
+            self.first_seen = record.sequence
+        size = _size(record)
+        while self._items and (
+            len(self._items) >= self._capacity or self._bytes + size > self._max_bytes
+        ):
             if self.live:
+                self._overflow(record)
+                return
+            self._bytes -= _size(self._items.popleft())
+        self._items.append(record)
+        self._bytes += size
+        self._control.wake()
+
+    def _overflow(self, record: StoredNotification) -> None:
+        if self._policy == "drop":
+            if not self.skipped.count:
                 log_event(
-                    "stream.backpressure.disconnect",
-                    "client is not reading; closing the stream",
+                    "stream.backpressure.dropping",
+                    "client does not keep up; skipping live notifications",
                     logging.WARNING,
                     request_id=self._control.request_id,
-                    queued=len(self._items),
+                    first_skipped=record.sequence,
                 )
-                self._items.clear()
-                self._control.abort("backpressure")
-                return
-            self._items.popleft()
-            self.dropped += 1
-        self._items.append(record)
-        self._control.wake()
+                self.skipped.first = record.sequence
+            self.skipped.count += 1
+            self.skipped.last = record.sequence
+            return
+        if self._control.stop_reason is None:
+            log_event(
+                "stream.backpressure.disconnect",
+                "client does not keep up; closing the stream",
+                logging.WARNING,
+                request_id=self._control.request_id,
+                queued=len(self._items),
+                queued_bytes=self._bytes,
+            )
+            asyncio.get_running_loop().call_later(
+                SLOW_CONSUMER_GRACE_SECONDS, self._control.abort, "slow_consumer"
+            )
+        self._items.clear()
+        self._bytes = 0
+        self._control.stop("slow_consumer")
 
     def end(self, reason: str) -> None:
         self.ended = reason
@@ -134,9 +194,14 @@ class LiveQueue:
     def discard_through(self, sequence: int) -> None:
         """Forget buffered records the replay has already covered."""
         while self._items and self._items[0].sequence <= sequence:
-            self._items.popleft()
+            self._bytes -= _size(self._items.popleft())
 
     def drain(self) -> list[StoredNotification]:
         items = list(self._items)
         self._items.clear()
+        self._bytes = 0
         return items
+
+    def take_skipped(self) -> Skipped | None:
+        skipped, self.skipped = self.skipped, Skipped()
+        return skipped if skipped.count else None

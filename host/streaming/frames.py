@@ -23,6 +23,7 @@ CLOSE_MESSAGES = {
     "end_of_stream": "Stream completed",
     "max_duration_reached": "Connection reached maximum duration",
     "server_shutdown": "Server is shutting down gracefully",
+    "slow_consumer": "Client did not keep up; reconnect with from_id to resume",
 }
 
 
@@ -118,14 +119,46 @@ def cloudevent_failed(topic: str, sequence: int, message: str, request_id: str) 
     )
 
 
-def connection_closing(topic: str, reason: str, request_id: str) -> bytes:
+def connection_closing(
+    topic: str, reason: str, request_id: str, resume_from_sequence: int | None = None
+) -> bytes:
+    body: dict[str, Any] = {
+        "reason": reason,
+        "message": CLOSE_MESSAGES[reason],
+        "timestamp": now_whole_seconds(),
+        "topic": topic,
+        "request_id": request_id,
+    }
+    if resume_from_sequence is not None:
+        body["resume_from_sequence"] = resume_from_sequence
+    return _control(CLOSING, body)
+
+
+def history_gap(topic: str, requested: int, first_available: int) -> bytes:
+    """Additive: history the client asked for is gone; it must re-sync (clients that do not
+    know this ``type`` ignore it)."""
     return _control(
-        CLOSING,
+        REPLAY_CONTROL,
         {
-            "reason": reason,
-            "message": CLOSE_MESSAGES[reason],
-            "timestamp": now_whole_seconds(),
+            "type": "history_gap",
             "topic": topic,
-            "request_id": request_id,
+            "requested_from_sequence": requested,
+            "first_available_sequence": first_available,
+            "timestamp": now_whole_seconds(),
+        },
+    )
+
+
+def notifications_skipped(topic: str, count: int, first: int, last: int) -> bytes:
+    """Additive: the ``drop`` backpressure policy skipped live notifications."""
+    return _control(
+        LIVE,
+        {
+            "type": "notifications_skipped",
+            "topic": topic,
+            "skipped": count,
+            "first_skipped_sequence": first,
+            "last_skipped_sequence": last,
+            "timestamp": now_whole_seconds(),
         },
     )

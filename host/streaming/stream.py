@@ -81,6 +81,8 @@ class EventStream:
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._out = bytearray()
+        self._through = 0
+        """The highest sequence written to the client so far (the resume point minus one)."""
         # The event loop's clock, the one stream timers are scheduled on.
         self._now = asyncio.get_running_loop().time
         started = self._now()
@@ -152,6 +154,7 @@ class EventStream:
         settings = self._settings
         remaining = settings.max_historical_notifications
         high_water = 0
+        await self._check_gap(cursor)
         while True:
             if self._stopping():
                 return None
@@ -188,14 +191,40 @@ class EventStream:
             await self._flush()
             await self._pause(settings.replay_batch_delay_ms / 1000)
 
+    async def _check_gap(self, cursor: StartCursor) -> None:
+        """Say so before anything else when the requested history has been pruned."""
+        requested = cursor.from_sequence
+        base = self._filter.pattern.base
+        if not requested or base is None:
+            return
+        try:
+            pruned = await self._backend.pruned_through(base)
+        except Exception as exc:  # the replay itself will report a failing backend
+            log_event("stream.gap_check.failed", str(exc), logging.WARNING, topic=self._topic)
+            return
+        if requested <= pruned:
+            self._out += frames.history_gap(self._topic, requested, pruned + 1)
+            log_event(
+                "stream.history_gap",
+                "requested history was pruned",
+                logging.INFO,
+                topic=self._topic,
+                requested=requested,
+                first_available=pruned + 1,
+            )
+
     async def _follow_live(self, high_water: int) -> None:
         live = self._live
         assert live is not None
         live.live = True
         while not self._stopping():
-            self._emit(
-                frames.LIVE, (record for record in live.drain() if record.sequence > high_water)
-            )
+            records = live.drain()
+            skipped = live.take_skipped()
+            if skipped is not None:
+                self._out += frames.notifications_skipped(
+                    self._topic, skipped.count, skipped.first, skipped.last
+                )
+            self._emit(frames.LIVE, (record for record in records if record.sequence > high_water))
             if live.ended is not None and not self._out:
                 self._control.stop("end_of_stream")
                 return
@@ -208,7 +237,13 @@ class EventStream:
     async def _close(self) -> None:
         reason = self._control.stop_reason
         if reason is not None and reason != "client_gone":
-            self._out += frames.connection_closing(self._topic, reason, self._control.request_id)
+            resume = None
+            if reason == "slow_consumer":
+                first_seen = self._live.first_seen if self._live is not None else None
+                resume = self._through + 1 if self._through else first_seen
+            self._out += frames.connection_closing(
+                self._topic, reason, self._control.request_id, resume
+            )
         await self._flush()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -242,6 +277,7 @@ class EventStream:
                 continue
             try:
                 self._out += frames.frame(event, self._renderer.render(record))
+                self._through = record.sequence
             except CloudEventError as exc:
                 self._out += frames.cloudevent_failed(
                     _display(record.topic), record.sequence, str(exc), self._control.request_id

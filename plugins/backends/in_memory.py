@@ -10,6 +10,7 @@ at the watchers of its own stream.
 
 from __future__ import annotations
 
+import logging
 import time
 from bisect import bisect_left
 from collections import OrderedDict, deque
@@ -26,6 +27,8 @@ from aviso_plugins.types import (
     StorageBackend,
     StoredNotification,
 )
+
+logger = logging.getLogger("aviso.in_memory")
 
 _COUNT = {"type": "integer", "minimum": 0}
 
@@ -98,6 +101,7 @@ class InMemoryBackend(StorageBackend):
         self._topics: OrderedDict[str, deque[StoredNotification]] = OrderedDict()
         self._alive: dict[int, StoredNotification] = {}
         self._logs: dict[str, _StreamLog] = {}
+        self._pruned: dict[str, int] = {}
         self._sequence = 0
         self._last_time_ns = 0
         self._by_base: dict[str | None, set[_Subscriber]] = {}
@@ -138,6 +142,8 @@ class InMemoryBackend(StorageBackend):
     def _forget(self, records: Iterable[StoredNotification]) -> None:
         for record in records:
             self._alive.pop(record.sequence, None)
+            base = decode_token(record.topic.split(".", 1)[0]).lower()
+            self._pruned[base] = max(self._pruned.get(base, 0), record.sequence)
         # Compact once dead entries dominate, keeping the logs' size proportional to what
         # is retained (amortised O(1) per publish).
         if sum(len(log.records) for log in self._logs.values()) > 2 * len(self._alive) + 1024:
@@ -148,7 +154,12 @@ class InMemoryBackend(StorageBackend):
         for key in (base, None):
             for subscriber in tuple(self._by_base.get(key, ())):
                 if not subscriber.closed and subscriber.pattern.matches(record.topic):
-                    subscriber.sink.deliver(record)
+                    try:
+                        subscriber.sink.deliver(record)
+                    except Exception:
+                        # The record is stored: one broken watcher must not fail the
+                        # publisher's notify, nor starve the other watchers.
+                        logger.exception("live delivery to a watcher failed")
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
         logs = self._logs.values() if pattern.base is None else (self._logs.get(pattern.base),)
@@ -193,9 +204,12 @@ class InMemoryBackend(StorageBackend):
             self._forget(self._topics.pop(topic))
 
     async def wipe_all(self) -> None:
+        self._forget(tuple(self._alive.values()))
         self._topics.clear()
-        self._alive.clear()
         self._logs.clear()
+
+    async def pruned_through(self, stream: str) -> int:
+        return self._pruned.get(stream.lower(), 0)
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
         key = encode_token(stream.lower())

@@ -2,19 +2,58 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.configs import API_EXAMPLE
+from tests.support.configs import API_EXAMPLE, BACKENDS, ForBackend, jetstream_variant
 from tests.support.server import RunningServer, running_server
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that (directly or through a server fixture) uses ``backend`` runs once per
+    backend, ids ``[in_memory]`` / ``[jetstream]``. ``@pytest.mark.backends(...)`` narrows the
+    list; ``@pytest.mark.jetstream_bug(reason)`` makes the jetstream run a strict xfail
+    (``strict=False`` only where the bug shows up in some runs but not all)."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    only = metafunc.definition.get_closest_marker("backends")
+    bug = metafunc.definition.get_closest_marker("jetstream_bug")
+    params = []
+    for name in only.args if only else BACKENDS:
+        marks = []
+        if bug is not None and name == "jetstream":
+            reason = f"BUG(jetstream): {bug.args[0]}"
+            strict = bug.kwargs.get("strict", True)
+            marks.append(pytest.mark.xfail(strict=strict, reason=reason))
+        params.append(pytest.param(name, marks=marks, id=name))
+    metafunc.parametrize("backend", params, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def api_server() -> Iterator[RunningServer]:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend under test (parametrised by ``pytest_generate_tests``)."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def for_backend(backend: str, request: pytest.FixtureRequest) -> ForBackend:
+    """Turns a configuration document into its variant for ``backend`` (a deep copy).
+
+    The shared nats-server is only started when a jetstream-parametrised test runs.
+    """
+    if backend == "jetstream":
+        url = request.getfixturevalue("nats_session").url
+        return lambda document: jetstream_variant(document, url)
+    return lambda document: copy.deepcopy(dict(document))
+
+
+@pytest.fixture(scope="session")
+def api_server(for_backend: ForBackend) -> Iterator[RunningServer]:
     """The §0.2 example schema (strict), shared: tests isolate data with unique identifiers."""
-    with running_server(API_EXAMPLE) as server:
+    with running_server(for_backend(API_EXAMPLE)) as server:
         yield server
 
 

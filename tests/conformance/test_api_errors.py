@@ -24,7 +24,7 @@ from tests.conformance.helpers import (
     request_id_header,
     unique_basin,
 )
-from tests.support.configs import API_EXAMPLE
+from tests.support.configs import API_EXAMPLE, ForBackend
 from tests.support.server import RunningServer, running_server
 
 LABELS = {
@@ -202,10 +202,10 @@ def test_item_12_unknown_event_type_precedes_cursor_validation(client: httpx.Cli
     )
 
 
-def test_item_13_drain_mode_rejects_every_event_type() -> None:
+def test_item_13_drain_mode_rejects_every_event_type(for_backend: ForBackend) -> None:
     document = {key: value for key, value in API_EXAMPLE.items() if key != "notification_schema"}
     document["notification_schema_strict"] = True
-    with running_server(document) as server, httpx.Client(base_url=server.url) as http:
+    with running_server(for_backend(document)) as server, httpx.Client(base_url=server.url) as http:
         for event_type in ("river_gauge", "adhoc_feed"):
             body = {"event_type": event_type, "identifier": {"x": "1"}}
             error = assert_error(

@@ -22,7 +22,7 @@ from tests.conformance.helpers import (
     unique_basin,
     unique_date,
 )
-from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import RunningServer, running_server
 
 INVALID = "INVALID_NOTIFICATION_REQUEST"
@@ -146,10 +146,10 @@ def test_item_22_identifier_values_are_canonical_strings(client: httpx.Client) -
 
 
 @pytest.fixture(scope="module")
-def permissive_server() -> Iterator[RunningServer]:
+def permissive_server(for_backend: ForBackend) -> Iterator[RunningServer]:
     document = with_changes(API_EXAMPLE)
     document["notification_schema_strict"] = False
-    with running_server(document) as server:
+    with running_server(for_backend(document)) as server:
         yield server
 
 

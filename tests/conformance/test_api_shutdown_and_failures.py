@@ -34,7 +34,7 @@ from tests.conformance.helpers import (
     request_id_header,
     unique_basin,
 )
-from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import Event, Stream
 
@@ -50,10 +50,14 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def aviso_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+def aviso_process(
+    tmp_path: Path, for_backend: ForBackend
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
     """``aviso serve`` in a subprocess, with a slow replay (one notification per second)."""
-    document = with_changes(
-        API_EXAMPLE, watch_endpoint={"replay_batch_size": 1, "replay_batch_delay_ms": 1000}
+    document = for_backend(
+        with_changes(
+            API_EXAMPLE, watch_endpoint={"replay_batch_size": 1, "replay_batch_delay_ms": 1000}
+        )
     )
     config = tmp_path / "aviso.yaml"
     config.write_text(yaml.safe_dump(document))
@@ -183,6 +187,8 @@ class RefusingSubscriptionsPlugin:
         return [RefusingSubscriptionsBackend]
 
 
+# Single-backend by design: the failing store is a fake (an in-memory subclass), not a backend
+# under test, so item 66 is not parametrised over ``backend``.
 @pytest.fixture(scope="module")
 def refusing_server() -> Iterator[RunningServer]:
     document = with_changes(

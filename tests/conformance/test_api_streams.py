@@ -29,7 +29,7 @@ from tests.conformance.helpers import (
     unique_basin,
     unique_date,
 )
-from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import RunningServer, running_server
 
 BASE_URL = API_EXAMPLE["application"]["base_url"]
@@ -53,9 +53,12 @@ def watch_settings() -> dict[str, Any]:
 
 
 @pytest.fixture
-def custom_server(watch_settings: dict[str, Any]) -> Iterator[RunningServer]:
+def custom_server(
+    watch_settings: dict[str, Any], for_backend: ForBackend
+) -> Iterator[RunningServer]:
     """A server with the example schema and this test's ``watch_endpoint`` overrides."""
-    with running_server(with_changes(API_EXAMPLE, watch_endpoint=watch_settings)) as server:
+    document = with_changes(API_EXAMPLE, watch_endpoint=watch_settings)
+    with running_server(for_backend(document)) as server:
         yield server
 
 
@@ -309,6 +312,24 @@ def test_item_42_from_date_between_two_notifications(client: httpx.Client) -> No
     assert exact.sequences() == [newer.data["sequence"]]
 
 
+def test_item_42_each_notification_replays_from_its_own_time(client: httpx.Client) -> None:
+    """Inclusive at full precision, for 20 notifications: one is not enough to show a stored
+    time rendered a fraction of a microsecond too late (JetStream did so in about half the
+    cases while it took nats-py's microsecond-rounded ``metadata.timestamp``)."""
+    basin = unique_basin()
+    for level in range(20):
+        gauge(client, basin, level % 11)
+    stored = replay_all(client, "river_gauge", {"basin": basin}).notifications()
+    assert len(stored) == 20
+    missing = [
+        (event.data["sequence"], event.data["time"])
+        for event in stored
+        if event.data["sequence"]
+        not in read_stream(client, REPLAY, _from(basin, from_date=event.data["time"])).sequences()
+    ]
+    assert missing == [], "replaying from a notification's own time must include it"
+
+
 def test_item_43_watch_with_from_date_replays_then_goes_live(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin, 1)
@@ -378,6 +399,44 @@ def test_item_44_replay_to_live_no_gap_no_duplicate(custom: httpx.Client) -> Non
     switch = kinds.index("replay-control/replay_completed")
     assert all(kind != "replay" for kind in kinds[switch:])
     assert "live-notification" in kinds[switch:], "some arrived through the live feed"
+
+
+@_settings(replay_batch_size=10, replay_batch_delay_ms=500)
+def test_item_44_a_page_fetches_what_is_stored_then_live(custom: httpx.Client) -> None:
+    """Notifications stored during the pause after the first page all come with the second
+    page, which ends the replay (fewer than a batch): one stored after that arrives live.
+
+    The deterministic form of item 44's switch to live under load (JetStream once fetched
+    only the previous page's ``num_pending``, so its replay never ended under a producer).
+    """
+    basin = unique_basin()
+    for n in range(12):
+        gauge(custom, basin, 1, payload={"n": n})
+    numbers: list[int] = []
+
+    def notifications(count: int) -> Any:
+        def seen(event: Any) -> bool:
+            if is_ce(event):
+                numbers.append(event.data["data"]["payload"]["n"])
+            return len(numbers) >= count
+
+        return seen
+
+    with open_stream(custom, WATCH, _from(basin, from_id="0")) as stream:
+        stream.until(notifications(10))  # the first page; the 500 ms pause starts
+        for n in range(12, 15):
+            gauge(custom, basin, 1, payload={"n": n})
+        stream.until(notifications(12))  # the second page has been fetched
+        gauge(custom, basin, 1, payload={"n": 15})
+        stream.until(notifications(16))
+    kinds = [event.kind for event in stream.events if event.name != "heartbeat"]
+    assert numbers == list(range(16))
+    assert kinds == [
+        "replay-control/replay_started",
+        *["replay"] * 15,
+        "replay-control/replay_completed",
+        "live-notification",
+    ]
 
 
 @_settings(max_historical_notifications=2)

@@ -215,23 +215,20 @@ auth:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="auth provider plugins arrive with issue #4; until then an auth-enabled "
-    "configuration fails closed (no installed plugin provides the mode)",
-)
 def test_item_09_auth_enabled_yes_from_environment(sandbox: Sandbox) -> None:
-    """Auth provider plugins arrive later: the server starts, but whether requests are
-    authenticated is not observable yet, so the effective value is read from
-    ``aviso config check`` (same loader, same overrides)."""
+    """The effective value shows in ``aviso config check``; on the server, the admin
+    routes (open while auth is disabled) now demand credentials."""
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port, AUTH_FILE))
     env = {"AVISOSERVER_AUTH__ENABLED": "YES"}
     check = sandbox.cli("config", "check", str(path), env=env)
     assert check.returncode == 0, check.stderr
     assert yaml.safe_load(check.stdout)["auth"]["enabled"] is True, check.stdout
-    with sandbox.serve(port=port, env={**env, "AVISOSERVER_CONFIG_FILE": str(path)}):
-        pass
+    serve_env = {**env, "AVISOSERVER_CONFIG_FILE": str(path)}
+    with sandbox.serve(port=port, env=serve_env) as server, server.client() as client:
+        response = client.delete("/api/v1/admin/wipe/all")
+        assert response.status_code == 401, response.text
+        assert response.headers.get_list("www-authenticate") == ["Bearer"]
 
 
 def test_item_09_auth_enabled_from_environment_triggers_auth_rules(sandbox: Sandbox) -> None:

@@ -116,13 +116,7 @@ def test_item_15_direct_mode_without_auth_o_tron_url_fails(sandbox: Sandbox) -> 
     fails(sandbox, f"auth: {{{DIRECT}}}").names("auth.auth_o_tron_url")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="auth provider plugins arrive with issue #4; until then an auth-enabled "
-    "configuration fails closed (no installed plugin provides the mode)",
-)
 def test_item_15_trusted_proxy_with_secret_and_admin_roles_starts(sandbox: Sandbox) -> None:
-    """Auth provider plugins arrive later; the server already starts with this section."""
     starts(
         sandbox,
         'auth: {enabled: true, mode: trusted_proxy, jwt_secret: "s3cret", '
@@ -316,14 +310,8 @@ def test_item_28_plain_http_remote_server_starts_when_plugin_unused(sandbox: San
     starts(sandbox, PLAIN_STREAM + ecpds("http://ecpds.example.net"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="auth provider plugins arrive with issue #4; until then an auth-enabled "
-    "configuration fails closed (no installed plugin provides the mode)",
-)
 def test_item_28_plain_http_localhost_server_is_accepted(sandbox: Sandbox) -> None:
-    """Global auth must be on for a stream to use the plugin; the server starts with it
-    (the ECPDS plugin itself arrives later, so only startup is checked)."""
+    """Global auth must be on for a stream to use the plugin; the server starts with it."""
     port = free_port()
     extra = ECPDS_AUTH + ECPDS_STREAM + ecpds("http://localhost:9000")
     path = sandbox.write("config.yaml", config_text(port, extra))

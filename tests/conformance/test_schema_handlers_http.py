@@ -22,11 +22,12 @@ from tests.conformance.schema_support import (
     unique_station,
     unique_tag,
 )
+from tests.support.configs import ForBackend
 
 
 @pytest.fixture(scope="module")
-def gauge() -> Iterator[Harness]:
-    with serve(GAUGE_CONFIG) as harness:
+def gauge(for_backend: ForBackend) -> Iterator[Harness]:
+    with serve(for_backend(GAUGE_CONFIG)) as harness:
         yield harness
 
 
@@ -62,6 +63,9 @@ def test_item_02_string_empty_rejected(gauge: Harness) -> None:
     reject_gauge(gauge, "station", "")
 
 
+# In-memory only: station is a topic token, and JetStream may refuse a subject token holding
+# whitespace at storage time (500 NOTIFICATION_STORAGE_FAILED, schema spec §5.2).
+@pytest.mark.backends("in_memory")
 def test_item_02_string_whitespace_only_kept(gauge: Harness) -> None:
     assert gauge.gauge_canonical("station", " ") == " "
 

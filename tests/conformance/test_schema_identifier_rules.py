@@ -23,13 +23,14 @@ from tests.conformance.schema_support import (
     unique_station,
     unique_tag,
 )
+from tests.support.configs import ForBackend
 
 STREAMS = [WATCH, REPLAY]
 
 
 @pytest.fixture(scope="module")
-def gauge() -> Iterator[Harness]:
-    with serve(GAUGE_CONFIG) as harness:
+def gauge(for_backend: ForBackend) -> Iterator[Harness]:
+    with serve(for_backend(GAUGE_CONFIG)) as harness:
         yield harness
 
 

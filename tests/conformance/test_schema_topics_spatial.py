@@ -28,6 +28,7 @@ from tests.conformance.schema_support import (
     unique_station,
     unique_tag,
 )
+from tests.support.configs import ForBackend
 
 STREAMS = [WATCH, REPLAY]
 BOTH_SPATIAL = (
@@ -36,14 +37,14 @@ BOTH_SPATIAL = (
 
 
 @pytest.fixture(scope="module")
-def gauge() -> Iterator[Harness]:
-    with serve(GAUGE_CONFIG) as harness:
+def gauge(for_backend: ForBackend) -> Iterator[Harness]:
+    with serve(for_backend(GAUGE_CONFIG)) as harness:
         yield harness
 
 
 @pytest.fixture(scope="module")
-def permissive() -> Iterator[Harness]:
-    with serve(PERMISSIVE_CONFIG) as harness:
+def permissive(for_backend: ForBackend) -> Iterator[Harness]:
+    with serve(for_backend(PERMISSIVE_CONFIG)) as harness:
         yield harness
 
 
@@ -93,6 +94,18 @@ def test_item_48_decoding_lower_case_escape(gauge: Harness) -> None:
     assert gauge.replay_values("river_gauge", query, "station") == ["X.Y"]
 
 
+@pytest.mark.jetstream_bug(
+    "documented limitation: the JetStream replay filter keeps canonical literal tokens exact "
+    "(for selective replays on large streams), so a foreign subject escaping a plain "
+    "character (%41BC for ABC) is not found by an exact-token replay"
+)
+def test_item_48_decoding_escape_of_a_plain_character(gauge: Harness) -> None:
+    day = unique_date().replace("-", "")
+    _inject_gauge(gauge, "%41BC", day, "ABC")
+    query = {"basin": "rhine", "station": "ABC", "obs_date": day}
+    assert gauge.replay_values("river_gauge", query, "station") == ["ABC"]
+
+
 def test_item_48_undecodable_topic_never_matches(gauge: Harness) -> None:
     day = unique_date().replace("-", "")
     _inject_gauge(gauge, "ok", day, "ok")
@@ -118,6 +131,11 @@ def test_item_49_generic_topic_orders_keys(permissive: Harness) -> None:
     assert permissive.replay("ev", {"a": "2", "b": "1"}) == []
 
 
+@pytest.mark.jetstream_bug(
+    "a base-only topic (ev_empty) is outside the stream's only subject binding ev_empty.>, "
+    "so notify answers 500 NOTIFICATION_STORAGE_FAILED 'nats: no response from stream'; "
+    "schema spec §5.4: base-only topics SHOULD work on every backend"
+)
 def test_item_49_generic_topic_empty_identifier(permissive: Harness) -> None:
     permissive.notify_ok("ev_empty", {})
     [record] = permissive.stored(["ev_empty"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -55,3 +56,28 @@ def with_changes(base: dict[str, Any], **sections: dict[str, Any]) -> dict[str, 
         else:
             document[name] = values
     return document
+
+
+BACKENDS = ("in_memory", "jetstream")
+"""The storage backends the conformance suites run against."""
+
+ForBackend = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""A configuration document -> its variant for the backend under test (see ``for_backend``)."""
+
+
+def jetstream_variant(document: Mapping[str, Any], nats_url: str) -> dict[str, Any]:
+    """``document`` (deep-copied) served by the JetStream backend at ``nats_url``.
+
+    Every schema with a ``topic`` block also gets ``storage_policy.allow_duplicates: true``
+    (unless it sets the flag itself): JetStream keeps only the newest message per subject by
+    default, while the suites' in-memory configurations keep 1000 per topic, so this keeps the
+    history both backends expose equal. Schemas without ``topic`` (and schema-less event types
+    in permissive mode) cannot carry a storage policy and keep one message per subject.
+    """
+    variant = copy.deepcopy(dict(document))
+    variant["notification_backend"] = {"kind": "jetstream", "jetstream": {"nats_url": nats_url}}
+    for schema in (variant.get("notification_schema") or {}).values():
+        if isinstance(schema, dict) and "topic" in schema:
+            policy = schema.get("storage_policy") or {}
+            schema["storage_policy"] = {"allow_duplicates": True, **policy}
+    return variant

@@ -41,8 +41,10 @@ class NatsServer:
         ]
         if self.token:
             command += ["--auth", self.token]
-        log = (self.store_dir / "nats-server.log").open("ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=log)
+        # The child keeps its own descriptor; closing ours avoids a ResourceWarning (an error
+        # under this suite's filterwarnings).
+        with (self.store_dir / "nats-server.log").open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=log)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import nats
 from nats.aio.client import Client
 from nats.errors import ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError
 from nats.js import JetStreamContext
@@ -37,7 +36,7 @@ logger = logging.getLogger("aviso.jetstream")
 # Only a lost connection is worth retrying a publish for; anything else (no stream, ack
 # timeout, permissions) fails the notify at once.
 _TRANSIENT = (ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError)
-_NO_MESSAGE = (10037, 10057)
+_NO_MESSAGE = (10037, 10043, 10057)
 _NO_STREAM = 10059
 
 
@@ -85,25 +84,32 @@ class JetStreamBackend(StorageBackend):
         self._history = HistoryReaders(self._js)
 
     async def _connect(self, url: str) -> Client:
+        """``retry_attempts`` connection attempts, each one TCP connect bounded by
+        ``timeout_seconds``. The reconnect settings govern only an established connection:
+        given to the first connect, nats-py would retry inside every attempt (forever with
+        ``max_reconnect_attempts: 0``)."""
         options = self.options
-        reconnects = (options.max_reconnect_attempts or -1) if options.enable_auto_reconnect else 0
         failure: Exception | None = None
         for attempt in range(1, options.retry_attempts + 1):
+            client = Client()
             try:
-                return await nats.connect(
-                    servers=[url],
-                    token=options.token,
-                    connect_timeout=options.timeout_seconds,
-                    allow_reconnect=options.enable_auto_reconnect,
-                    max_reconnect_attempts=reconnects,
-                    reconnect_time_wait=options.reconnect_delay_ms / 1000,
-                    error_cb=self._on_error,
-                    disconnected_cb=self._on_disconnected,
-                    reconnected_cb=self._on_reconnected,
-                    closed_cb=self._on_closed,
+                await asyncio.wait_for(
+                    client.connect(
+                        servers=[url],
+                        token=options.token,
+                        connect_timeout=options.timeout_seconds,
+                        allow_reconnect=False,
+                        max_reconnect_attempts=0,
+                        error_cb=self._on_error,
+                        disconnected_cb=self._on_disconnected,
+                        reconnected_cb=self._on_reconnected,
+                        closed_cb=self._on_closed,
+                    ),
+                    options.timeout_seconds,
                 )
             except Exception as exc:
                 failure = exc
+                await _close_quietly(client)
                 logger.warning(
                     "NATS connection attempt %d/%d to %s failed: %s",
                     attempt,
@@ -113,6 +119,13 @@ class JetStreamBackend(StorageBackend):
                 )
                 if attempt < options.retry_attempts:
                     await asyncio.sleep(options.reconnect_delay_ms / 1000)
+                continue
+            client.options["allow_reconnect"] = options.enable_auto_reconnect
+            client.options["max_reconnect_attempts"] = (
+                (options.max_reconnect_attempts or -1) if options.enable_auto_reconnect else 0
+            )
+            client.options["reconnect_time_wait"] = options.reconnect_delay_ms / 1000
+            return client
         raise BackendUnavailable(
             f"could not connect to NATS at {_redacted(url)} after "
             f"{options.retry_attempts} attempts: {failure or 'timeout'}"
@@ -180,8 +193,13 @@ class JetStreamBackend(StorageBackend):
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
         _, keeper = self._require()
         assert pattern.base is not None and self._history is not None
-        name = await keeper.ensure(pattern.base)
-        page = await self._history.read(name, filter_subject(pattern), start, limit)
+        try:
+            name = await keeper.ensure(pattern.base)
+            page = await self._history.read(name, filter_subject(pattern), start, limit)
+        except NotFoundError:
+            keeper.forget(pattern.base)  # deleted behind our back: recreate it once
+            name = await keeper.ensure(pattern.base)
+            page = await self._history.read(name, filter_subject(pattern), start, limit)
         if not page.records:
             return Batch(messages=[], has_more=False, next_sequence=None)
         return Batch(
@@ -191,9 +209,20 @@ class JetStreamBackend(StorageBackend):
         )
 
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> Subscription:
-        self._require()
-        assert self._live is not None
-        return await self._live.join(pattern, sink)
+        _, keeper = self._require()
+        assert self._live is not None and pattern.base is not None
+        try:
+            return await self._live.join(pattern, sink)
+        except NotFoundError:
+            keeper.forget(pattern.base)  # deleted behind our back: recreate it once
+            return await self._live.join(pattern, sink)
+
+    async def pruned_through(self, stream: str) -> int:
+        # Messages below the stream's first sequence are gone; interior removals (the
+        # one-per-subject limit, single deletes) are not visible here and not reported.
+        js, keeper = self._require()
+        state = (await js.stream_info(await keeper.ensure(stream))).state
+        return state.first_seq - 1
 
     async def wipe_stream(self, name: str) -> None:
         js, _ = self._require()
@@ -217,6 +246,13 @@ class JetStreamBackend(StorageBackend):
             if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
                 return False
             raise
+
+
+async def _close_quietly(client: Client) -> None:
+    try:
+        await client.close()
+    except Exception as exc:  # it never connected; nothing to clean up beyond this
+        logger.debug("closing a failed NATS client: %s", exc)
 
 
 def _redacted(url: str) -> str:

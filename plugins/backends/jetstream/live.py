@@ -47,7 +47,10 @@ class _Feed:
             return
         for watcher in tuple(self.watchers):
             if watcher.pattern.matches(record.topic):
-                watcher.sink.deliver(record)
+                try:
+                    watcher.sink.deliver(record)
+                except Exception:  # one broken watcher must not starve the others
+                    logger.exception("live delivery to a watcher failed")
 
 
 class _LiveSubscription:

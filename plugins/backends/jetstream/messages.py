@@ -2,30 +2,50 @@
 
 from __future__ import annotations
 
-import calendar
 from collections.abc import Mapping
 
 from nats.aio.msg import Msg
 
-from aviso_plugins.topics import TopicPattern
+from aviso_plugins.topics import TopicPattern, encode_token
 from aviso_plugins.types import StoredNotification
 
 
 def to_record(msg: Msg) -> StoredNotification:
     metadata = msg.metadata
-    stamp = metadata.timestamp  # microsecond precision, UTC
-    time_ns = calendar.timegm(stamp.utctimetuple()) * 1_000_000_000 + stamp.microsecond * 1000
     headers: Mapping[str, str] = msg.headers or {}
     return StoredNotification(
         sequence=metadata.sequence.stream,
         topic=msg.subject,
         payload=msg.data.decode("utf-8", errors="replace"),
-        time_ns=time_ns,
+        time_ns=stored_time_ns(msg.reply),
         metadata=dict(headers),
     )
 
 
+# JetStream's ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>
+# (v1), or with <domain>.<account hash> after ACK and a trailing token (v2).
+_V1_TOKENS = 9
+_V1_TIME, _V2_TIME = 7, 9
+
+
+def stored_time_ns(reply: str) -> int:
+    """The broker's storage time in exact nanoseconds (nats-py's ``metadata.timestamp``
+    rounds it to microseconds, which can move it past a client's ``from_date``)."""
+    tokens = reply.split(".")
+    return int(tokens[_V1_TIME if len(tokens) == _V1_TOKENS else _V2_TIME])
+
+
 def filter_subject(pattern: TopicPattern) -> str:
-    """The server-side filter: a pattern's ``*`` tokens are NATS single-token wildcards,
-    so the encoded pattern itself is an exact subject filter."""
-    return pattern.encoded
+    """The server-side filter, refined afterwards by ``pattern.matches``.
+
+    Wildcards become NATS single-token wildcards, and so does any literal token that needed
+    escaping, because a stored subject may spell an escape in lower case (``%2e``). Other
+    literal tokens stay exact: every aviso writer (this one and the reference) escapes only
+    ``. * > %`` with upper-case hex, and a filter of wildcards only would make a selective
+    replay read the whole stream. A foreign subject escaping a plain character (``%41``
+    for ``A``) is therefore not found by an exact-token replay (documented limitation).
+    """
+    return ".".join(
+        "*" if token is None or "%" in (encoded := encode_token(token)) else encoded
+        for token in pattern.tokens
+    )

@@ -104,7 +104,9 @@ class HistoryReaders:
         if reader.pending <= 0:
             await self._close(reader)
             return Page([], more=False)
-        messages = await reader.fetch(min(limit, reader.pending))
+        # Ask for a full page of whatever is stored now (not just what was pending when the
+        # last page was read), so a replay catches up with a producer and then ends.
+        messages = await reader.fetch(limit)
         records = [to_record(message) for message in messages]
         reader.pending = messages[-1].metadata.num_pending if messages else 0
         if reader.pending > 0 and records:

@@ -112,6 +112,13 @@ class StreamKeeper:
         become a burst of stream requests); a failed lookup is forgotten and retried.
         """
         pending = self._ensured.get(base)
+        if (
+            pending is not None
+            and pending.done()
+            and not pending.cancelled()
+            and pending.exception() is None
+        ):
+            return pending.result()  # the common case: no task, no shield per publish
         if pending is None:
             pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
         try:

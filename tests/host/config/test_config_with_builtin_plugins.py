@@ -1,4 +1,4 @@
-"""Configuration validated against the built-in handler and backend plugins.
+"""Configuration validated against the built-in handler, backend and auth plugins.
 
 Handler-specific startup rules (schema chapter §1.6 rules 2–3 and the recommended checks)
 live in the handler plugins; these tests pin that they surface as configuration errors.
@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from aviso_builtins.auth.direct import DirectAuthProvider
+from aviso_builtins.auth.ecpds import EcpdsAuthoriser
+from aviso_builtins.auth.trusted_proxy import TrustedProxyAuthProvider
 from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_builtins.schema_handlers import numeric, spatial, temporal, text
 from aviso_host.config import ConfigError, load_settings, loader, settings_from_document
@@ -28,6 +31,8 @@ def registry() -> PluginRegistry:
     return PluginRegistry(
         field_handlers={handler.type_name: handler for handler in handlers},
         backends={"in_memory": InMemoryBackend, "jetstream": JetStreamStub},
+        auth_providers={"direct": DirectAuthProvider, "trusted_proxy": TrustedProxyAuthProvider},
+        authorisers={"ecpds": EcpdsAuthoriser},
     )
 
 
@@ -74,11 +79,6 @@ def test_date_format_defaults_when_omitted() -> None:
 SPEC_EXAMPLE = Path(__file__).with_name("spec_example.yaml").read_text(encoding="utf-8")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="auth provider plugins arrive with issue #4; until then an auth-enabled "
-    "configuration fails closed (no installed plugin provides the mode)",
-)
 def test_the_complete_example_of_the_configuration_chapter() -> None:
     settings = settings_from_document(load_yaml(SPEC_EXAMPLE), registry())
     assert settings.application.base_url == "https://notify.hydro.example.net"

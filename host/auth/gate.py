@@ -1,0 +1,77 @@
+"""The authentication runtime: the selected provider, the admin map, the authorisers in use.
+
+It exists only while ``auth.enabled`` is true; ``None`` everywhere else means "auth off".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from aviso_host.auth.responses import auth_error
+from aviso_host.auth.roles import RoleMap, matches
+from aviso_host.config.ecpds_rules import PLUGIN as ECPDS
+from aviso_host.config.settings import Settings
+from aviso_host.errors import ApiError
+from aviso_host.plugins import PluginError, PluginRegistry
+from aviso_plugins.types import AuthProvider, Caller, StreamAuthoriser
+
+
+@dataclass(frozen=True)
+class AuthGate:
+    provider: AuthProvider
+    admin_roles: RoleMap
+    authorisers: Mapping[str, StreamAuthoriser]
+    """Only the authorisers some stream lists and some plugin provides."""
+
+    @classmethod
+    def build(cls, settings: Settings, registry: PluginRegistry) -> AuthGate | None:
+        auth = settings.auth
+        if not auth.enabled:
+            return None
+        provider = registry.auth_providers.get(auth.mode)
+        if provider is None:
+            # Configuration validation refuses this; settings built by hand must not slip by.
+            raise PluginError(f"no installed plugin provides auth mode {auth.mode!r}")
+        options = {item.name: getattr(auth, item.name) for item in fields(auth)}
+        used = {
+            name
+            for schema in settings.schemas.values()
+            if schema.auth is not None
+            for name in schema.auth.plugins
+        }
+        return cls(
+            provider=provider(options),
+            admin_roles=auth.admin_roles,
+            authorisers={
+                name: registry.authorisers[name](_authoriser_options(settings, name))
+                for name in sorted(used)
+                if name in registry.authorisers
+            },
+        )
+
+    def failure(self, status: int, message: str) -> ApiError:
+        """An auth error carrying this provider's challenges (on 401)."""
+        return auth_error(status, message, self.provider.challenges)
+
+    def is_admin(self, caller: Caller) -> bool:
+        return matches(caller, self.admin_roles)
+
+    async def start(self) -> None:
+        await self.provider.start()
+        for authoriser in self.authorisers.values():
+            await authoriser.start()
+
+    async def close(self) -> None:
+        for authoriser in self.authorisers.values():
+            await authoriser.close()
+        await self.provider.close()
+
+
+def _authoriser_options(settings: Settings, name: str) -> Mapping[str, Any]:
+    """An authoriser's configuration: the top-level section named after it."""
+    if name == ECPDS:
+        return settings.ecpds or {}
+    section = settings.document.get(name)
+    return section if isinstance(section, Mapping) else {}

@@ -1,0 +1,90 @@
+"""Pure-ASGI middleware resolving the caller once per ``/api/v1`` request (auth chapter §2, §3, §6).
+
+It runs inside the request-id middleware and before routing, so unknown or wrong-method
+paths under ``/api/v1/admin`` are refused like known ones (api chapter §14.8). Paths are
+taken as the router sees them, so the rules hold when the app is mounted under a prefix.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette._utils import get_route_path  # the router's own path-below-mount computation
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aviso_host.auth.gate import AuthGate
+from aviso_host.errors import ApiError, json_response
+from aviso_host.logs import log_event
+from aviso_plugins.types import AuthError, Caller, MalformedCredentials
+
+API_PREFIX = "/api/v1"
+SCHEMA_PREFIX = "/api/v1/schema"
+ADMIN_PREFIX = "/api/v1/admin"
+
+HEADER_REQUIRED = "Authorization header is required"
+NOT_ADMIN = "User does not have required administrative role"
+PROVIDER_FAILED = "Authentication check failed unexpectedly"
+
+
+def is_authenticated_path(path: str) -> bool:
+    """Under ``/api/v1`` (as a path segment) and not a schema path."""
+    under_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    return under_api and not path.startswith(SCHEMA_PREFIX)
+
+
+def authorization_header(scope: Scope) -> str | None:
+    """The first ``Authorization`` header, bytes decoded as latin-1 (nothing is lost)."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            return value.decode("latin-1")
+    return None
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, gate: AuthGate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = get_route_path(scope) if scope["type"] == "http" else ""
+        if not is_authenticated_path(path):
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        try:
+            caller = await self._resolve(scope, path.startswith(ADMIN_PREFIX))
+        except ApiError as error:
+            level = logging.ERROR if error.status >= 500 else logging.WARNING
+            log_event(error.event_name, error.message, level, code=error.code)
+            body = error.body(state["request_id"])
+            response = json_response(body, error.status, sort_keys=False, headers=error.headers)
+            await response(scope, receive, send)
+            return
+        state["caller"] = caller
+        await self.app(scope, receive, send)
+
+    async def _resolve(self, scope: Scope, admin: bool) -> Caller | None:
+        gate = self.gate
+        try:
+            caller = await gate.provider.authenticate(authorization_header(scope))
+        except MalformedCredentials as exc:
+            # Elsewhere a defective header is as good as none: public streams stay usable.
+            if admin:
+                raise gate.failure(401, exc.message) from exc
+            return None
+        except AuthError as exc:
+            raise gate.failure(exc.status, exc.message) from exc
+        except Exception as exc:
+            log_event(
+                "auth.provider.failed",
+                f"{type(exc).__name__}: {exc}",
+                logging.ERROR,
+                mode=type(gate.provider).mode,
+            )
+            raise gate.failure(500, PROVIDER_FAILED) from exc
+        if admin:
+            if caller is None:
+                raise gate.failure(401, HEADER_REQUIRED)
+            if not gate.is_admin(caller):
+                raise gate.failure(403, NOT_ADMIN)
+        return caller

@@ -1,0 +1,1 @@
+"""Built-in sinks: ``http`` (a running server's notify API) and ``backend`` (a store, directly)."""

@@ -1,0 +1,87 @@
+"""The ``backend`` sink: validate with the host's planner and publish straight to a store.
+
+No HTTP hop: the caller hands over the host's validation (``SinkContext.planner``) and a
+factory for the configured storage backend (``SinkContext.backend_factory``). Options
+(text): ``concurrency`` (publishes in flight; default 64), ``retries`` (default 3) and
+``backoff_ms`` (first retry delay, doubled each time; default 100).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import ClassVar
+
+from aviso_builtins.sinks.common import backoff_seconds, int_option, publish_all
+from aviso_plugins import hookimpl
+from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
+    Notification,
+    NotificationPlanner,
+    Sink,
+    SinkContext,
+    SinkOutcome,
+    SinkRejected,
+    SinkUnavailable,
+    StorageBackend,
+)
+
+
+class BackendSink(Sink):
+    name: ClassVar[str] = "backend"
+
+    def __init__(self, context: SinkContext) -> None:
+        super().__init__(context)
+        if context.planner is None or context.backend_factory is None:
+            raise ValueError("the backend sink needs a planner and a backend factory")
+        self.planner: NotificationPlanner = context.planner
+        options = context.options
+        self.concurrency = int_option(options, "concurrency", 64, 1)
+        self.retries = int_option(options, "retries", 3, 0)
+        self.backoff_ms = int_option(options, "backoff_ms", 100, 0)
+        self._backend: StorageBackend | None = None
+
+    async def start(self) -> None:
+        assert self.context.backend_factory is not None
+        backend = self.context.backend_factory()
+        await backend.start()
+        self._backend = backend
+
+    async def close(self) -> None:
+        if self._backend is not None:
+            await self._backend.shutdown()
+            self._backend = None
+
+    async def publish_batch(self, notifications: Sequence[Notification]) -> list[SinkOutcome]:
+        return await publish_all(notifications, self.concurrency, self._publish_one)
+
+    async def _publish_one(self, notification: Notification) -> SinkOutcome:
+        assert self._backend is not None, "start() was not called"
+        try:
+            planned = self.planner.plan(
+                notification.event_type, notification.identifier, notification.payload
+            )
+        except SinkRejected as exc:
+            return SinkOutcome(error=exc)
+        metadata = planned.metadata
+        if notification.message_id:
+            metadata = {**metadata, MESSAGE_ID_METADATA: notification.message_id}
+        failure = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(backoff_seconds(self.backoff_ms, attempt - 1))
+            try:
+                await self._backend.publish(planned.topic, planned.payload, metadata)
+            except Exception as exc:  # any storage failure is what the API answers 500 for
+                failure = f"{type(exc).__name__}: {exc}"
+                continue
+            return SinkOutcome(retries=attempt)
+        raise SinkUnavailable(
+            f"publishing to the {self._backend.kind} backend failed after "
+            f"{self.retries + 1} attempts: {failure}"
+        )
+
+
+@hookimpl
+def aviso_sinks() -> list[type[Sink]]:
+    return [BackendSink]

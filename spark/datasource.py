@@ -1,0 +1,230 @@
+"""``df.write.format("aviso")``: publish rows as notifications through a sink plugin.
+
+Options (keys are case-insensitive):
+
+- ``event_type`` (required): the event type of every row.
+- ``identifier_columns``: ``field=column`` or ``column`` items, comma-separated; default:
+  every column not used for the payload or the key.
+- ``payload_columns`` (the payload is an object of these columns) or ``payload_column``
+  (its value is the payload); neither means no payload.
+- ``key_column``: the message id source; default a hash of the event type, the canonical
+  identifier and the payload. Either way a re-run publishes nothing twice (within the
+  de-duplication window of the store).
+- ``config``: the aviso configuration file read on the executors (schemas, plugins,
+  backend); default the server's own lookup.
+- ``sink``: ``http`` (default), ``backend`` or any installed sink plugin;
+  ``sink.<name>`` options go to the sink (``sink.url``, ``sink.authorization``, …).
+- ``deadletter_path`` (required): a folder (shared by every executor) receiving the
+  rejected rows with their error code and message, and ``_summary.json``.
+- ``max_rejected_fraction`` (default 0): the job fails when more rows are rejected.
+- ``batch_size`` (default 500): rows validated and handed to the sink at once.
+- ``fail_after_rows`` (tests only): the first attempt of partition 0 fails after
+  publishing this many rows, to show that Spark's retry publishes nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark import TaskContext
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from aviso_plugins.types import Notification, SinkRejected
+from aviso_spark import deadletter
+from aviso_spark.rows import RowMapping, json_value
+from aviso_spark.runtime import host_runtime
+
+SINK_PREFIX = "sink."
+
+
+class AvisoJobFailed(RuntimeError):
+    """More rows were rejected than ``max_rejected_fraction`` allows."""
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    mapping: RowMapping
+    deadletter_path: str
+    config: str | None = None
+    sink: str = "http"
+    sink_options: dict[str, str] = field(default_factory=dict)
+    max_rejected_fraction: float = 0.0
+    batch_size: int = 500
+    fail_after_rows: int | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
+        """Check the options against the DataFrame's columns on the driver, before any task."""
+
+        def required(key: str) -> str:
+            value = options.get(key)
+            if not value:
+                raise ValueError(f"the aviso data source needs the option '{key}'")
+            return value
+
+        columns = set(schema.fieldNames())
+        payload_columns = _names(options.get("payload_columns"))
+        payload_column = options.get("payload_column") or None
+        key_column = options.get("key_column") or None
+        used = {*payload_columns, *([payload_column] if payload_column else [])}
+        used |= {key_column} if key_column else set()
+        if options.get("identifier_columns"):
+            identifier = tuple(_pair(item) for item in _names(options["identifier_columns"]))
+        else:
+            identifier = tuple((name, name) for name in schema.fieldNames() if name not in used)
+        missing = sorted((used | {column for _, column in identifier}) - columns)
+        if missing:
+            raise ValueError(f"columns not in the DataFrame: {', '.join(missing)}")
+        fraction = float(options.get("max_rejected_fraction", "0"))
+        if not 0 <= fraction <= 1:
+            raise ValueError("max_rejected_fraction must be between 0 and 1")
+        return cls(
+            mapping=RowMapping(
+                required("event_type"),
+                identifier,
+                payload_columns,
+                payload_column,
+                key_column,
+            ),
+            deadletter_path=required("deadletter_path"),
+            config=options.get("config") or None,
+            sink=options.get("sink", "http"),
+            sink_options={
+                key[len(SINK_PREFIX) :]: value
+                for key, value in options.items()
+                if key.lower().startswith(SINK_PREFIX)
+            },
+            max_rejected_fraction=fraction,
+            batch_size=max(1, int(options.get("batch_size", "500"))),
+            fail_after_rows=int(options["fail_after_rows"])
+            if options.get("fail_after_rows")
+            else None,
+        )
+
+
+def _pair(item: str) -> tuple[str, str]:
+    """``field=column``, or ``column`` naming a field of the same name."""
+    field_name, _, column = item.partition("=")
+    return field_name.strip(), (column or field_name).strip()
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (text or "").split(",") if item.strip())
+
+
+@dataclass(frozen=True)
+class PartitionResult(WriterCommitMessage):
+    partition: int
+    published: int
+    rejected: int
+    retried: int
+
+
+class AvisoDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "aviso"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        options = WriteOptions.parse(self.options, schema)
+        deadletter.clear(Path(options.deadletter_path))
+        return AvisoWriter(options)
+
+
+class AvisoWriter(DataSourceWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Row]) -> PartitionResult:
+        context = TaskContext.get()
+        partition = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        dead = deadletter.DeadLetterFile(Path(self.options.deadletter_path), partition, attempt)
+        inject = self.options.fail_after_rows if partition == 0 and attempt == 0 else None
+        try:
+            result = asyncio.run(self._publish(iterator, partition, dead, inject))
+        except BaseException:
+            dead.discard()
+            raise
+        dead.commit()
+        return result
+
+    async def _publish(
+        self,
+        rows: Iterator[Row],
+        partition: int,
+        dead: deadletter.DeadLetterFile,
+        fail_after_rows: int | None,
+    ) -> PartitionResult:
+        options = self.options
+        runtime = host_runtime(options.config)
+        sink = runtime.sink(options.sink, options.sink_options)
+        published = rejected = retried = 0
+        await sink.start()
+        try:
+            while chunk := list(itertools.islice(rows, options.batch_size)):
+                accepted: list[tuple[Row, Notification]] = []
+                for row in chunk:
+                    try:
+                        accepted.append((row, options.mapping.notification(row, runtime.planner)))
+                    except SinkRejected as exc:
+                        dead.add(json_value(row), exc, None)
+                        rejected += 1
+                outcomes = await sink.publish_batch([item for _, item in accepted])
+                for (row, item), outcome in zip(accepted, outcomes, strict=True):
+                    retried += outcome.retries
+                    if outcome.error is None:
+                        published += 1
+                    else:
+                        dead.add(json_value(row), outcome.error, item.message_id)
+                        rejected += 1
+                if fail_after_rows is not None and published >= fail_after_rows:
+                    raise RuntimeError(f"injected failure after {published} published rows")
+        finally:
+            await sink.close()
+        return PartitionResult(partition, published, rejected, retried)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        results = [message for message in messages if isinstance(message, PartitionResult)]
+        published = sum(result.published for result in results)
+        rejected = sum(result.rejected for result in results)
+        total = published + rejected
+        fraction = rejected / total if total else 0.0
+        failed = fraction > self.options.max_rejected_fraction
+        summary = {
+            "status": "failed" if failed else "succeeded",
+            "rows": total,
+            "published": published,
+            "rejected": rejected,
+            "retried": sum(result.retried for result in results),
+            "rejected_fraction": fraction,
+            "max_rejected_fraction": self.options.max_rejected_fraction,
+            "deadletter_path": self.options.deadletter_path,
+        }
+        _write_summary(self.options.deadletter_path, summary)
+        if failed:
+            raise AvisoJobFailed(
+                f"{rejected} of {total} rows rejected ({fraction:.2%}), more than "
+                f"max_rejected_fraction {self.options.max_rejected_fraction:.2%}; "
+                f"see {self.options.deadletter_path}"
+            )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        # Spark also aborts after a failed commit: keep the summary that commit wrote.
+        if not (Path(self.options.deadletter_path) / deadletter.SUMMARY_FILE).exists():
+            _write_summary(self.options.deadletter_path, {"status": "aborted"})
+
+
+def _write_summary(folder: str, summary: dict[str, object]) -> None:
+    text = json.dumps(summary, sort_keys=True)
+    (Path(folder) / deadletter.SUMMARY_FILE).write_text(text + "\n", encoding="utf-8")
+    # The commit runs in a Python worker of the driver: its stderr reaches the job's log.
+    print(f"aviso spark write: {text}", file=sys.stderr)

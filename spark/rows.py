@@ -1,0 +1,72 @@
+"""From a Spark row to a notification: column mapping, JSON values, message ids."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Row
+
+from aviso_plugins.types import Notification, NotificationPlanner
+
+
+def json_value(value: Any) -> Any:
+    """A Spark value as the JSON value a producer would have sent over HTTP."""
+    if isinstance(value, Row):
+        return {key: json_value(item) for key, item in value.asDict().items()}
+    if isinstance(value, Mapping):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(item) for item in value]
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    return value
+
+
+def message_id(event_type: str, key: str) -> str:
+    """64 hex digits: any key text becomes a valid ``Idempotency-Key`` / ``Nats-Msg-Id``."""
+    return hashlib.sha256(f"{event_type}\n{key}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RowMapping:
+    """Which columns make the identifier, the payload and the message id."""
+
+    event_type: str
+    identifier: tuple[tuple[str, str], ...]
+    """(identifier field, column) pairs."""
+    payload_columns: tuple[str, ...] = ()
+    """Several columns: the payload is an object keyed by column name."""
+    payload_column: str | None = None
+    """One column: its value is the payload."""
+    key_column: str | None = None
+
+    def notification(self, row: Row, planner: NotificationPlanner) -> Notification:
+        """Validate ``row`` with the host's planner (raises ``SinkRejected``) and build it.
+
+        Without a key column the message id hashes the canonical identifier and payload, so
+        ``"step": 6`` and ``"step": "06"`` are the same notification, as the server sees it.
+        """
+        identifier = {field: json_value(row[column]) for field, column in self.identifier}
+        if self.payload_column is not None:
+            payload = json_value(row[self.payload_column])
+        elif self.payload_columns:
+            payload = {column: json_value(row[column]) for column in self.payload_columns}
+        else:
+            payload = None
+        planned = planner.plan(self.event_type, identifier, payload)
+        key = (
+            str(row[self.key_column])
+            if self.key_column is not None and row[self.key_column] is not None
+            else f"{planned.metadata['identifier']}\n{planned.payload}"
+        )
+        return Notification(self.event_type, identifier, payload, message_id(self.event_type, key))

@@ -1,0 +1,173 @@
+"""Shared configuration and helpers of the auth conformance suite (auth.md §9, §10).
+
+Servers are real uvicorn servers on 127.0.0.1; auth-o-tron and ECPDS are the loopback
+doubles of ``tests/support``. Nothing in the host is mocked.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import httpx
+
+from tests.conformance.helpers import request_id_header
+from tests.support.tokens import SECRET
+
+AUTH_KEYS = ["code", "error", "message", "request_id"]
+CODES = {
+    401: ("UNAUTHORIZED", "unauthorized"),
+    403: ("FORBIDDEN", "forbidden"),
+    500: ("INTERNAL_ERROR", "internal_error"),
+    503: ("SERVICE_UNAVAILABLE", "service_unavailable"),
+}
+
+NOTIFY = "/api/v1/notification"
+WATCH = "/api/v1/watch"
+REPLAY = "/api/v1/replay"
+READS = (WATCH, REPLAY)
+
+_FEED = {
+    "identifier": {"name": {"type": "StringHandler", "required": True}},
+    "payload": {"required": False},
+}
+
+
+def _feed(base: str, auth: dict[str, Any] | None = None) -> dict[str, Any]:
+    entry = copy.deepcopy(_FEED)
+    entry["topic"] = {"base": base, "key_order": ["name"]}
+    if auth is not None:
+        entry["auth"] = auth
+    return entry
+
+
+def _ecpds_feed(base: str, auth: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "topic": {"base": base, "key_order": ["destination", "class"]},
+        "identifier": {
+            "destination": {"type": "StringHandler", "required": True},
+            "class": {"type": "StringHandler", "required": False},
+        },
+        "payload": {"required": False},
+        "auth": auth,
+    }
+
+
+SCHEMAS: dict[str, Any] = {
+    "public_feed": _feed("public"),
+    "declared_public": _feed("declpublic", {"required": False}),
+    "protected_feed": _feed("protected", {"required": True}),
+    "producer_feed": _feed(
+        "producer", {"required": True, "write_roles": {"localrealm": ["producer"]}}
+    ),
+    "admin_read_feed": _feed(
+        "adminread", {"required": True, "read_roles": {"localrealm": ["admin"]}}
+    ),
+    "wildcard_feed": _feed("wildcard", {"required": True, "read_roles": {"localrealm": ["*"]}}),
+    "split_feed": _feed(
+        "split",
+        {
+            "required": True,
+            "read_roles": {"localrealm": ["analyst"]},
+            "write_roles": {"localrealm": ["producer"]},
+        },
+    ),
+    "dissemination_ecpds": _ecpds_feed("diss_ecpds", {"required": True, "plugins": ["ecpds"]}),
+    "dissemination_ecpds_writable": _ecpds_feed(
+        "diss_ecpds_w",
+        {"required": True, "plugins": ["ecpds"], "write_roles": {"localrealm": ["producer"]}},
+    ),
+}
+
+
+def document(
+    mode: str = "direct",
+    auth_o_tron_url: str = "",
+    ecpds_servers: list[str] | None = None,
+    policy: str = "strict",
+    schemas: dict[str, Any] | None = None,
+    **auth: Any,
+) -> dict[str, Any]:
+    """An auth-enabled configuration as §9 prescribes (plus ECPDS when servers are given)."""
+    chosen = copy.deepcopy(schemas if schemas is not None else SCHEMAS)
+    if ecpds_servers is None:
+        chosen = {
+            name: entry for name, entry in chosen.items() if "plugins" not in entry.get("auth", {})
+        }
+    doc: dict[str, Any] = {
+        "application": {"host": "127.0.0.1", "port": 0, "base_url": "http://aviso.test"},
+        "notification_backend": {"kind": "in_memory", "in_memory": {"max_history_per_topic": 100}},
+        "auth": {
+            "enabled": True,
+            "mode": mode,
+            "auth_o_tron_url": auth_o_tron_url,
+            "jwt_secret": SECRET,
+            "admin_roles": {"localrealm": ["admin"]},
+            "timeout_ms": 1000,
+            **auth,
+        },
+        "notification_schema": chosen,
+    }
+    if ecpds_servers is not None:
+        doc["ecpds"] = {
+            "username": "svc-aviso",
+            "password": "svc-secret",
+            "servers": ecpds_servers,
+            "match_key": "destination",
+            "partial_outage_policy": policy,
+        }
+    return doc
+
+
+# -- requests --------------------------------------------------------------------------
+
+
+def body(event_type: str, identifier: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"event_type": event_type, "identifier": identifier or {"name": "n1"}, **extra}
+
+
+def read_body(
+    event_type: str, path: str, identifier: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A watch (live) or replay (from sequence 1) body."""
+    extra = {"from_id": "1"} if path == REPLAY else {}
+    return body(event_type, identifier, **extra)
+
+
+def call(
+    client: httpx.Client,
+    path: str,
+    payload: Any,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> httpx.Response:
+    """POST and return the response; a 200 event stream is closed after the headers."""
+    content = raw if raw is not None else json.dumps(payload).encode()
+    with client.stream("POST", path, content=content, headers=headers or {}) as response:
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            response.read()
+        return response
+
+
+def assert_auth_error(
+    response: httpx.Response, status: int, message: str | None = None
+) -> dict[str, Any]:
+    """Exactly the four members in order, the status's code, request_id = header (§7.1)."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].split(";")[0] == "application/json"
+    document = json.loads(response.text)
+    assert list(document) == AUTH_KEYS, response.text
+    code, error = CODES[status]
+    assert document["code"] == code and document["error"] == error, document
+    assert document["request_id"] == request_id_header(response)
+    if message is not None:
+        assert document["message"] == message, document
+    challenges = response.headers.get_list("www-authenticate")
+    if status != 401:
+        assert challenges == [], challenges
+    return document
+
+
+def challenges(response: httpx.Response) -> list[str]:
+    return response.headers.get_list("www-authenticate")

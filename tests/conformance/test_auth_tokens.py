@@ -1,0 +1,238 @@
+"""Auth conformance: trusted-proxy mode and local JWT validation (auth.md §10 items 18–24).
+
+Items 20–24 hold in both modes, so they run against a trusted-proxy server and a direct
+server (whose loopback auth-o-tron echoes any JWT-shaped bearer, leaving validation to aviso).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from tests.conformance.auth_support import (
+    NOTIFY,
+    READS,
+    REPLAY,
+    WATCH,
+    assert_auth_error,
+    body,
+    call,
+    challenges,
+    document,
+    read_body,
+)
+from tests.support.fake_auth_o_tron import FakeAuthOTron, fake_auth_o_tron
+from tests.support.fake_ecpds import fake_ecpds
+from tests.support.server import running_server
+from tests.support.tokens import basic, bearer, claims_for, mint, sign
+
+INVALID = "Invalid or expired token"
+MISSING_USER = "Token is missing required user claims"
+REQUIRED = "Authentication is required for this stream"
+
+
+@dataclass
+class Deployment:
+    mode: str
+    aot: FakeAuthOTron
+    client: httpx.Client
+
+    @property
+    def challenges(self) -> list[str]:
+        return ["Bearer"] if self.mode == "trusted_proxy" else ["Bearer", "Basic"]
+
+
+@pytest.fixture(scope="module")
+def deployments() -> Iterator[dict[str, Deployment]]:
+    with fake_auth_o_tron() as aot, fake_ecpds() as ecpds:
+        servers = {}
+        with (
+            running_server(document("trusted_proxy", aot.url, [ecpds.url])) as proxy,
+            running_server(document("direct", aot.url, [ecpds.url])) as direct,
+            httpx.Client(base_url=proxy.url, timeout=10.0) as proxy_client,
+            httpx.Client(base_url=direct.url, timeout=10.0) as direct_client,
+        ):
+            servers["trusted_proxy"] = Deployment("trusted_proxy", aot, proxy_client)
+            servers["direct"] = Deployment("direct", aot, direct_client)
+            yield servers
+
+
+@pytest.fixture(params=["trusted_proxy", "direct"])
+def any_mode(request: pytest.FixtureRequest, deployments: dict[str, Deployment]) -> Deployment:
+    return deployments[request.param]
+
+
+@pytest.fixture
+def proxy(deployments: dict[str, Deployment]) -> Deployment:
+    return deployments["trusted_proxy"]
+
+
+# -- items 18, 19: trusted proxy ----------------------------------------------------------
+
+
+def test_item_18_valid_token_accepted_without_outbound_call(proxy: Deployment) -> None:
+    proxy.aot.reset()
+    token = bearer(mint("reader-user", "localrealm", ["reader"]))
+    for path in READS:
+        assert call(proxy.client, path, read_body("protected_feed", path), token).status_code == 200
+    admin = bearer(mint("admin-user", "localrealm", ["admin"]))
+    assert call(proxy.client, NOTIFY, body("protected_feed"), admin).status_code == 200
+    assert proxy.client.delete("/api/v1/admin/wipe/stream", headers=admin).status_code == 400
+    assert proxy.aot.requests() == []
+
+
+def test_item_19_basic_is_refused_in_trusted_proxy_mode(proxy: Deployment) -> None:
+    credentials = basic("admin-user", "admin-pass")
+    for path in READS:
+        response = call(proxy.client, path, read_body("protected_feed", path), credentials)
+        assert_auth_error(response, 401, REQUIRED)
+        assert challenges(response) == ["Bearer"]
+    admin = proxy.client.delete("/api/v1/admin/wipe/all", headers=credentials)
+    assert_auth_error(admin, 401, "Authorization header must use Bearer token")
+    assert challenges(admin) == ["Bearer"]
+    # Basic on a public stream is as good as no header.
+    assert call(proxy.client, NOTIFY, body("public_feed"), credentials).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Bearer", "Bearer a b", "Token abc", "bearer  x  y"],
+    ids=["bare", "three", "scheme", "spaces"],
+)
+def test_item_19_other_malformed_bearers_on_admin(proxy: Deployment, value: str) -> None:
+    response = proxy.client.delete("/api/v1/admin/wipe/all", headers={"Authorization": value})
+    assert_auth_error(response, 401, "Authorization header must use Bearer token")
+
+
+# -- item 20: algorithm and expiry --------------------------------------------------------
+
+
+def _reader_claims(**changes: object) -> dict[str, object]:
+    claims = claims_for("reader-user", "localrealm", ["reader"])
+    claims.update(changes)
+    return claims
+
+
+REJECTED_TOKENS = {
+    "hs512": sign({"alg": "HS512", "typ": "JWT"}, _reader_claims()),
+    "hs384": sign({"alg": "HS384", "typ": "JWT"}, _reader_claims()),
+    "alg-none": sign({"alg": "none", "typ": "JWT"}, _reader_claims()) + "AAAA",
+    "alg-none-empty-signature": sign({"alg": "none", "typ": "JWT"}, _reader_claims()),
+    "rs256": sign({"alg": "RS256", "typ": "JWT"}, _reader_claims()) + "AAAA",
+    "no-exp": mint("reader-user", "localrealm", ["reader"], omit=["exp"]),
+    "expired-5-min": mint("reader-user", "localrealm", ["reader"], exp_offset=-300),
+    "expired-61-s": mint("reader-user", "localrealm", ["reader"], exp_offset=-75),
+    "exp-as-text": sign({"alg": "HS256"}, _reader_claims(exp=str(int(time.time()) + 600))),
+    "exp-as-float": sign({"alg": "HS256"}, _reader_claims(exp=time.time() + 600.5)),
+}
+
+
+@pytest.mark.parametrize("name", list(REJECTED_TOKENS))
+def test_item_20_rejected_tokens(any_mode: Deployment, name: str) -> None:
+    token = bearer(REJECTED_TOKENS[name])
+    for path in READS:
+        response = call(any_mode.client, path, read_body("protected_feed", path), token)
+        assert_auth_error(response, 401, INVALID)
+        assert challenges(response) == any_mode.challenges
+
+
+def test_item_20_clock_skew_leeway(any_mode: Deployment) -> None:
+    token = bearer(mint("reader-user", "localrealm", ["reader"], exp_offset=-30))
+    assert (
+        call(any_mode.client, WATCH, read_body("protected_feed", WATCH), token).status_code == 200
+    )
+
+
+# -- items 21, 22: claims ---------------------------------------------------------------
+
+
+def test_item_21_sub_is_the_user_name_without_username(any_mode: Deployment) -> None:
+    # The ECPDS denial names the user, which shows the name aviso resolved.
+    user = f"ecpds-user-sub21-{any_mode.mode}"
+    token = bearer(mint(user, "localrealm", ["reader"], omit=["username"]))
+    identifier = {"destination": "NOT-LISTED"}
+    response = call(
+        any_mode.client, WATCH, read_body("dissemination_ecpds", WATCH, identifier), token
+    )
+    assert_auth_error(
+        response, 403, f"User '{user}' does not have access to destination 'NOT-LISTED'"
+    )
+    allowed = read_body("dissemination_ecpds", WATCH, {"destination": "CIP"})
+    assert call(any_mode.client, WATCH, allowed, token).status_code == 200
+
+
+def test_item_21_username_wins_over_sub(any_mode: Deployment) -> None:
+    token = bearer(
+        mint("ecpds-noaccess", "localrealm", ["reader"], sub=f"ecpds-user-{any_mode.mode}")
+    )
+    identifier = {"destination": "CIP"}
+    response = call(
+        any_mode.client, WATCH, read_body("dissemination_ecpds", WATCH, identifier), token
+    )
+    assert_auth_error(
+        response, 403, "User 'ecpds-noaccess' does not have access to destination 'CIP'"
+    )
+
+
+def test_item_21_subonly_user_from_auth_o_tron(deployments: dict[str, Deployment]) -> None:
+    client = deployments["direct"].client
+    response = call(
+        client, REPLAY, read_body("protected_feed", REPLAY), basic("subonly-user", "subonly-pass")
+    )
+    assert response.status_code == 200, response.text
+
+
+def test_item_21_neither_username_nor_sub(any_mode: Deployment) -> None:
+    token = bearer(mint("ghost", "localrealm", ["admin"], omit=["username", "sub"]))
+    response = call(any_mode.client, NOTIFY, body("public_feed"), token)
+    assert_auth_error(response, 401, MISSING_USER)
+
+
+def test_item_22_audience_is_not_checked(any_mode: Deployment) -> None:
+    for audience in ("somebody-else", ["a", "b"], "fake-aot"):
+        token = bearer(mint("reader-user", "localrealm", ["reader"], aud=audience))
+        response = call(any_mode.client, WATCH, read_body("protected_feed", WATCH), token)
+        assert response.status_code == 200, (audience, response.text)
+
+
+def test_item_22_nbf_and_iss_are_not_checked(any_mode: Deployment) -> None:
+    token = bearer(
+        mint("reader-user", "localrealm", ["reader"], nbf=int(time.time()) + 3600, iss="x")
+    )
+    assert (
+        call(any_mode.client, WATCH, read_body("protected_feed", WATCH), token).status_code == 200
+    )
+
+
+# -- items 23, 24: public streams and malformed headers -------------------------------------
+
+
+def test_item_23_bad_signature_fails_even_on_a_public_stream(any_mode: Deployment) -> None:
+    forged = bearer(mint("reader-user", "localrealm", ["reader"], secret="other-secret"))
+    for path in (NOTIFY, *READS):
+        payload = body("public_feed") if path == NOTIFY else read_body("public_feed", path)
+        assert_auth_error(call(any_mode.client, path, payload, forged), 401, INVALID)
+        assert call(any_mode.client, path, payload).status_code == 200
+
+
+@pytest.mark.parametrize("event_type", ["public_feed", "declared_public"])
+def test_item_24_malformed_header_is_anonymous_on_public_streams(
+    any_mode: Deployment, event_type: str
+) -> None:
+    digest = {"Authorization": "Digest abc"}
+    assert call(any_mode.client, NOTIFY, body(event_type), digest).status_code == 200
+    for path in READS:
+        assert call(any_mode.client, path, read_body(event_type, path), digest).status_code == 200
+
+
+def test_item_24_malformed_header_is_anonymous_on_protected_streams(any_mode: Deployment) -> None:
+    digest = {"Authorization": "Digest abc"}
+    for path in (NOTIFY, *READS):
+        payload = body("protected_feed") if path == NOTIFY else read_body("protected_feed", path)
+        response = call(any_mode.client, path, payload, digest)
+        assert_auth_error(response, 401, REQUIRED)
+        assert challenges(response) == any_mode.challenges

@@ -1,0 +1,76 @@
+"""One local Spark session for every Spark test, plus an aviso server on a real nats-server."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.nats import NatsServer
+from tests.support.server import RunningServer, running_server
+
+pyspark = pytest.importorskip("pyspark", reason="the 'spark' extra is not installed")
+
+from pyspark.sql import SparkSession  # noqa: E402  (after the skip above)
+
+from aviso_spark import register  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """``local[2,2]``: two cores, and a failed task is retried once (as on a cluster)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("aviso-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    register(session)
+    yield session
+    session.stop()
+
+
+def dissemination_document(nats_url: str) -> dict[str, Any]:
+    """The shipped dissemination schema on JetStream, with replay tuned for big checks."""
+    shipped = yaml.safe_load((ROOT / "configuration" / "config.yaml").read_text())
+    return {
+        "application": {"host": "127.0.0.1", "port": 8000},
+        "notification_backend": {"kind": "jetstream", "jetstream": {"nats_url": nats_url}},
+        "watch_endpoint": {
+            "replay_batch_size": 1000,
+            "replay_batch_delay_ms": 0,
+            "max_historical_notifications": 100_000,
+        },
+        "notification_schema": {"dissemination": shipped["notification_schema"]["dissemination"]},
+    }
+
+
+@dataclass
+class AvisoSetup:
+    server: RunningServer
+    config_file: Path
+    prefix: str
+    """Destination prefix unique to one test: the shared JetStream streams persist."""
+
+
+@pytest.fixture
+def aviso(nats_session: NatsServer, tmp_path: Path) -> Iterator[AvisoSetup]:
+    document = dissemination_document(nats_session.url)
+    config_file = tmp_path / "aviso.yaml"
+    config_file.write_text(yaml.safe_dump(document))
+    with running_server(document) as server:
+        yield AvisoSetup(server, config_file, f"d{uuid.uuid4().hex[:8]}")
