@@ -83,8 +83,9 @@ def _read_events(client: socket.socket) -> list[dict[str, Any]]:
 
 
 def _read_until(client: socket.socket, marker: bytes, raw: bytes = b"") -> bytes:
+    """Read until the SSE frame holding ``marker`` has arrived whole."""
     client.settimeout(10)
-    while marker not in raw:
+    while (found := raw.find(marker)) < 0 or raw.find(b"\n\n", found) < 0:
         chunk = client.recv(65536)
         assert chunk, f"stream ended before {marker!r}"
         raw += chunk
@@ -96,7 +97,7 @@ def _parse(raw: bytes) -> list[dict[str, Any]]:
     body = raw.split(b"\r\n\r\n", 1)[1]
     text = b"".join(_dechunk(body)).decode()
     events = []
-    for frame in text.split("\n\n"):
+    for frame in text.split("\n\n")[:-1]:  # a trailing partial frame is left out
         if frame:
             name, data = frame.split("\n")
             events.append({"event": name[7:], "data": json.loads(data[6:])})
@@ -108,9 +109,9 @@ def _dechunk(body: bytes) -> list[bytes]:
     while body:
         size_line, _, body = body.partition(b"\r\n")
         size = int(size_line, 16)
-        if size == 0 or len(body) < size:
+        if size == 0:
             break
-        parts.append(body[:size])
+        parts.append(body[:size])  # the last chunk read may be incomplete
         body = body[size + 2 :]
     return parts
 
