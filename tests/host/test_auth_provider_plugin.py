@@ -9,16 +9,20 @@ bodies) stays the host's.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.process import aviso_command, aviso_process, clean_environment
+from tests.support.process import (
+    aviso_command,
+    aviso_process,
+    clean_environment,
+    install_into,
+    with_pythonpath,
+)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_api_keys"
 
@@ -50,29 +54,8 @@ notification_schema:
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(FIXTURE),
-        ],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
+    install_into(target, FIXTURE)
     return target
-
-
-def _env(plugin_path: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")])}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +65,7 @@ def client(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     keys.write_text(json.dumps(KEYS))
     config = directory / "config.yaml"
     config.write_text(CONFIG.format(keys=keys))
-    server = aviso_process(config, directory / "server.log", _env(plugin_path))
+    server = aviso_process(config, directory / "server.log", with_pythonpath(plugin_path))
     with server as (url, _), httpx.Client(base_url=url, timeout=10.0) as http:
         yield http
 
@@ -99,7 +82,7 @@ def _notify(client: httpx.Client, event_type: str, headers: dict[str, str]) -> h
 def test_aviso_plugins_lists_the_auth_provider(plugin_path: Path) -> None:
     listing = subprocess.run(
         aviso_command("plugins"),
-        env=clean_environment(_env(plugin_path)),
+        env=clean_environment(with_pythonpath(plugin_path)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -145,7 +128,7 @@ def test_the_plugin_section_is_validated(plugin_path: Path, tmp_path: Path) -> N
     config.write_text(CONFIG.format(keys="k.json").replace('file: "k.json"', 'fil: "k.json"'))
     check = subprocess.run(
         aviso_command("config", "check", str(config)),
-        env=clean_environment(_env(plugin_path)),
+        env=clean_environment(with_pythonpath(plugin_path)),
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,15 +8,19 @@ a schema using ``type: ColourHandler``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.process import aviso_command, aviso_process, clean_environment
+from tests.support.process import (
+    aviso_command,
+    aviso_process,
+    clean_environment,
+    install_into,
+    with_pythonpath,
+)
 from tests.support.sse import collect
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_colour_handler"
@@ -36,35 +40,14 @@ notification_schema:
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            str(FIXTURE),
-        ],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
+    install_into(target, FIXTURE)
     return target
-
-
-def _env(plugin_path: Path) -> dict[str, str]:
-    return {"PYTHONPATH": os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")])}
 
 
 def test_aviso_plugins_lists_the_installed_plugin(plugin_path: Path) -> None:
     listing = subprocess.run(
         aviso_command("plugins"),
-        env=clean_environment(_env(plugin_path)),
+        env=clean_environment(with_pythonpath(plugin_path)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -77,7 +60,7 @@ def test_aviso_plugins_lists_the_installed_plugin(plugin_path: Path) -> None:
 def test_schema_with_the_plugin_handler_works_end_to_end(plugin_path: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
-    server = aviso_process(config, tmp_path / "server.log", _env(plugin_path))
+    server = aviso_process(config, tmp_path / "server.log", with_pythonpath(plugin_path))
     with server as (url, _), httpx.Client(base_url=url) as client:
 
         def notify(colour: str) -> httpx.Response:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from aviso_builtins.backends.jetstream.embedded import nats_server_binary
+from aviso_builtins.backends.jetstream.embedded import nats_server_command
 from tests.support.process import free_port
 
 READY_TIMEOUT = 20.0
@@ -29,18 +29,7 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        command = [
-            nats_server_binary(),
-            "--jetstream",
-            "--store_dir",
-            str(self.store_dir),
-            "--addr",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
-        if self.token:
-            command += ["--auth", self.token]
+        command = nats_server_command(self.store_dir, self.port, self.token)
         # The child keeps its own descriptor; closing ours avoids a ResourceWarning (an error
         # under this suite's filterwarnings).
         with (self.store_dir / "nats-server.log").open("ab") as log:

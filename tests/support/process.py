@@ -71,3 +71,30 @@ def aviso_process(
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(10)
+
+
+def install_into(target: Path, package: Path) -> None:
+    """``pip install`` a local package into a private folder, as a third party would."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(package),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+
+
+def with_pythonpath(folder: Path) -> dict[str, str]:
+    """Environment entries putting ``folder`` first on a child process's import path."""
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}

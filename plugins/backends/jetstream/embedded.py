@@ -31,6 +31,21 @@ def nats_server_binary() -> str:
     return found
 
 
+def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[str]:
+    """``nats-server`` with JetStream and file storage in ``store_dir``, on loopback only."""
+    command = [
+        nats_server_binary(),
+        "--jetstream",
+        "--store_dir",
+        str(store_dir),
+        "--addr",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    return [*command, "--auth", token] if token else command
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -57,18 +72,7 @@ class EmbeddedNatsServer:
 
     async def start(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        command = [
-            nats_server_binary(),
-            "--jetstream",
-            "--store_dir",
-            str(self.store_dir),
-            "--addr",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
-        if self.token:
-            command += ["--auth", self.token]
+        command = nats_server_command(self.store_dir, self.port, self.token)
         log = (self.store_dir / "nats-server.log").open("ab")
         self._process = subprocess.Popen(
             command, stdout=log, stderr=log, preexec_fn=_die_with_parent
