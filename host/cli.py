@@ -113,3 +113,24 @@ def check(path: str) -> None:
         yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
     )
 
+
+@main.group()
+def load() -> None:
+    """Load tests with locust, from a source checkout (pip install -e '.[load]')."""
+
+
+@load.command(
+    "run",
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def load_run(args: tuple[str, ...]) -> None:
+    """Run a load scenario: aviso load run SCENARIO [--backend B] [--users N] [--duration S]."""
+    try:
+        from aviso_loadtests.cli import run
+    except ImportError as exc:  # the package or the 'load' extra is not installed
+        raise click.ClickException(
+            f"load tests unavailable ({exc}); pip install -e '.[load]'"
+        ) from exc
+    run.main(list(args), prog_name="aviso load run")
