@@ -320,17 +320,41 @@ class AuthProvider(ABC):
         """
 
 
+class AuthoriserMetrics:
+    """Where an authoriser reports its decisions, cache lookups and upstream fetches.
+
+    The host passes one that exports them (today the ``aviso_ecpds_*`` families for
+    ``ecpds``); this base records nothing, so an authoriser can always report.
+    """
+
+    def decision(self, outcome: str) -> None:
+        """One evaluation ended with ``outcome`` (e.g. ``allow``, ``deny_destination``)."""
+
+    def cache_lookup(self, hit: bool) -> None:
+        """A lookup was served from the cache (``hit``) or had to wait for a fetch."""
+
+    def fetch(self, outcome: str) -> None:
+        """This evaluation performed one upstream fetch, with the merged ``outcome``."""
+
+    def cache_size(self, size: int) -> None:
+        """The cache now holds ``size`` entries."""
+
+
 class StreamAuthoriser(ABC):
     """An extra read check a stream opts into through ``auth.plugins`` (e.g. ``ecpds``).
 
     Constructed once, only when some stream lists ``name``, with ``options``: the top-level
-    configuration section named ``name`` (defaults applied for ``ecpds``), ``{}`` when absent.
+    configuration section named ``name`` (defaults applied for ``ecpds``), ``{}`` when absent,
+    and ``metrics`` to report to (a recorder of nothing when the host passes none).
     """
 
     name: ClassVar[str]
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self, options: Mapping[str, Any], metrics: AuthoriserMetrics | None = None
+    ) -> None:
         self.options = options
+        self.metrics = metrics or AuthoriserMetrics()
 
     async def start(self) -> None:
         """Acquire resources (HTTP clients) on the serving event loop."""

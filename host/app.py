@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 from aviso_host.auth.middleware import AuthMiddleware
 from aviso_host.config import load_settings
 from aviso_host.config.settings import Settings
+from aviso_host.metrics import HttpMetricsMiddleware
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.request_id import RequestIdMiddleware
 from aviso_host.routes import admin, notify, schema, streams
@@ -71,13 +72,15 @@ def create_app(
             await service.begin_shutdown()
             await service.close()
 
+    routes = [
+        *api_routes(),
+        *ops_routes(settings.application.static_files_path, server_version()),
+        *extra_routes,
+    ]
     app = Starlette(
-        routes=[
-            *api_routes(),
-            *ops_routes(settings.application.static_files_path, server_version()),
-            *extra_routes,
-        ],
+        routes=routes,
         middleware=[
+            Middleware(HttpMetricsMiddleware, metrics=service.metrics, routes=routes),
             Middleware(RequestIdMiddleware),
             # Only with auth enabled: then it runs for every /api/v1 request before routing.
             *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),

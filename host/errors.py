@@ -73,10 +73,13 @@ def validation_error(endpoint: Endpoint, message: str, details: str | None = Non
     return ApiError(400, endpoint.validation_code, endpoint.label, message, details=details)
 
 
+UNKNOWN_EVENT_TYPE_CODE = "UNKNOWN_EVENT_TYPE"
+
+
 def unknown_event_type(event_type: str, configured: list[str]) -> ApiError:
     return ApiError(
         400,
-        "UNKNOWN_EVENT_TYPE",
+        UNKNOWN_EVENT_TYPE_CODE,
         "unknown_event_type",
         f"unknown event type '{event_type}'",
         extra={"configured_event_types": configured},

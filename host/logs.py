@@ -24,13 +24,16 @@ LEVELS = {
 
 logger = logging.getLogger("aviso")
 
+# The level names of the error telemetry table (``warn``, not Python's ``warning``).
+_LEVEL_NAMES = {logging.WARNING: "warn"}
+
 
 class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
+            "level": _LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
             "logger": record.name,
             "message": record.getMessage(),
         }

@@ -1,4 +1,4 @@
-"""Running the app under uvicorn with aviso's shutdown semantics.
+"""Running the app under uvicorn with aviso's shutdown semantics, plus the metrics listener.
 
 uvicorn's lifespan shutdown runs only after connections close, and SSE connections never
 close on their own, so the exit signal itself must tell the service to end its streams.
@@ -7,11 +7,45 @@ close on their own, so the exit signal itself must tell the service to end its s
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 from types import FrameType
 
 import uvicorn
 
+from aviso_host.logs import log_event
+from aviso_host.metrics import Metrics, metrics_app
 from aviso_host.service import Service
+
+
+class MetricsListener:
+    """``GET /metrics`` on ``metrics.host:metrics.port``: a second uvicorn server on the
+    main server's event loop, started before it and stopped after it."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+        self.address = (host, port)
+        self._server = uvicorn.Server(uvicorn_config(metrics_app(metrics), host, port, False))
+        self._socket: socket.socket | None = None
+
+    async def start(self) -> None:
+        """Bind and serve; raises ``OSError`` when the address cannot be bound.
+
+        The socket is bound here rather than by uvicorn, which would ``sys.exit`` from
+        inside the main server's startup instead of letting it fail on its own terms.
+        """
+        family = socket.AF_INET6 if ":" in self.address[0] else socket.AF_INET
+        self._socket = socket.create_server(self.address, family=family)
+        config = self._server.config
+        config.load()
+        # What uvicorn.Server.serve() would do before startup(); serve() itself would
+        # also run a main loop and install signal handlers, which belong to the main server.
+        self._server.lifespan = config.lifespan_class(config)
+        await self._server.startup(sockets=[self._socket])
+
+    async def stop(self) -> None:
+        if self._socket is not None:
+            await self._server.shutdown(sockets=[self._socket])
+            self._socket = None
 
 
 class AvisoServer(uvicorn.Server):
@@ -19,6 +53,35 @@ class AvisoServer(uvicorn.Server):
         super().__init__(config)
         self._service = service
         self._shutdown_task: asyncio.Task[None] | None = None
+        metrics = service.settings.metrics
+        self._metrics_listener = (
+            MetricsListener(service.metrics, metrics.host, metrics.port)
+            if metrics.enabled and metrics.port
+            else None
+        )
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        listener = self._metrics_listener
+        if listener is not None:
+            try:
+                await listener.start()
+            except OSError as exc:
+                host, port = listener.address
+                log_event(
+                    "metrics.listener.failed",
+                    f"cannot serve metrics on {host}:{port}: {exc}",
+                    logging.ERROR,
+                )
+                self.should_exit = True  # never started: `aviso serve` exits non-zero
+                return
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._metrics_listener is not None:
+                await self._metrics_listener.stop()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._shutdown_task is None:
@@ -31,7 +94,7 @@ class AvisoServer(uvicorn.Server):
             self._shutdown_task = loop.create_task(self._service.begin_shutdown())
 
 
-def uvicorn_config(app: object, host: str, port: int) -> uvicorn.Config:
+def uvicorn_config(app: object, host: str, port: int, lifespan: bool = True) -> uvicorn.Config:
     return uvicorn.Config(
         app,
         host=host,
@@ -41,5 +104,5 @@ def uvicorn_config(app: object, host: str, port: int) -> uvicorn.Config:
         timeout_graceful_shutdown=30,
         loop="auto",
         http="auto",
-        lifespan="on",
+        lifespan="on" if lifespan else "off",
     )

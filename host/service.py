@@ -11,6 +11,7 @@ from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config import ConfigError
 from aviso_host.config.settings import Settings
 from aviso_host.logs import log_event
+from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.streaming.control import StreamRegistry
@@ -46,11 +47,17 @@ class Service:
         self.registry = registry
         self.catalog = SchemaCatalog(settings, registry.field_handlers)
         self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
+        self.metrics = Metrics(
+            version=server_version(),
+            backend=settings.backend.kind,
+            event_types=self.catalog.event_types,
+        )
         try:
             self.backend: StorageBackend = build_backend(settings, registry)
         except ValueError as exc:  # a backend refusing its own settings fails startup
             raise ConfigError(str(exc)) from exc
-        self.auth = AuthGate.build(settings, registry)  # None when auth is disabled
+        self.metrics.instrument_backend(self.backend)
+        self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
         self._started = False
         self._start_lock = asyncio.Lock()

@@ -14,6 +14,7 @@ from aviso_host.auth.roles import RoleMap, matches
 from aviso_host.config.ecpds_rules import PLUGIN as ECPDS
 from aviso_host.config.settings import Settings
 from aviso_host.errors import ApiError
+from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginError, PluginRegistry
 from aviso_plugins.types import AuthProvider, Caller, StreamAuthoriser
 
@@ -24,9 +25,12 @@ class AuthGate:
     admin_roles: RoleMap
     authorisers: Mapping[str, StreamAuthoriser]
     """Only the authorisers some stream lists and some plugin provides."""
+    metrics: Metrics
 
     @classmethod
-    def build(cls, settings: Settings, registry: PluginRegistry) -> AuthGate | None:
+    def build(
+        cls, settings: Settings, registry: PluginRegistry, metrics: Metrics
+    ) -> AuthGate | None:
         auth = settings.auth
         if not auth.enabled:
             return None
@@ -45,10 +49,14 @@ class AuthGate:
             provider=provider(options),
             admin_roles=auth.admin_roles,
             authorisers={
-                name: registry.authorisers[name](_authoriser_options(settings, name))
+                name: registry.authorisers[name](
+                    _authoriser_options(settings, name),
+                    metrics.ecpds if name == ECPDS else None,
+                )
                 for name in sorted(used)
                 if name in registry.authorisers
             },
+            metrics=metrics,
         )
 
     def failure(self, status: int, message: str) -> ApiError:

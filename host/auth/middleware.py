@@ -54,12 +54,15 @@ class AuthMiddleware:
         try:
             caller = await self._resolve(scope, path.startswith(ADMIN_PREFIX))
         except ApiError as error:
+            self.gate.metrics.auth_request(self.gate.provider.mode, error.status)
             level = logging.ERROR if error.status >= 500 else logging.WARNING
             log_event(error.event_name, error.message, level, code=error.code)
             body = error.body(state["request_id"])
             response = json_response(body, error.status, sort_keys=False, headers=error.headers)
             await response(scope, receive, send)
             return
+        if caller is not None:
+            self.gate.metrics.auth_request(self.gate.provider.mode, None)
         state["caller"] = caller
         await self.app(scope, receive, send)
 

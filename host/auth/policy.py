@@ -61,6 +61,9 @@ async def run_authorisers(
     if gate is None or caller is None:
         raise auth_error(500, SERVER_CONFIGURATION_ERROR)
     if gate.is_admin(caller):
+        for name in stream_auth.plugins:
+            if name in gate.authorisers:
+                gate.authorisers[name].metrics.decision("admin_bypass")
         return
     for name in stream_auth.plugins:
         authoriser = gate.authorisers.get(name)
@@ -71,6 +74,7 @@ async def run_authorisers(
         except AuthError as exc:
             raise gate.failure(exc.status, exc.message) from exc
         except Exception as exc:
+            authoriser.metrics.decision("error")
             log_event(
                 "auth.authoriser.failed",
                 f"{type(exc).__name__}: {exc}",

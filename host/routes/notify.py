@@ -19,6 +19,7 @@ from aviso_host.errors import (
 )
 from aviso_host.identifiers import plan_notification
 from aviso_host.logs import log_event
+from aviso_host.metrics import count_notification_as, counted_notification
 from aviso_host.routes.common import (
     api_endpoint,
     caller_of,
@@ -36,10 +37,12 @@ _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 
 
 @api_endpoint
+@counted_notification
 async def notify(request: Request) -> Response:
     service = service_of(request)
     body = await read_request(request, Endpoint.NOTIFY)
     schema = schema_for(service, body)
+    count_notification_as(request, body.event_type)
     if POINT in body.identifier:
         raise validation_error(
             Endpoint.NOTIFY,
@@ -49,7 +52,8 @@ async def notify(request: Request) -> Response:
     try:
         planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
     except InvalidValue as exc:
-        raise validation_error(Endpoint.NOTIFY, exc.message, exc.details) from exc
+        error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)
+        return error_response(request, error, event_type=body.event_type)
     except Exception as exc:
         return error_response(
             request,

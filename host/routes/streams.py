@@ -11,6 +11,7 @@ from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
 from aviso_host.identifiers import plan_stream_filter
+from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
     api_endpoint,
@@ -123,6 +124,11 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
         live=live,
         subscription=subscription,
         is_watch=endpoint is Endpoint.WATCH,
+        metrics=service.metrics.sse_connection(
+            WATCH_ROUTE if endpoint is Endpoint.WATCH else REPLAY_ROUTE,
+            body.event_type,
+            caller.username if caller is not None else None,
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event
+from aviso_host.metrics import SseConnection
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
 from aviso_plugins.topics import TopicDecodeError, decode_topic
@@ -67,6 +68,7 @@ class EventStream:
         live: LiveQueue | None,
         subscription: Subscription | None,
         is_watch: bool,
+        metrics: SseConnection,
     ) -> None:
         self._backend = backend
         self._renderer = renderer
@@ -78,6 +80,7 @@ class EventStream:
         self._live = live
         self._subscription = subscription
         self._is_watch = is_watch
+        self._metrics = metrics
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._out = bytearray()
@@ -94,6 +97,7 @@ class EventStream:
         control = self._control
         control.task = asyncio.current_task()
         self._streams.add(control)
+        self._metrics.opened()
         self._send = send
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
@@ -106,6 +110,7 @@ class EventStream:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         finally:
             control.cancel_timer()
+            self._metrics.closed(control.stop_reason)
             watcher.cancel()
             self._streams.discard(control)
             if self._subscription is not None:
@@ -177,6 +182,7 @@ class EventStream:
                     topic=self._topic,
                 )
                 self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
+                self._metrics.stream_error()
                 return high_water
             remaining -= len(batch.messages)
             if batch.last_sequence is not None:
@@ -204,6 +210,7 @@ class EventStream:
             return
         if requested <= pruned:
             self._out += frames.history_gap(self._topic, requested, pruned + 1)
+            self._metrics.history_gap()
             log_event(
                 "stream.history_gap",
                 "requested history was pruned",
@@ -224,6 +231,7 @@ class EventStream:
                 self._out += frames.notifications_skipped(
                     self._topic, skipped.count, skipped.first, skipped.last
                 )
+                self._metrics.notifications_skipped(skipped.count)
             self._emit(frames.LIVE, (record for record in records if record.sequence > high_water))
             if live.ended is not None and not self._out:
                 self._control.stop("end_of_stream")
@@ -272,16 +280,20 @@ class EventStream:
 
     def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
         accepts = self._filter.accepts
+        sent = 0
         for record in records:
             if not accepts(record):
                 continue
             try:
                 self._out += frames.frame(event, self._renderer.render(record))
                 self._through = record.sequence
+                sent += 1
             except CloudEventError as exc:
                 self._out += frames.cloudevent_failed(
                     _display(record.topic), record.sequence, str(exc), self._control.request_id
                 )
+                self._metrics.stream_error()
+        self._metrics.events_sent(sent)
 
     async def _flush(self) -> None:
         if self._out and self._send is not None:

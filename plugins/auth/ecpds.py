@@ -18,7 +18,7 @@ from aviso_builtins.auth.ecpds_cache import DestinationCache, Destinations
 from aviso_builtins.auth.ecpds_upstream import LookupFailed, ask_server, merge
 from aviso_builtins.auth.http import upstream_client
 from aviso_plugins import hookimpl
-from aviso_plugins.types import AuthError, Caller, StreamAuthoriser
+from aviso_plugins.types import AuthError, AuthoriserMetrics, Caller, StreamAuthoriser
 
 UNAVAILABLE = "ECPDS service is inaccessible"
 FAILED = "ECPDS check failed unexpectedly"
@@ -27,11 +27,21 @@ MISCONFIGURED = "Server configuration error"
 logger = logging.getLogger("aviso.ecpds")
 
 
+class _Denied(AuthError):
+    """A refusal that is a verdict (or no verdict), labelled for the decisions metric."""
+
+    def __init__(self, outcome: str, status: int, message: str) -> None:
+        super().__init__(status, message)
+        self.outcome = outcome
+
+
 class EcpdsAuthoriser(StreamAuthoriser):
     name: ClassVar[str] = "ecpds"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__(options)
+    def __init__(
+        self, options: Mapping[str, Any], metrics: AuthoriserMetrics | None = None
+    ) -> None:
+        super().__init__(options, metrics)
         self._servers: tuple[str, ...] = tuple(options["servers"])
         self._match_key: str = options["match_key"]
         self._target_field: str = options["target_field"]
@@ -41,7 +51,11 @@ class EcpdsAuthoriser(StreamAuthoriser):
             self._deadline, connect=float(options["connect_timeout_seconds"])
         )
         self._credentials = httpx.BasicAuth(options["username"], options["password"])
-        self._cache = DestinationCache(options["cache_ttl_seconds"], options["max_entries"])
+        self._cache = DestinationCache(
+            options["cache_ttl_seconds"],
+            options["max_entries"],
+            on_lookup=self.metrics.cache_lookup,
+        )
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -60,27 +74,42 @@ class EcpdsAuthoriser(StreamAuthoriser):
     async def authorise(
         self, caller: Caller, event_type: str, identifier: Mapping[str, str]
     ) -> None:
+        try:
+            self.metrics.decision(await self._decide(caller, identifier))
+        except AuthError as exc:
+            self.metrics.decision(exc.outcome if isinstance(exc, _Denied) else "error")
+            raise
+        finally:
+            self.metrics.cache_size(len(self._cache))
+
+    async def _decide(self, caller: Caller, identifier: Mapping[str, str]) -> str:
+        """``allow``, or raise the refusal (a :class:`_Denied` names its outcome label)."""
         client = self._client
         if client is None:
             raise AuthError(500, MISCONFIGURED)
         value = identifier.get(self._match_key)
         if value is None:
-            raise AuthError(
-                403, f"Required field '{self._match_key}' not found in request identifiers"
+            raise _Denied(
+                "deny_match_key_missing",
+                403,
+                f"Required field '{self._match_key}' not found in request identifiers",
             )
         try:
             destinations = await self._cache.get(
                 caller.username, lambda username: self._fetch(client, username)
             )
         except LookupFailed as exc:
-            raise AuthError(503, UNAVAILABLE) from exc
+            raise _Denied("unavailable", 503, UNAVAILABLE) from exc
         except Exception as exc:
             logger.error("ECPDS check failed: %s: %s", type(exc).__name__, exc)
             raise AuthError(500, FAILED) from exc
         if value not in destinations:
-            raise AuthError(
-                403, f"User '{caller.username}' does not have access to destination '{value}'"
+            raise _Denied(
+                "deny_destination",
+                403,
+                f"User '{caller.username}' does not have access to destination '{value}'",
             )
+        return "allow"
 
     async def _fetch(self, client: httpx.AsyncClient, username: str) -> Destinations:
         answers = await asyncio.gather(
@@ -92,8 +121,10 @@ class EcpdsAuthoriser(StreamAuthoriser):
         try:
             destinations, outcome = merge(answers, self._any_success)
         except LookupFailed as exc:
+            self.metrics.fetch(exc.outcome)
             logger.warning("ECPDS lookup for %r failed: %s", username, exc.outcome)
             raise
+        self.metrics.fetch(outcome)
         logger.info("ECPDS lookup for %r: %s", username, outcome)
         return destinations
 

@@ -18,9 +18,15 @@ Fetch = Callable[[str], Awaitable[Destinations]]
 
 class DestinationCache:
     def __init__(
-        self, ttl_seconds: float, max_entries: int, clock: Callable[[], float] = time.monotonic
+        self,
+        ttl_seconds: float,
+        max_entries: int,
+        clock: Callable[[], float] = time.monotonic,
+        on_lookup: Callable[[bool], None] = lambda hit: None,
     ) -> None:
         self._ttl = ttl_seconds
+        self._on_lookup = on_lookup
+        """Told of every :meth:`get`: served from cache (``True``) or not."""
         self._max_entries = max_entries
         self._clock = clock
         # Least recently used first; each value is (expiry time, destinations).
@@ -45,6 +51,7 @@ class DestinationCache:
     async def get(self, username: str, fetch: Fetch) -> Destinations:
         """The user's destinations from cache, or from the one fetch in flight for them."""
         destinations = self.cached(username)
+        self._on_lookup(destinations is not None)
         if destinations is not None:
             return destinations
         task = self._inflight.get(username)

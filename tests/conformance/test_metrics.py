@@ -1,0 +1,423 @@
+"""Metrics conformance (backends-admin-metrics.md §5; checklist §6 items 38–50).
+
+Real uvicorn servers with the metrics listener on a free loopback port, scraped over HTTP;
+auth and ECPDS through the loopback fakes. Counters are compared before and after, so the
+module-scoped servers can be shared between tests.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from aviso_host.config import ConfigError, settings_from_document
+from aviso_host.plugins import discover
+from tests.conformance.auth_support import document as auth_document
+from tests.conformance.auth_support import read_body
+from tests.conformance.helpers import UUID_RE
+from tests.conformance.metrics_support import Metered, metered, with_metrics
+from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
+from tests.support.fake_auth_o_tron import fake_auth_o_tron
+from tests.support.fake_ecpds import fake_ecpds
+from tests.support.server import running_server
+from tests.support.sse import DEFAULT_TIMEOUT, Stream, collect
+from tests.support.tokens import bearer, mint
+
+NOTIFY = "/api/v1/notification"
+WATCH = "/api/v1/watch"
+REPLAY = "/api/v1/replay"
+DECLARED = ("river_gauge", "storm_cell")
+# Heartbeats every second, so a vanished watcher is noticed quickly (item 45).
+QUICK_HEARTBEAT = with_changes(API_EXAMPLE, watch_endpoint={"sse_heartbeat_interval_sec": 1})
+
+
+def gauge(basin: str, **extra: Any) -> dict[str, Any]:
+    return {"event_type": "river_gauge", "identifier": {"basin": basin, **extra}}
+
+
+def notify(client: httpx.Client, basin: str) -> httpx.Response:
+    body = {**gauge(basin, date="2026-04-02", level=4), "payload": {"n": 1}}
+    return client.post(NOTIFY, content=json.dumps(body))
+
+
+def unique_basin() -> str:
+    return f"m{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def server(for_backend: ForBackend) -> Iterator[Metered]:
+    with metered(for_backend(QUICK_HEARTBEAT)) as running:
+        yield running
+
+
+@pytest.fixture
+def client(server: Metered) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10.0) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def pristine(for_backend: ForBackend) -> Iterator[Metered]:
+    """A server nobody sends traffic to: only scrapes, which are not counted."""
+    with metered(for_backend(API_EXAMPLE)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def with_auth() -> Iterator[Metered]:
+    """Direct auth against the fake auth-o-tron, in-memory (the §9 auth configuration)."""
+    with fake_auth_o_tron() as aot, metered(auth_document("direct", aot.url)) as running:
+        yield running
+
+
+def token(user: str, roles: tuple[str, ...] = ("reader",)) -> dict[str, str]:
+    return bearer(mint(user, "localrealm", list(roles)))
+
+
+# -- item 38 -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [{"enabled": True}, {"enabled": True, "port": 0}, {"enabled": True, "port": 8000}],
+    ids=["no-port", "port-0", "same-as-application"],
+)
+def test_item_38_invalid_metrics_settings_abort_startup(metrics: dict[str, Any]) -> None:
+    """Also covered rule by rule in tests/host/config/test_config_rules.py
+    (``test_enabled_metrics_rules``)."""
+    document = with_changes(API_EXAMPLE, application={"port": 8000}, metrics=metrics)
+    with pytest.raises(ConfigError, match=r"^metrics"):
+        settings_from_document(document, discover())
+
+
+def test_metrics_port_in_use_aborts_startup() -> None:
+    """§5.1: failure to bind the metrics port aborts startup (the main port is never served)."""
+    with metered(API_EXAMPLE) as first:
+        port = int(first.metrics_url.rsplit(":", 1)[1].split("/")[0])
+        with (
+            pytest.raises(RuntimeError, match="did not start"),
+            running_server(with_metrics(API_EXAMPLE, port)),
+        ):
+            pass
+
+
+# -- item 39 -------------------------------------------------------------------------------
+
+
+def test_item_39_metrics_listener_and_no_main_port_route(server: Metered) -> None:
+    response = httpx.get(server.metrics_url, timeout=10.0)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert UUID_RE.match(response.headers["x-request-id"])
+    assert "aviso_build_info" in response.text
+    main = httpx.get(f"{server.url}/metrics", timeout=10.0)
+    assert main.status_code == 404
+    assert UUID_RE.match(main.headers["x-request-id"])
+
+
+def test_scrapes_are_not_counted_as_http_requests(server: Metered) -> None:
+    server.scrape()
+    assert not [
+        labels
+        for labels in server.scrape().series("aviso_http_requests_total")
+        if labels["route"] == "/metrics"
+    ]
+
+
+# -- items 40 and 41 -----------------------------------------------------------------------
+
+
+def test_item_40_series_present_at_zero_after_startup(pristine: Metered, backend: str) -> None:
+    scrape = pristine.scrape()
+    build = scrape.series("aviso_build_info")
+    assert len(build) == 1 and build[0]["version"]
+    assert scrape.value("aviso_build_info", **build[0]) == 1
+    auth = scrape.series("aviso_auth_requests_total")
+    assert sorted((s["mode"], s["outcome"]) for s in auth) == sorted(
+        (mode, outcome)
+        for mode in ("direct", "trusted_proxy")
+        for outcome in ("success", "unauthorized", "forbidden", "service_unavailable")
+    )
+    assert all(scrape.value("aviso_auth_requests_total", **labels) == 0 for labels in auth)
+    notifications = {
+        (s["event_type"], s["status"]) for s in scrape.series("aviso_notifications_total")
+    }
+    expected = {("unknown", "error"), ("unknown", "rejected")}
+    expected |= {(t, status) for t in DECLARED for status in ("success", "error")}
+    assert notifications == expected
+    operations = scrape.series("aviso_backend_operations_total")
+    assert len(operations) == 10
+    assert {s["backend"] for s in operations} == {backend}
+    assert {(s["operation"], s["outcome"]) for s in operations} == {
+        (operation, outcome)
+        for operation in ("publish", "get_batch", "wipe_stream", "wipe_all", "delete_message")
+        for outcome in ("ok", "error")
+    }
+    for labels in operations:
+        assert scrape.value("aviso_backend_operations_total", **labels) == 0
+        assert scrape.value("aviso_backend_operation_duration_seconds_count", **labels) == 0
+    # The HTTP and SSE families appear only once something was recorded.
+    assert scrape.series("aviso_http_requests_total") == []
+    assert scrape.series("aviso_sse_connections_total") == []
+
+
+def test_item_41_ecpds_series_present_at_zero_after_startup(pristine: Metered) -> None:
+    scrape = pristine.scrape()
+    decisions = {s["outcome"] for s in scrape.series("aviso_ecpds_access_decisions_total")}
+    assert decisions == {
+        "allow",
+        "deny_destination",
+        "deny_match_key_missing",
+        "unavailable",
+        "admin_bypass",
+        "error",
+    }
+    fetches = {s["outcome"] for s in scrape.series("aviso_ecpds_fetch_total")}
+    assert fetches == {
+        "success",
+        "http_401",
+        "http_403",
+        "http_4xx",
+        "http_5xx",
+        "invalid_response",
+        "unreachable",
+    }
+    for name in ("aviso_ecpds_access_decisions_total", "aviso_ecpds_fetch_total"):
+        assert all(scrape.value(name, **labels) == 0 for labels in scrape.series(name))
+    for name in ("aviso_ecpds_cache_hits_total", "aviso_ecpds_cache_misses_total"):
+        assert scrape.value(name) == 0
+    assert scrape.value("aviso_ecpds_cache_size") == 0
+
+
+# -- items 42 and 43: notify outcomes ------------------------------------------------------
+
+
+def test_item_42_successful_notify(server: Metered, client: httpx.Client, backend: str) -> None:
+    success = {"event_type": "river_gauge", "status": "success"}
+    publish = {"backend": backend, "operation": "publish", "outcome": "ok"}
+    before = server.scrape()
+    assert notify(client, unique_basin()).status_code == 200
+    after = server.scrape()
+    notified = "aviso_notifications_total"
+    assert after.value(notified, **success) == before.value(notified, **success) + 1
+    published = "aviso_backend_operations_total"
+    assert after.value(published, **publish) == before.value(published, **publish) + 1
+
+
+def test_item_43_notify_errors_and_rejections(server: Metered, client: httpx.Client) -> None:
+    name = "aviso_notifications_total"
+    unknown_error = {"event_type": "unknown", "status": "error"}
+    unknown_rejected = {"event_type": "unknown", "status": "rejected"}
+    before = server.scrape()
+    assert client.post(NOTIFY, content=b"{not json").status_code == 400
+    undeclared = {"event_type": "no_such_type", "identifier": {"a": "b"}}
+    assert client.post(NOTIFY, content=json.dumps(undeclared)).status_code == 400
+    after = server.scrape()
+    assert after.value(name, **unknown_error) == before.value(name, **unknown_error) + 1
+    assert after.value(name, **unknown_rejected) == before.value(name, **unknown_rejected) + 1
+
+
+def test_item_43_stream_write_policy_403_is_rejected(with_auth: Metered) -> None:
+    name = "aviso_notifications_total"
+    labels = {"event_type": "producer_feed", "status": "rejected"}
+    before = with_auth.scrape().value(name, **labels) or 0
+    body = {"event_type": "producer_feed", "identifier": {"name": "n1"}}
+    response = httpx.post(
+        f"{with_auth.url}{NOTIFY}", content=json.dumps(body), headers=token("reader-only")
+    )
+    assert response.status_code == 403, response.text
+    assert with_auth.scrape().value(name, **labels) == before + 1
+
+
+# -- item 44: HTTP labels ------------------------------------------------------------------
+
+
+def test_item_44_http_route_templates_and_methods(server: Metered, client: httpx.Client) -> None:
+    name = "aviso_http_requests_total"
+    schema = {"route": "/api/v1/schema/{event_type}", "method": "GET", "status_code": "200"}
+    unmatched = {"route": "unmatched", "method": "GET", "status_code": "404"}
+    before = server.scrape()
+    assert client.get("/api/v1/schema/river_gauge").status_code == 200
+    assert client.get("/nope").status_code == 404
+    propfind = client.request("PROPFIND", "/api/v1/schema")
+    after = server.scrape()
+    assert after.value(name, **schema) == (before.value(name, **schema) or 0) + 1
+    assert after.value(name, **unmatched) == (before.value(name, **unmatched) or 0) + 1
+    other = {"route": "/api/v1/schema", "method": "other", "status_code": "405"}
+    assert propfind.status_code == 405
+    assert after.value(name, **other) == (before.value(name, **other) or 0) + 1
+    assert after.value(
+        "aviso_http_request_duration_seconds_count", route=schema["route"], method="GET"
+    )
+    assert all(labels["route"] != "/api/v1/schema/river_gauge" for labels in after.series(name))
+
+
+# -- items 45 to 47: SSE -------------------------------------------------------------------
+
+
+def test_item_45_active_watch_gauge_and_duration(server: Metered) -> None:
+    watch_labels = {"route": WATCH, "event_type": "river_gauge"}
+    duration = "aviso_sse_connection_duration_seconds_count"
+    before = server.scrape()
+    total_before = before.value("aviso_sse_connections_total", **watch_labels) or 0
+    active_before = before.value("aviso_sse_connections_active", **watch_labels) or 0
+    closed_before = before.value(duration, route=WATCH) or 0
+    with (
+        httpx.Client(base_url=server.url, timeout=DEFAULT_TIMEOUT) as http,
+        http.stream("POST", WATCH, content=json.dumps(gauge(unique_basin()))) as response,
+    ):
+        assert response.status_code == 200
+        events = Stream(response).events()  # kept: dropping it would close the response
+        first = next(events)
+        assert first.kind == "live-notification/connection_established"
+        during = server.scrape()
+        assert during.value("aviso_sse_connections_active", **watch_labels) == active_before + 1
+    after = server.wait_for(
+        lambda s: s.value("aviso_sse_connections_active", **watch_labels) == active_before
+    )
+    assert after.value("aviso_sse_connections_active", **watch_labels) == active_before
+    assert after.value("aviso_sse_connections_total", **watch_labels) == total_before + 1
+    assert after.value(duration, route=WATCH) == closed_before + 1
+
+
+def test_item_46_unique_users_count_authenticated_users_once(with_auth: Metered) -> None:
+    name = "aviso_sse_unique_users_active"
+    body = json.dumps(read_body("public_feed", WATCH, {"name": "metrics-46"}))
+    headers = token(f"metrics-user-{uuid.uuid4().hex[:8]}")
+    before = with_auth.scrape().value(name, route=WATCH) or 0
+    with (
+        httpx.Client(base_url=with_auth.url, timeout=DEFAULT_TIMEOUT) as http,
+        http.stream("POST", WATCH, content=body, headers=headers) as first,
+        http.stream("POST", WATCH, content=body, headers=headers) as second,
+    ):
+        # The readers are kept: dropping one would close its response.
+        readers = [Stream(response).events() for response in (first, second)]
+        for reader in readers:
+            next(reader)
+        assert with_auth.scrape().value(name, route=WATCH) == before + 1
+        with http.stream("POST", WATCH, content=body) as anonymous:
+            assert anonymous.status_code == 200
+            reader = Stream(anonymous).events()
+            next(reader)
+            assert with_auth.scrape().value(name, route=WATCH) == before + 1
+    after = with_auth.wait_for(lambda s: s.value(name, route=WATCH) == before)
+    assert after.value(name, route=WATCH) == before
+
+
+def test_item_47_replay_counts_only_notification_frames(
+    server: Metered, client: httpx.Client
+) -> None:
+    name = "aviso_sse_events_sent_total"
+    labels = {"route": REPLAY, "event_type": "river_gauge"}
+    basin = unique_basin()
+    for _ in range(3):
+        assert notify(client, basin).status_code == 200
+    before = server.scrape().value(name, **labels) or 0
+    events = collect(client, REPLAY, {**gauge(basin), "from_id": "1"})
+    assert [e.name for e in events].count("replay") == 3
+    assert len(events) > 3  # control and closing events were written too
+    assert server.scrape().value(name, **labels) == before + 3
+
+
+# -- item 48: backend outcomes -------------------------------------------------------------
+
+
+def test_item_48_deleting_a_missing_message_is_ok(
+    server: Metered, client: httpx.Client, backend: str
+) -> None:
+    name = "aviso_backend_operations_total"
+    labels = {"backend": backend, "operation": "delete_message", "outcome": "ok"}
+    before = server.scrape().value(name, **labels)
+    assert client.delete("/api/v1/admin/notification/gauge@999999999").status_code == 404
+    assert server.scrape().value(name, **labels) == before + 1
+
+
+# -- item 49: ECPDS ------------------------------------------------------------------------
+
+
+def test_item_49_ecpds_cache_fetch_and_decisions() -> None:
+    user = f"ecpds-user-metrics-{uuid.uuid4().hex[:8]}"
+    body = json.dumps(
+        read_body("dissemination_ecpds", REPLAY, {"destination": "CIP", "class": "od"})
+    )
+    with (
+        fake_auth_o_tron() as aot,
+        fake_ecpds() as ecpds,
+        metered(auth_document("direct", aot.url, [ecpds.url])) as running,
+        httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+    ):
+        before = running.scrape()
+        for _ in range(3):
+            response = http.post(REPLAY, content=body, headers=token(user))
+            assert response.status_code == 200, response.text
+        after = running.scrape()
+        assert ecpds.count(user) == 1
+
+    def delta(name: str, **labels: str) -> float:
+        return (after.value(name, **labels) or 0) - (before.value(name, **labels) or 0)
+
+    assert delta("aviso_ecpds_cache_misses_total") == 1
+    assert delta("aviso_ecpds_cache_hits_total") == 2
+    assert delta("aviso_ecpds_fetch_total", outcome="success") == 1
+    assert delta("aviso_ecpds_access_decisions_total", outcome="allow") == 3
+    assert after.value("aviso_ecpds_cache_size") == 1
+
+
+def test_ecpds_admin_bypass_and_denial_are_counted() -> None:
+    name = "aviso_ecpds_access_decisions_total"
+    with (
+        fake_auth_o_tron() as aot,
+        fake_ecpds() as ecpds,
+        metered(auth_document("direct", aot.url, [ecpds.url])) as running,
+        httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+    ):
+
+        def replay(identifier: dict[str, str], headers: dict[str, str]) -> int:
+            payload = read_body("dissemination_ecpds", REPLAY, identifier)
+            return http.post(REPLAY, content=json.dumps(payload), headers=headers).status_code
+
+        user = f"ecpds-user-metrics-{uuid.uuid4().hex[:8]}"
+        assert replay({"destination": "ANYTHING"}, token("boss", ("admin",))) == 200
+        assert replay({"destination": "NOTMINE"}, token(user)) == 403
+        scrape = running.scrape()
+    assert scrape.value(name, outcome="admin_bypass") == 1
+    assert scrape.value(name, outcome="deny_destination") == 1
+
+
+# -- item 50 -------------------------------------------------------------------------------
+
+
+def test_item_50_no_created_series(server: Metered, client: httpx.Client) -> None:
+    assert notify(client, unique_basin()).status_code == 200
+    collect(client, REPLAY, {**gauge(unique_basin()), "from_id": "1"})
+    text = server.scrape().text
+    assert "aviso_notifications_total{" in text and "aviso_sse_connections_total{" in text
+    names = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
+    assert not [name for name in names if name.endswith("_created")]
+
+
+# -- beyond the checklist: the new behaviours' counters ------------------------------------
+
+
+def test_history_gap_is_counted() -> None:
+    document = with_changes(
+        API_EXAMPLE,
+        notification_backend={"kind": "in_memory", "in_memory": {"max_history_per_topic": 1}},
+    )
+    name = "aviso_sse_history_gaps_total"
+    with (
+        metered(document) as running,
+        httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+    ):
+        assert running.scrape().value(name, route=REPLAY) == 0
+        basin = unique_basin()
+        for _ in range(2):
+            assert notify(http, basin).status_code == 200
+        events = collect(http, REPLAY, {**gauge(basin), "from_id": "1"})
+        assert "replay-control/history_gap" in [e.kind for e in events]
+        assert running.scrape().value(name, route=REPLAY) == 1
