@@ -14,9 +14,13 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.plugins import discover
+from aviso_plugins import hookimpl
 from tests.conformance.auth_support import document as auth_document
 from tests.conformance.auth_support import read_body
 from tests.conformance.helpers import UUID_RE
@@ -255,6 +259,28 @@ def test_item_44_http_route_templates_and_methods(server: Metered, client: httpx
         "aviso_http_request_duration_seconds_count", route=schema["route"], method="GET"
     )
     assert all(labels["route"] != "/api/v1/schema/river_gauge" for labels in after.series(name))
+    assert after.value("aviso_http_requests_in_flight", method="GET") == 0
+
+
+class FailingRoutePlugin:
+    """An extra route that fails inside the server, so no routed response is produced."""
+
+    @hookimpl
+    def aviso_extra_routes(self) -> list[BaseRoute]:
+        async def explode(request: Request) -> Response:
+            raise RuntimeError("route exploded")
+
+        return [Route("/explode", explode, methods=["GET"])]
+
+
+def test_a_request_failing_inside_the_server_is_labelled_error() -> None:
+    name = "aviso_http_requests_total"
+    with metered(API_EXAMPLE, (FailingRoutePlugin(),)) as running:
+        with httpx.Client(base_url=running.url, timeout=10.0) as http:
+            assert http.get("/explode").status_code == 500
+        scrape = running.scrape()
+    assert scrape.value(name, route="error", method="GET", status_code="500") == 1
+    assert scrape.value("aviso_http_requests_in_flight", method="GET") == 0
 
 
 # -- items 45 to 47: SSE -------------------------------------------------------------------
