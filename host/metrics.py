@@ -45,8 +45,8 @@ WATCH_ROUTE = "/api/v1/watch"
 REPLAY_ROUTE = "/api/v1/replay"
 SSE_ROUTES = (WATCH_ROUTE, REPLAY_ROUTE)
 
-GENERIC_EVENT_TYPE = "generic"
-UNKNOWN_EVENT_TYPE = "unknown"
+GENERIC_LABEL = "generic"
+UNKNOWN_LABEL = "unknown"
 NOTIFY_SUCCESS, NOTIFY_ERROR, NOTIFY_REJECTED = "success", "error", "rejected"
 
 BACKEND_OPERATIONS = {
@@ -292,7 +292,7 @@ class Metrics:
             for outcome in ("success", *AUTH_OUTCOMES.values()):
                 self.auth_requests.labels(mode, outcome)
         for status in (NOTIFY_ERROR, NOTIFY_REJECTED):
-            self.notifications.labels(UNKNOWN_EVENT_TYPE, status)
+            self.notifications.labels(UNKNOWN_LABEL, status)
         for event_type in self.declared:
             for status in (NOTIFY_SUCCESS, NOTIFY_ERROR):
                 self.notifications.labels(event_type, status)
@@ -309,7 +309,7 @@ class Metrics:
 
     def event_type_label(self, event_type: str) -> str:
         """A declared event type is its own label; anything else is ``generic``."""
-        return event_type if event_type in self.declared else GENERIC_EVENT_TYPE
+        return event_type if event_type in self.declared else GENERIC_LABEL
 
     def notification(self, event_type_label: str, status: str) -> None:
         self.notifications.labels(event_type_label, status).inc()
@@ -384,7 +384,7 @@ def counted_notification(handler: Handler) -> Handler:
                 status = NOTIFY_REJECTED
             raise
         finally:
-            label = request.scope["state"].get(_NOTIFY_LABEL, UNKNOWN_EVENT_TYPE)
+            label = request.scope["state"].get(_NOTIFY_LABEL, UNKNOWN_LABEL)
             request.app.state.service.metrics.notification(label, status)
 
     return endpoint

@@ -283,6 +283,25 @@ def test_a_request_failing_inside_the_server_is_labelled_error() -> None:
     assert scrape.value("aviso_http_requests_in_flight", method="GET") == 0
 
 
+def test_undeclared_event_types_are_labelled_generic() -> None:
+    """Non-strict mode: labels stay bounded whatever event types clients invent."""
+    document = with_changes(API_EXAMPLE, notification_schema_strict=False)
+    invented = {"event_type": f"invented_{uuid.uuid4().hex[:8]}", "identifier": {"k": "v"}}
+    with (
+        metered(document) as running,
+        httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+    ):
+        assert http.post(NOTIFY, content=json.dumps(invented)).status_code == 200
+        events = collect(http, REPLAY, {**invented, "from_id": "1"})
+        assert [e.name for e in events].count("replay") == 1
+        scrape = running.scrape()
+    assert scrape.value("aviso_notifications_total", event_type="generic", status="success") == 1
+    sse = {"route": REPLAY, "event_type": "generic"}
+    assert scrape.value("aviso_sse_connections_total", **sse) == 1
+    assert scrape.value("aviso_sse_events_sent_total", **sse) == 1
+    assert invented["event_type"] not in scrape.text
+
+
 # -- items 45 to 47: SSE -------------------------------------------------------------------
 
 
