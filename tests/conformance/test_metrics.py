@@ -238,6 +238,21 @@ def test_item_43_stream_write_policy_403_is_rejected(with_auth: Metered) -> None
     assert with_auth.scrape().value(name, **labels) == before + 1
 
 
+def test_caller_resolution_outcomes_are_counted(with_auth: Metered) -> None:
+    name = "aviso_auth_requests_total"
+    before = with_auth.scrape()
+    with httpx.Client(base_url=with_auth.url, timeout=10.0) as http:
+        body = json.dumps(read_body("public_feed", REPLAY, {"name": "metrics-auth"}))
+        assert http.post(REPLAY, content=body, headers=token("someone")).status_code == 200
+        assert http.post(REPLAY, content=body).status_code == 200  # anonymous: not counted
+        assert http.delete("/api/v1/admin/wipe/all").status_code == 401
+        assert http.delete("/api/v1/admin/wipe/all", headers=token("someone")).status_code == 403
+    after = with_auth.scrape()
+    for outcome in ("success", "unauthorized", "forbidden"):
+        labels = {"mode": "direct", "outcome": outcome}
+        assert after.value(name, **labels) == before.value(name, **labels) + 1, outcome
+
+
 # -- item 44: HTTP labels ------------------------------------------------------------------
 
 
