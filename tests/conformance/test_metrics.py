@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -18,9 +18,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.plugins import discover
 from aviso_plugins import hookimpl
+from aviso_plugins.types import Batch, StartCursor, StorageBackend, TopicPattern
 from tests.conformance.auth_support import document as auth_document
 from tests.conformance.auth_support import read_body
 from tests.conformance.helpers import UUID_RE
@@ -395,6 +397,39 @@ def test_item_48_deleting_a_missing_message_is_ok(
     before = server.scrape().value(name, **labels)
     assert client.delete("/api/v1/admin/notification/gauge@999999999").status_code == 404
     assert server.scrape().value(name, **labels) == before + 1
+
+
+class UnreadableStore(InMemoryBackend):
+    """Accepts writes but cannot page history, like a store whose reads time out."""
+
+    kind: ClassVar[str] = "unreadable_store"
+
+    async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
+        raise TimeoutError("history read timed out")
+
+
+class UnreadableStorePlugin:
+    @hookimpl
+    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
+        return [UnreadableStore]
+
+
+def test_backend_errors_and_stream_errors_are_counted() -> None:
+    document = with_changes(
+        API_EXAMPLE, notification_backend={"kind": "unreadable_store", "unreadable_store": {}}
+    )
+    with (
+        metered(document, (UnreadableStorePlugin(),)) as running,
+        httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+    ):
+        events = collect(http, REPLAY, {**gauge(unique_basin()), "from_id": "1"})
+        assert "error" in [e.name for e in events]
+        scrape = running.scrape()
+    failed = {"backend": "unreadable_store", "operation": "get_batch", "outcome": "error"}
+    assert scrape.value("aviso_backend_operations_total", **failed) == 1
+    assert scrape.value("aviso_backend_operation_duration_seconds_count", **failed) == 1
+    errors = {"route": REPLAY, "event_type": "river_gauge"}
+    assert scrape.value("aviso_sse_stream_errors_total", **errors) == 1
 
 
 # -- item 49: ECPDS ------------------------------------------------------------------------
