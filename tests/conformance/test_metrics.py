@@ -14,23 +14,26 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from aviso_builtins.backends.in_memory import InMemoryBackend
+from aviso_host.app import create_app
 from aviso_host.config import ConfigError, settings_from_document
+from aviso_host.metrics import metrics_app
 from aviso_host.plugins import discover
 from aviso_plugins import hookimpl
 from aviso_plugins.types import Batch, StartCursor, StorageBackend, TopicPattern
 from tests.conformance.auth_support import document as auth_document
 from tests.conformance.auth_support import read_body
 from tests.conformance.helpers import UUID_RE
-from tests.conformance.metrics_support import Metered, metered, with_metrics
+from tests.conformance.metrics_support import Metered, metered, parse, with_metrics
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import fake_ecpds
-from tests.support.server import running_server
+from tests.support.server import running_server, serve_app
 from tests.support.sse import DEFAULT_TIMEOUT, Stream, collect
 from tests.support.tokens import bearer, mint
 
@@ -133,6 +136,28 @@ def test_scrapes_are_not_counted_as_http_requests(server: Metered) -> None:
         for labels in server.scrape().series("aviso_http_requests_total")
         if labels["route"] == "/metrics"
     ]
+
+
+def test_embedded_app_exposes_its_registry_where_the_gateway_mounts_it() -> None:
+    """docs/metrics.md "Embedded (mounted) use": route labels stay prefix-free templates."""
+    registry = discover()
+    aviso = create_app(settings_from_document(API_EXAMPLE, registry), registry)
+    gateway = Starlette(
+        routes=[
+            Mount("/aviso", app=aviso),
+            Mount("/aviso-metrics", app=metrics_app(aviso.state.service.metrics)),
+        ]
+    )
+    with (
+        serve_app(gateway, aviso.state.service) as running,
+        httpx.Client(base_url=running.url, timeout=10.0) as http,
+    ):
+        assert http.get("/aviso/api/v1/schema/storm_cell").status_code == 200
+        response = http.get("/aviso-metrics/metrics")
+    assert response.status_code == 200
+    scrape = parse(response.text)
+    labels = {"route": "/api/v1/schema/{event_type}", "method": "GET", "status_code": "200"}
+    assert scrape.value("aviso_http_requests_total", **labels) == 1
 
 
 # -- items 40 and 41 -----------------------------------------------------------------------
