@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter as Tally
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import wraps
 from typing import Any, TypeVar
@@ -283,7 +284,7 @@ class Metrics:
         )
         self.ecpds = EcpdsMetrics(registry)
         # Per route, open streams per authenticated user name.
-        self.sse_users: dict[str, Tally[str]] = {route: Tally() for route in SSE_ROUTES}
+        self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()
 
     def _pre_initialise(self) -> None:
