@@ -14,6 +14,7 @@ counts read the same on every backend ("how many steps of this forecast have arr
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -177,6 +178,8 @@ class AggregateStream(EventStream):
         self._cursor = replay.cursor
         self._debounce = debounce_ms / 1000
         self._changed = False
+        self._window: asyncio.TimerHandle | None = None
+        self._due = math.inf
         self._holding = False
         """Set while history is counted: nothing is written before the snapshot."""
 
@@ -195,46 +198,35 @@ class AggregateStream(EventStream):
         if self._live is None:  # no live feed: the snapshot is all there is
             self._control.stop("end_of_stream")
             return await self._close()
-        await self._follow_counts(high_water)
+        await self._follow_live(high_water)
         await self._close()
 
-    async def _follow_counts(self, high_water: int) -> None:
-        """The watch's live loop, with updates debounced: the first change after an update
-        opens a window, and one update at its end carries everything counted inside it."""
-        live = self._live
-        assert live is not None
-        live.live = True
-        due = math.inf
-        while not self._stopping():
-            skipped = live.take_skipped()
-            if skipped is not None:
-                self._out += frames.notifications_skipped(
-                    self._topic, skipped.count, skipped.first, skipped.last
-                )
-            self._emit(
-                frames.LIVE, (record for record in live.drain() if record.sequence > high_water)
-            )
-            if self._changed and due == math.inf:
-                due = self._now() + self._debounce
-            if self._changed and (self._now() >= due or live.ended is not None):
-                self._out += self._aggregate("update")
-                due = math.inf
-            if live.ended is not None and not self._out:
-                self._control.stop("end_of_stream")
-                return
-            self._tick()
-            if self._out:
-                await self._flush()
-                continue
-            await self._control.sleep_until(min(self._next_heartbeat, self._deadline, due))
-
     def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
-        """Count instead of render (history pages and live records both come through here)."""
+        """Count instead of render (history pages and live records both come through here).
+
+        Live, the first change after an update opens the debounce window: a timer wakes the
+        watch's live loop at its end, and :meth:`_tick` then writes one update for it.
+        """
         accepts = self._filter.accepts
         for record in records:
             if accepts(record):
                 self._changed |= self._counts.add(record)
                 self._through = record.sequence
+        if self._changed and self._window is None and self._live is not None and self._live.live:
+            self._due = self._now() + self._debounce
+            self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
+
+    def _tick(self) -> None:
+        if self._window is not None and self._now() >= self._due:
+            self._window.cancel()
+            self._window = None
+            self._out += self._aggregate("update")
+        super()._tick()
+
+    async def _close(self) -> None:
+        if self._window is not None:
+            self._window.cancel()
+        await super()._close()
 
     def _aggregate(self, kind: str) -> bytes:
         self._changed = False

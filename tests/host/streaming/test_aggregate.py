@@ -8,6 +8,7 @@ in-memory backend keeps both). Tests isolate their data with a unique ``run``.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_host.streaming.aggregate import GroupCounts, plan_group_counts
+from aviso_plugins.topics import build_topic
+from aviso_plugins.types import InvalidValue, StoredNotification
 from tests.conformance.helpers import (
     ERROR_KEYS,
     REPLAY,
@@ -303,3 +307,37 @@ def test_watch_errors_apply_with_the_aggregate_label(client: httpx.Client) -> No
         "INVALID_JSON",
         error="Invalid Aggregate Request",
     )
+
+
+# -- grouping rules (pure) -----------------------------------------------------------------
+
+
+def _record(
+    sequence: int, tokens: list[str], identifier: dict[str, str] | None
+) -> StoredNotification:
+    metadata = {"identifier": json.dumps(identifier, sort_keys=True)} if identifier else {}
+    return StoredNotification(sequence, build_topic(tokens), "null", 0, metadata)
+
+
+def test_records_without_a_stored_identifier_are_grouped_by_their_topic_tokens() -> None:
+    grouping = GroupCounts(["step", "param"], {"run": 1, "step": 2})
+    assert grouping.add(_record(1, ["fcagg", "r", "6"], None))
+    assert not grouping.add(_record(2, ["fcagg", "r", "6"], None))  # same topic: same one
+    assert grouping.add(_record(3, ["fcagg", "r", "12"], {"run": "r", "step": "12"}))
+    assert grouping.body() == {
+        "group_by": ["step", "param"],
+        "groups": [
+            {"count": 1, "values": {"step": "6", "param": None}},
+            {"count": 1, "values": {"step": "12", "param": None}},
+        ],
+        "total": 2,
+        "last_sequence": 3,
+    }
+
+
+def test_schema_less_event_types_group_by_their_own_identifier_keys() -> None:
+    grouping = plan_group_counts(None, {"b": "*", "a": "x"}, ["b"])
+    grouping.add(_record(1, ["adhoc", "x", "2"], None))
+    assert grouping.body()["groups"] == [{"count": 1, "values": {"b": "2"}}]
+    with pytest.raises(InvalidValue, match="Allowed fields: a, b"):
+        plan_group_counts(None, {"b": "*", "a": "x"}, ["c"])
