@@ -30,6 +30,7 @@ from tests.conformance.helpers import (
     read_stream,
     request_id_header,
 )
+from tests.conformance.test_api_shutdown_and_failures import RefusingSubscriptionsPlugin
 from tests.support.configs import BACKENDS, jetstream_variant, with_changes
 from tests.support.server import RunningServer, running_server
 
@@ -226,15 +227,25 @@ def test_a_burst_is_debounced_into_fewer_updates_with_final_counts(
 # -- stream lifecycle ----------------------------------------------------------------------
 
 
-def test_heartbeats_and_max_duration_close_like_a_watch() -> None:
-    config = with_changes(
-        CONFIG, watch_endpoint={"connection_max_duration_sec": 1, "sse_heartbeat_interval_sec": 1}
-    )
-    with (
-        running_server(config) as running,
-        httpx.Client(base_url=running.url, timeout=10.0) as http,
-        open_stream(http, AGGREGATE, request(unique_run(), ["step"])) as stream,
-    ):
+# Small limits: a one-second connection, one-second heartbeats, two historical candidates.
+LIMITED = with_changes(
+    CONFIG,
+    watch_endpoint={
+        "connection_max_duration_sec": 1,
+        "sse_heartbeat_interval_sec": 1,
+        "max_historical_notifications": 2,
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def limited() -> Iterator[httpx.Client]:
+    with running_server(LIMITED) as running, httpx.Client(base_url=running.url) as http:
+        yield http
+
+
+def test_heartbeats_and_max_duration_close_like_a_watch(limited: httpx.Client) -> None:
+    with open_stream(limited, AGGREGATE, request(unique_run(), ["step"])) as stream:
         snapshot(stream)
         events = stream.to_end()
     kinds = [event.kind for event in events]
@@ -244,6 +255,55 @@ def test_heartbeats_and_max_duration_close_like_a_watch() -> None:
     assert closing.data["reason"] == "max_duration_reached"
     assert closing.data["request_id"] == events[0].data["request_id"]
     assert stream.ended
+
+
+def test_a_history_over_the_cap_is_flagged_right_after_the_snapshot(
+    limited: httpx.Client,
+) -> None:
+    run = unique_run()
+    for step in (0, 6, 12):
+        publish(limited, run, step)
+    with open_stream(limited, AGGREGATE, request(run, ["step"])) as stream:
+        data = snapshot(stream)
+        flag = stream.next()
+    assert counts(data) == {("0",): 1, ("6",): 1}
+    assert flag is not None
+    assert flag.kind == "replay-control/notification_replay_limit_reached"
+    assert flag.data["max_allowed"] == 2
+
+
+def test_shutdown_closes_an_aggregate_with_server_shutdown() -> None:
+    with (
+        running_server(CONFIG) as running,
+        httpx.Client(base_url=running.url, timeout=10.0) as http,
+        open_stream(http, AGGREGATE, request(unique_run(), ["step"])) as stream,
+    ):
+        snapshot(stream)
+        running.begin_shutdown()
+        events = stream.to_end()
+    assert events[-1].kind == "connection-closing"
+    assert events[-1].data["reason"] == "server_shutdown"
+
+
+def test_without_a_live_feed_the_snapshot_is_followed_by_end_of_stream() -> None:
+    document = with_changes(
+        CONFIG,
+        notification_backend={
+            "kind": "refusing_subscriptions",
+            "refusing_subscriptions": {"max_history_per_topic": 100},
+        },
+    )
+    run = unique_run()
+    with (
+        running_server(document, extra_plugins=[RefusingSubscriptionsPlugin()]) as running,
+        httpx.Client(base_url=running.url, timeout=10.0) as http,
+    ):
+        publish(http, run, 6)
+        with open_stream(http, AGGREGATE, request(run, ["step"])) as stream:
+            events = stream.to_end()
+    assert [event.kind for event in events] == ["aggregate/snapshot", "connection-closing"]
+    assert events[0].data["total"] == 1
+    assert events[1].data["reason"] == "end_of_stream"
 
 
 # -- errors --------------------------------------------------------------------------------
