@@ -217,6 +217,7 @@ class AggregateStream(EventStream):
             self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
 
     def _tick(self) -> None:
+        """The update of a debounce window that has ended, then the heartbeat if due."""
         if self._window is not None and self._now() >= self._due:
             self._window.cancel()
             self._window = None
