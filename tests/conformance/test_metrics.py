@@ -372,6 +372,22 @@ def test_item_45_active_watch_gauge_and_duration(server: Metered) -> None:
     assert after.value(duration, route=WATCH) == closed_before + 1
 
 
+def test_aggregate_streams_are_counted_under_their_route(server: Metered) -> None:
+    labels = {"route": "/api/v1/aggregate", "event_type": "river_gauge"}
+    before = server.scrape().value("aviso_sse_connections_total", **labels) or 0
+    body = {**gauge(unique_basin()), "group_by": ["level"]}
+    with (
+        httpx.Client(base_url=server.url, timeout=DEFAULT_TIMEOUT) as http,
+        http.stream("POST", "/api/v1/aggregate", content=json.dumps(body)) as response,
+    ):
+        assert response.status_code == 200
+        events = Stream(response).events()  # kept: dropping it would close the response
+        assert next(events).name == "aggregate"
+        during = server.scrape()
+    assert during.value("aviso_sse_connections_total", **labels) == before + 1
+    assert during.value("aviso_sse_connections_active", **labels) == 1
+
+
 def test_item_46_unique_users_count_authenticated_users_once(with_auth: Metered) -> None:
     name = "aviso_sse_unique_users_active"
     body = json.dumps(read_body("public_feed", WATCH, {"name": "metrics-46"}))
