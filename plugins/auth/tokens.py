@@ -78,6 +78,8 @@ class TokenVerifier:
             realm=claims.get("realm"),
             roles=frozenset(claims.get("roles", ())),
             attributes=dict(claims.get("attributes", {})),
+            # Streams close at ``exp`` itself: the skew leeway only softens admission.
+            expires_at=float(claims["exp"]),
         )
 
     def _claims_valid(self, claims: Mapping[str, Any]) -> bool:
