@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import httpx
@@ -22,7 +23,7 @@ from tests.conformance.auth_support import NOTIFY, REPLAY, WATCH, body, document
 from tests.conformance.helpers import LiveStream, open_stream, request_id_header
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import FakeEcpds, fake_ecpds
-from tests.support.server import running_server
+from tests.support.server import RunningServer, running_server
 from tests.support.tokens import bearer, claims_for, mint, sign
 
 CLOSE_TIMEOUT = 20.0
@@ -148,7 +149,7 @@ ENTITLED = (200, {"success": "yes", "destinationList": [{"name": "CIP", "active"
 REVOKED = (200, {"success": "yes", "destinationList": [{"name": "FOO", "active": True}]})
 
 
-def _ecpds_server(fake: FakeEcpds, recheck_seconds: int) -> Any:
+def _ecpds_server(fake: FakeEcpds, recheck_seconds: int) -> AbstractContextManager[RunningServer]:
     doc = document("trusted_proxy", "", [fake.url])
     doc["ecpds"]["recheck_seconds"] = recheck_seconds
     doc["watch_endpoint"] = dict(WATCH_SETTINGS)
@@ -174,16 +175,23 @@ def _entitled_user(fake: FakeEcpds) -> str:
     return user
 
 
-def _ecpds_watch(client: httpx.Client) -> Any:
-    return open_stream(client, WATCH, body(ECPDS_STREAM, {"destination": "CIP"}))
+@contextmanager
+def _ecpds_watch(url: str, user: str, roles: tuple[str, ...] = ("reader",)) -> Iterator[LiveStream]:
+    """``user`` watching destination CIP, past the opening event."""
+    token = bearer(mint(user, "localrealm", list(roles)))
+    request = body(ECPDS_STREAM, {"destination": "CIP"})
+    with (
+        httpx.Client(base_url=url, headers=token) as client,
+        open_stream(client, WATCH, request) as stream,
+    ):
+        stream.until_kind("live-notification/connection_established")
+        yield stream
 
 
 def test_a_destination_revoked_at_ecpds_ends_the_stream(ecpds: tuple[FakeEcpds, str]) -> None:
     fake, url = ecpds
     user = _entitled_user(fake)
-    token = bearer(mint(user, "localrealm", ["reader"]))
-    with httpx.Client(base_url=url, headers=token) as client, _ecpds_watch(client) as stream:
-        stream.until_kind("live-notification/connection_established")
+    with _ecpds_watch(url, user) as stream:
         fake.set_answer(user, REVOKED)
         closing = _closing(stream)
     assert closing["reason"] == "access_revoked", closing
@@ -195,9 +203,7 @@ def test_a_destination_revoked_at_ecpds_ends_the_stream(ecpds: tuple[FakeEcpds, 
 def test_ecpds_unreachable_at_recheck_keeps_the_stream_open(ecpds: tuple[FakeEcpds, str]) -> None:
     fake, url = ecpds
     user = _entitled_user(fake)
-    token = bearer(mint(user, "localrealm", ["reader"]))
-    with httpx.Client(base_url=url, headers=token) as client, _ecpds_watch(client) as stream:
-        stream.until_kind("live-notification/connection_established")
+    with _ecpds_watch(url, user) as stream:
         admitted = fake.count(user)
         fake.mode = "down"
         # Two failed rechecks reached the fake, and the stream is still only heartbeating.
@@ -213,8 +219,7 @@ def test_ecpds_unreachable_at_recheck_keeps_the_stream_open(ecpds: tuple[FakeEcp
 
 def test_admins_are_not_rechecked(ecpds: tuple[FakeEcpds, str]) -> None:
     fake, url = ecpds
-    admin = bearer(mint("admin-user", "localrealm", ["admin"]))
-    with httpx.Client(base_url=url, headers=admin) as client, _ecpds_watch(client) as stream:
+    with _ecpds_watch(url, "admin-user", ("admin",)) as stream:
         for _ in range(3):
             stream.until_kind("heartbeat")
     assert fake.count("admin-user") == 0
@@ -223,13 +228,11 @@ def test_admins_are_not_rechecked(ecpds: tuple[FakeEcpds, str]) -> None:
 def test_recheck_seconds_zero_disables_rechecks() -> None:
     with fake_ecpds() as fake, _ecpds_server(fake, 0) as server:
         user = _entitled_user(fake)
-        token = bearer(mint(user, "localrealm", ["reader"]))
-        with httpx.Client(base_url=server.url, headers=token) as client:
-            with _ecpds_watch(client) as stream:
-                fake.set_answer(user, REVOKED)
-                for _ in range(3):
-                    stream.until_kind("heartbeat")
-            assert fake.count(user) == 1
+        with _ecpds_watch(server.url, user) as stream:
+            fake.set_answer(user, REVOKED)
+            for _ in range(3):
+                stream.until_kind("heartbeat")
+        assert fake.count(user) == 1
 
 
 def test_recheck_seconds_is_optional_and_must_not_be_negative() -> None:
