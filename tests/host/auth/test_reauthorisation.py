@@ -130,6 +130,17 @@ def test_anonymous_and_long_lived_callers_keep_the_existing_reasons() -> None:
             assert _closing(stream)["reason"] == "end_of_stream"
 
 
+def test_a_far_future_exp_never_expires() -> None:
+    # Beyond float range: the token is valid and its stream simply has no expiry.
+    token = sign({"alg": "HS256", "typ": "JWT"}, claims_for("reader-user", exp=10**400))
+    with (
+        running_server(_document("trusted_proxy")) as server,
+        httpx.Client(base_url=server.url, headers=bearer(token)) as client,
+        open_stream(client, REPLAY, read_body("protected_feed", REPLAY)) as stream,
+    ):
+        assert _closing(stream)["reason"] == "end_of_stream"
+
+
 def test_auth_reasons_rank_between_max_duration_and_shutdown() -> None:
     control = StreamControl("r")
     for reason in ("end_of_stream", "max_duration_reached", "auth_expired"):
