@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.cursors import now_whole_seconds
@@ -161,6 +162,7 @@ class AggregateStream(EventStream):
         replay: ReplayStart,
         live: LiveQueue | None,
         subscription: Subscription | None,
+        reauthorisation: Reauthorisation | None,
     ) -> None:
         super().__init__(
             backend=backend,
@@ -173,6 +175,7 @@ class AggregateStream(EventStream):
             live=live,
             subscription=subscription,
             is_watch=True,
+            reauthorisation=reauthorisation,
         )
         self._counts = counts
         self._cursor = replay.cursor

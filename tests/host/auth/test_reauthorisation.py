@@ -26,6 +26,7 @@ from tests.support.fake_ecpds import FakeEcpds, fake_ecpds
 from tests.support.server import RunningServer, running_server
 from tests.support.tokens import bearer, claims_for, mint, sign
 
+AGGREGATE = "/api/v1/aggregate"
 CLOSE_TIMEOUT = 20.0
 """Bound on waiting for a closing frame; tokens expire and rechecks fall due within seconds."""
 WATCH_SETTINGS = {"sse_heartbeat_interval_sec": 1}
@@ -91,6 +92,20 @@ def test_direct_mode_watch_closes_at_expiry_of_the_token_auth_o_tron_returned() 
     ):
         _assert_auth_expired(stream, exp)
         assert len(aot.requests()) == 1
+
+
+def test_an_aggregate_stream_closes_at_token_expiry() -> None:
+    token, exp = _expiring_token("reader-user", 3)
+    request = body("protected_feed", group_by=["name"])
+    with (
+        running_server(_document("trusted_proxy")) as server,
+        httpx.Client(base_url=server.url, headers=bearer(token)) as client,
+        open_stream(client, AGGREGATE, request) as stream,
+    ):
+        closing = _closing(stream)
+    assert time.time() >= exp
+    assert closing["reason"] == "auth_expired", closing
+    assert stream.events[0].kind == "aggregate/snapshot"
 
 
 @pytest.mark.parametrize("path", [WATCH, REPLAY])
