@@ -174,7 +174,9 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
 * `error`: `stream_processing_failed` (a history batch failed) or `CloudEvent creation
   failed` (one notification could not be rendered); neither ends the stream.
 * `connection-closing`: the last event of a stream the server ends; `reason` is
-  `end_of_stream`, `max_duration_reached` or `server_shutdown`.
+  `end_of_stream`, `max_duration_reached` or `server_shutdown`; additively `auth_expired`
+  (the caller's token reached its expiry) or `access_revoked` (a periodic ECPDS recheck
+  denied the destination).
 
 CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
 `datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
+from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.errors import Endpoint, validation_error
 from aviso_host.identifiers import plan_stream_filter
 from aviso_host.logs import log_event
@@ -85,6 +86,7 @@ async def aggregate(request: Request) -> ASGIApp:
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)
 
     control = StreamControl(request_id_of(request))
+    access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
     live: LiveQueue | None
     subscription: Subscription | None
     try:
@@ -114,4 +116,5 @@ async def aggregate(request: Request) -> ASGIApp:
         metrics=service.metrics.sse_connection(
             AGGREGATE_ROUTE, body.event_type, caller.username if caller is not None else None
         ),
+        reauthorisation=access,
     )

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
+from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
 from aviso_host.identifiers import plan_stream_filter
@@ -107,6 +108,7 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)
 
     control = StreamControl(request_id_of(request))
+    access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
     live: LiveQueue | None = None
     subscription = None
     if endpoint is Endpoint.WATCH:
@@ -138,6 +140,7 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
             body.event_type,
             caller.username if caller is not None else None,
         ),
+        reauthorisation=access,
     )
 
 

@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.cursors import now_whole_seconds
@@ -163,6 +164,7 @@ class AggregateStream(EventStream):
         live: LiveQueue | None,
         subscription: Subscription | None,
         metrics: SseConnection,
+        reauthorisation: Reauthorisation | None,
     ) -> None:
         super().__init__(
             backend=backend,
@@ -176,6 +178,7 @@ class AggregateStream(EventStream):
             subscription=subscription,
             is_watch=True,
             metrics=metrics,
+            reauthorisation=reauthorisation,
         )
         self._counts = counts
         self._cursor = replay.cursor

@@ -56,6 +56,7 @@ class EcpdsAuthoriser(StreamAuthoriser):
             options["max_entries"],
             on_lookup=self.metrics.cache_lookup,
         )
+        self._recheck_seconds = float(options["recheck_seconds"])
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -71,18 +72,38 @@ class EcpdsAuthoriser(StreamAuthoriser):
             await self._client.aclose()
             self._client = None
 
+    @property
+    def recheck_seconds(self) -> float:
+        return self._recheck_seconds
+
     async def authorise(
         self, caller: Caller, event_type: str, identifier: Mapping[str, str]
     ) -> None:
+        await self._check(caller, identifier, None)
+
+    async def reauthorise(
+        self, caller: Caller, event_type: str, identifier: Mapping[str, str]
+    ) -> None:
+        # A cached list may predate a revocation by up to the cache TTL; a recheck accepts
+        # one no older than the recheck interval, so every open stream of a user shares
+        # at most one upstream call per interval.
+        await self._check(caller, identifier, self._recheck_seconds)
+
+    async def _check(
+        self, caller: Caller, identifier: Mapping[str, str], max_age: float | None
+    ) -> None:
+        """One evaluation, reported to the metrics whatever its outcome."""
         try:
-            self.metrics.decision(await self._decide(caller, identifier))
+            self.metrics.decision(await self._decide(caller, identifier, max_age))
         except AuthError as exc:
             self.metrics.decision(exc.outcome if isinstance(exc, _Denied) else "error")
             raise
         finally:
             self.metrics.cache_size(len(self._cache))
 
-    async def _decide(self, caller: Caller, identifier: Mapping[str, str]) -> str:
+    async def _decide(
+        self, caller: Caller, identifier: Mapping[str, str], max_age: float | None
+    ) -> str:
         """``allow``, or raise the refusal (a :class:`_Denied` names its outcome label)."""
         client = self._client
         if client is None:
@@ -96,7 +117,7 @@ class EcpdsAuthoriser(StreamAuthoriser):
             )
         try:
             destinations = await self._cache.get(
-                caller.username, lambda username: self._fetch(client, username)
+                caller.username, lambda username: self._fetch(client, username), max_age
             )
         except LookupFailed as exc:
             raise _Denied("unavailable", 503, UNAVAILABLE) from exc

@@ -76,6 +76,9 @@ def deployment(servers: list[FakeEcpds], policy: str = "strict", **ecpds: Any) -
     with fake_auth_o_tron() as aot:
         doc = document("direct", aot.url, [fake.url for fake in servers], policy)
         doc["ecpds"].update(ecpds)
+        # These tests are about ECPDS: a hundred concurrent token checks must not time out
+        # at auth-o-tron on a busy machine and turn an ECPDS answer into a 503.
+        doc["auth"]["timeout_ms"] = 10_000
         with (
             running_server(doc) as server,
             httpx.Client(base_url=server.url, timeout=15.0) as client,
