@@ -421,21 +421,23 @@ class HttpMetricsMiddleware:
             return
         metrics = self.metrics
         method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
-        route = route_template(self.routes, scope)
+        # An enclosing router (aviso mounted in a gateway) has already set its own route.
+        outer_route = scope.get("route")
         started = time.perf_counter()
         in_flight = metrics.http_in_flight.labels(method)
         in_flight.inc()
-        status: int | None = None
+        answered: tuple[str, int] | None = None
+        """(route label, status) once the response head is ready."""
 
-        def head_ready(code: int) -> None:
-            nonlocal status
-            status = code
+        def head_ready(route: str, status: int) -> None:
+            nonlocal answered
+            answered = (route, status)
             in_flight.dec()
             metrics.http_duration.labels(route, method).observe(time.perf_counter() - started)
 
         async def send_counted(message: Message) -> None:
-            if message["type"] == "http.response.start" and status is None:
-                head_ready(message["status"])
+            if message["type"] == "http.response.start" and answered is None:
+                head_ready(self._template(scope, outer_route), message["status"])
             await send(message)
 
         try:
@@ -443,15 +445,23 @@ class HttpMetricsMiddleware:
         except asyncio.CancelledError:
             raise
         except BaseException:
-            if status is None:  # failed before any routed response: the server answers 500
-                route = ERROR_ROUTE
-                head_ready(500)
+            if answered is None:  # failed before any routed response: the server answers 500
+                head_ready(ERROR_ROUTE, 500)
             raise
         finally:
-            if status is None:  # abandoned without a response
+            if answered is None:  # abandoned without a response
                 in_flight.dec()
             else:
-                metrics.http_requests.labels(route, method, str(status)).inc()
+                metrics.http_requests.labels(answered[0], method, str(answered[1])).inc()
+
+    def _template(self, scope: Scope, outer_route: object) -> str:
+        """The template of the route the router picked (Starlette records it in the scope),
+        else of the one it would have picked: the request was refused before routing (by
+        authentication) or matched nothing."""
+        route = scope.get("route")
+        if route is not None and route is not outer_route:
+            return getattr(route, "path", UNMATCHED_ROUTE)
+        return route_template(self.routes, scope)
 
 
 # -- the separate listener ----------------------------------------------------------------

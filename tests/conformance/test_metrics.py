@@ -278,6 +278,9 @@ def test_caller_resolution_outcomes_are_counted(with_auth: Metered) -> None:
     for outcome in ("success", "unauthorized", "forbidden"):
         labels = {"mode": "direct", "outcome": outcome}
         assert after.value(name, **labels) == before.value(name, **labels) + 1, outcome
+    # Refused before routing, still labelled with the route template (§5.3).
+    refused = {"route": "/api/v1/admin/wipe/all", "method": "DELETE", "status_code": "401"}
+    assert after.value("aviso_http_requests_total", **refused) == 1
 
 
 # -- item 44: HTTP labels ------------------------------------------------------------------
