@@ -528,6 +528,31 @@ def test_ecpds_admin_bypass_and_denial_are_counted() -> None:
     assert scrape.value(name, outcome="deny_destination") == 1
 
 
+def test_ecpds_rechecks_of_open_streams_are_counted_as_decisions() -> None:
+    entitled = (200, {"success": "yes", "destinationList": [{"name": "CIP", "active": True}]})
+    revoked = (200, {"success": "yes", "destinationList": [{"name": "FOO", "active": True}]})
+    user = f"metrics-revocable-{uuid.uuid4().hex[:8]}"
+    body = json.dumps(read_body("dissemination_ecpds", WATCH, {"destination": "CIP"}))
+    with fake_ecpds() as ecpds:
+        document = auth_document("trusted_proxy", "", [ecpds.url])
+        document["ecpds"]["recheck_seconds"] = 1
+        ecpds.set_answer(user, entitled)
+        with (
+            metered(document) as running,
+            httpx.Client(base_url=running.url, timeout=DEFAULT_TIMEOUT) as http,
+            http.stream("POST", WATCH, content=body, headers=token(user)) as response,
+        ):
+            assert response.status_code == 200
+            ecpds.set_answer(user, revoked)
+            closing = next(e for e in Stream(response).events() if e.name == "connection-closing")
+            scrape = running.scrape()
+    assert closing.data["reason"] == "access_revoked"
+    name = "aviso_ecpds_access_decisions_total"
+    assert scrape.value(name, outcome="allow") >= 1  # admitted, then possibly rechecked
+    assert scrape.value(name, outcome="deny_destination") == 1
+    assert scrape.value("aviso_ecpds_fetch_total", outcome="success") >= 2
+
+
 # -- item 50 -------------------------------------------------------------------------------
 
 
