@@ -11,16 +11,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
-from aviso_builtins.backends.in_memory import InMemoryBackend
-from aviso_plugins import hookimpl
-from aviso_plugins.topics import TopicPattern
-from aviso_plugins.types import LiveSink, StorageBackend, Subscription
 from tests.conformance.helpers import (
     REPLAY,
     SSE_SETUP_ERROR_KEYS,
@@ -35,6 +31,7 @@ from tests.conformance.helpers import (
     unique_basin,
 )
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
+from tests.support.refusing_subscriptions import RefusingSubscriptionsPlugin
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import Event, Stream
 
@@ -170,21 +167,6 @@ def test_item_48_sigterm_closes_open_streams(
 
 
 # -- item 66 ----------------------------------------------------------------------------------
-
-
-class RefusingSubscriptionsBackend(InMemoryBackend):
-    """A fake external store whose live subscriptions cannot be created."""
-
-    kind: ClassVar[str] = "refusing_subscriptions"
-
-    async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> Subscription:
-        raise ConnectionError("connection refused")
-
-
-class RefusingSubscriptionsPlugin:
-    @hookimpl
-    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
-        return [RefusingSubscriptionsBackend]
 
 
 # Single-backend by design: the failing store is a fake (an in-memory subclass), not a backend
