@@ -7,7 +7,6 @@ temporary working directory and HOME and no inherited ``AVISOSERVER_*`` variable
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,12 +25,6 @@ from tests.conformance.config_support import (
     replay,
     sandbox_at,
 )
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with sandbox_at(tmp_path) as box:
-        yield box
 
 
 def env_only(port: int) -> dict[str, str]:
