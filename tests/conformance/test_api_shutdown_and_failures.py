@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ from tests.conformance.helpers import (
     unique_basin,
 )
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
+from tests.support.process import aviso_command, free_port
 from tests.support.refusing_subscriptions import RefusingSubscriptionsPlugin
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import Event, Stream
@@ -38,12 +37,6 @@ from tests.support.sse import Event, Stream
 SHUTDOWN_MESSAGE = "Server is shutting down gracefully"
 
 # -- item 48 ----------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -58,20 +51,11 @@ def aviso_process(
     )
     config = tmp_path / "aviso.yaml"
     config.write_text(yaml.safe_dump(document))
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from aviso_host.cli import main; main()",
-                "serve",
-                "--config",
-                str(config),
-                "--port",
-                str(port),
-            ],
+            aviso_command("serve", "--config", str(config), "--port", str(port)),
             stdout=output,
             stderr=subprocess.STDOUT,
         )

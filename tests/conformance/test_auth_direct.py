@@ -28,8 +28,7 @@ from tests.conformance.auth_support import (
     document,
     read_body,
 )
-from tests.conformance.config_support import free_port
-from tests.support.process import aviso_process
+from tests.support.process import aviso_process, free_port
 from tests.support.raw_http import raw_request
 from tests.support.server import running_server
 from tests.support.tokens import OTHER_SECRET, basic, bearer, mint

@@ -19,12 +19,12 @@ from tests.conformance.config_support import (
     SYSTEM_CONFIG,
     Sandbox,
     cloudevents,
-    free_port,
     no_system_config,
     notify_ok,
     port_is_free,
     replay,
 )
+from tests.support.process import free_port
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent.parent

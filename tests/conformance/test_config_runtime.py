@@ -11,12 +11,12 @@ import yaml
 from tests.conformance.config_support import (
     Sandbox,
     config_text,
-    free_port,
     notify,
     notify_ok,
     post_status,
     replay,
 )
+from tests.support.process import free_port
 from tests.support.sse import collect
 
 # Declared out of alphabetical order so that sorting is visible.

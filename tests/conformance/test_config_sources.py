@@ -17,7 +17,6 @@ from tests.conformance.config_support import (
     ServerProcess,
     cloudevents,
     config_text,
-    free_port,
     no_system_config,
     nothing_listens,
     notify,
@@ -25,6 +24,7 @@ from tests.conformance.config_support import (
     replay,
     sandbox_at,
 )
+from tests.support.process import free_port
 
 
 def env_only(port: int) -> dict[str, str]:

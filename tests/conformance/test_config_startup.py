@@ -14,9 +14,9 @@ from tests.conformance.config_support import (
     Failure,
     Sandbox,
     config_text,
-    free_port,
     notify_ok,
 )
+from tests.support.process import free_port
 
 
 def fails(sandbox: Sandbox, extra: str = "", backend: str = "{kind: in_memory}") -> Failure:

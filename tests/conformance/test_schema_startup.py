@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +23,9 @@ import httpx
 import pytest
 import yaml
 
+from tests.support.process import aviso_command, clean_environment, stop
 from tests.support.sse import collect
 
-CLI = [sys.executable, "-c", "from aviso_host.cli import main; main()"]
 RUN_TIMEOUT = 60.0
 READY_TIMEOUT = 30.0
 
@@ -165,11 +163,6 @@ class Outcome:
     elapsed: float
 
 
-def _env() -> dict[str, str]:
-    # Only the --config file counts: drop any AVISOSERVER_* overrides of this environment.
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith("AVISOSERVER_")}
-
-
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -194,7 +187,7 @@ def _write(directory: Path, name: str, document: dict[str, Any]) -> Path:
 
 
 def _serve_args(path: Path, port: int) -> list[str]:
-    return [*CLI, "serve", "--config", str(path), "--port", str(port)]
+    return aviso_command("serve", "--config", str(path), "--port", str(port))
 
 
 def _run(path: Path, port: int, cwd: Path) -> Outcome:
@@ -204,7 +197,7 @@ def _run(path: Path, port: int, cwd: Path) -> Outcome:
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
-        env=_env(),
+        env=clean_environment(),
         cwd=cwd,
         check=False,
     )
@@ -280,7 +273,7 @@ def valid_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliServer
         _serve_args(path, port),
         stdout=subprocess.DEVNULL,
         stderr=log,
-        env=_env(),
+        env=clean_environment(),
         cwd=directory,
     )
     url = f"http://127.0.0.1:{port}"
@@ -297,12 +290,7 @@ def valid_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliServer
             time.sleep(0.05)  # polling a subprocess's readiness, bounded by the deadline
         yield CliServer(url, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process, 10.0)
         log.close()
 
 
