@@ -23,11 +23,10 @@ import httpx
 import pytest
 import yaml
 
-from tests.support.process import aviso_command, clean_environment, stop
+from tests.support.process import aviso_command, aviso_process, clean_environment
 from tests.support.sse import collect
 
 RUN_TIMEOUT = 60.0
-READY_TIMEOUT = 30.0
 
 VALID: dict[str, Any] = {
     "application": {"host": "127.0.0.1", "port": 0},
@@ -267,31 +266,8 @@ def valid_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliServer
     """``VALID`` served by the real CLI: proves the broken variants fail for their change."""
     directory = tmp_path_factory.mktemp("schema_startup_valid")
     path = _write(directory, "valid", VALID)
-    [port] = _free_ports(1)
-    log = (directory / "stderr.txt").open("wb")
-    process = subprocess.Popen(
-        _serve_args(path, port),
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=clean_environment(),
-        cwd=directory,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            assert process.poll() is None, (directory / "stderr.txt").read_text()
-            try:
-                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "valid configuration did not start"
-            time.sleep(0.05)  # polling a subprocess's readiness, bounded by the deadline
+    with aviso_process(path, directory / "stderr.txt") as (url, process):
         yield CliServer(url, process)
-    finally:
-        stop(process, 10.0)
-        log.close()
 
 
 def test_item_60_to_65_control_valid_configuration_starts(valid_server: CliServer) -> None:
