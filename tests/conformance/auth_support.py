@@ -148,6 +148,7 @@ class Deployment:
         return httpx.get(f"{self.aot.url}/_requests").json()
 
     def reset(self) -> None:
+        """Empty the fake's request log and clear its scripted failures."""
         httpx.post(f"{self.aot.url}/_reset")
 
 

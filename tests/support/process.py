@@ -1,4 +1,5 @@
-"""``aviso serve`` as a child process, for tests that need signals, RSS or a fresh process."""
+"""The ``aviso`` CLI as a child process: ``aviso serve`` for tests that need signals, RSS or a
+fresh process, and short commands such as ``aviso plugins``."""
 
 from __future__ import annotations
 
