@@ -14,7 +14,6 @@ from aviso_host.errors import ApiError, Endpoint, parse_error
 
 MAX_BODY_BYTES = 262_144
 ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "payload")
-_JSON_TYPES = {str: "a string", bool: "a boolean", int: "integer", float: "floating point"}
 
 
 class BodyTooLarge(Exception):

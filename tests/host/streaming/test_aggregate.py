@@ -30,8 +30,8 @@ from tests.conformance.helpers import (
     read_stream,
     request_id_header,
 )
-from tests.conformance.test_api_shutdown_and_failures import RefusingSubscriptionsPlugin
 from tests.support.configs import BACKENDS, jetstream_variant, with_changes
+from tests.support.refusing_subscriptions import RefusingSubscriptionsPlugin
 from tests.support.server import RunningServer, running_server
 
 AGGREGATE = "/api/v1/aggregate"

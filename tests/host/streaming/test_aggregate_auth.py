@@ -11,9 +11,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conformance.auth_support import assert_auth_error, call, challenges, document
-from tests.support.fake_auth_o_tron import DIRECTORY, fake_auth_o_tron
-from tests.support.server import running_server
+from tests.conformance.auth_support import assert_auth_error, call, challenges, direct_deployment
+from tests.support.fake_auth_o_tron import DIRECTORY
 from tests.support.sse import Stream
 from tests.support.tokens import basic
 
@@ -24,12 +23,8 @@ REQUIRED = "Authentication is required for this stream"
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
-    with (
-        fake_auth_o_tron() as aot,
-        running_server(document("direct", aot.url)) as server,
-        httpx.Client(base_url=server.url, timeout=10.0) as http,
-    ):
-        yield http
+    with direct_deployment() as deployment:
+        yield deployment.client
 
 
 def aggregate(client: httpx.Client, event_type: str, user: str | None) -> httpx.Response:
