@@ -21,8 +21,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from benchmarks.core import CONFIG, fan_out_latency, percentile, raw_post
+from benchmarks.core import CONFIG, fan_out_latency, percentile
 from benchmarks.jetstream import jetstream_config
+from tests.support.held_watches import close_all, open_watch
 from tests.support.nats import nats_server
 from tests.support.process import aviso_process
 
@@ -47,23 +48,10 @@ def config_text(backend: str, nats_url: str | None) -> str:
     return base.replace("sse_heartbeat_interval_sec: 30", QUIET_HEARTBEAT) + _other_schemas()
 
 
-def idle_watch(placement: str, n: int) -> bytes:
+def idle_watch(placement: str, n: int) -> dict[str, object]:
     if placement == "other_bases":
-        body = {"event_type": f"other_{n % OTHER_TYPES:02d}", "identifier": {"run": f"idle{n}"}}
-    else:
-        body = {"event_type": "bench", "identifier": {"run": f"idle{n}"}}
-    return raw_post("/api/v1/watch", json.dumps(body))
-
-
-async def _open_idle(
-    port: int, request: bytes, gate: asyncio.Semaphore
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    async with gate:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(request)
-        await writer.drain()
-        await asyncio.wait_for(reader.readuntil(b"connection_established"), 60)
-        return reader, writer
+        return {"event_type": f"other_{n % OTHER_TYPES:02d}", "identifier": {"run": f"idle{n}"}}
+    return {"event_type": "bench", "identifier": {"run": f"idle{n}"}}
 
 
 async def measure(port: int, placement: str, idle: int, notifications: int) -> dict[str, float]:
@@ -72,13 +60,12 @@ async def measure(port: int, placement: str, idle: int, notifications: int) -> d
     alone = await fan_out_latency(port, WATCHERS, notifications, 0.02)
     gate = asyncio.Semaphore(OPENING_CONCURRENCY)
     held = await asyncio.gather(
-        *(_open_idle(port, idle_watch(placement, n), gate) for n in range(idle))
+        *(open_watch(port, idle_watch(placement, n), gate) for n in range(idle))
     )
     try:
         crowded = await fan_out_latency(port, WATCHERS, notifications, 0.02)
     finally:
-        for _, writer in held:
-            writer.close()
+        close_all(held)
     for name, latencies in (("alone", alone), ("with_idle", crowded)):
         results[f"{name}_p50_ms"] = statistics.median(latencies) * 1000
         results[f"{name}_p99_ms"] = percentile(latencies, 0.99) * 1000
