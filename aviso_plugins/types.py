@@ -252,6 +252,9 @@ class Caller:
     realm: str | None = None
     roles: frozenset[str] = frozenset()
     attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    expires_at: float | None = None
+    """When the credential expires (seconds since the epoch, a JWT's ``exp``): streams it
+    opened are closed then. ``None``: it does not expire."""
 
 
 class AuthError(Exception):
@@ -337,6 +340,18 @@ class StreamAuthoriser(ABC):
 
     async def close(self) -> None:
         """Release what ``start`` acquired; called once after the HTTP server stopped."""
+
+    @property
+    def recheck_seconds(self) -> float:
+        """How often a stream this authoriser admitted is checked again while open (0: never)."""
+        return 0.0
+
+    async def reauthorise(
+        self, caller: Caller, event_type: str, identifier: Mapping[str, str]
+    ) -> None:
+        """Check an open stream again: a 403 :class:`AuthError` ends it; any other failure
+        leaves it open until the next check. By default the same as :meth:`authorise`."""
+        await self.authorise(caller, event_type, identifier)
 
     @abstractmethod
     async def authorise(

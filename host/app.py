@@ -17,7 +17,7 @@ from aviso_host.config import load_settings
 from aviso_host.config.settings import Settings
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.request_id import RequestIdMiddleware
-from aviso_host.routes import admin, notify, schema, streams
+from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
 from aviso_host.service import Service, server_version
 
@@ -33,6 +33,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/notification", notify.notify, methods=["POST"]),
         Route("/api/v1/watch", streams.watch, methods=["POST"]),
         Route("/api/v1/replay", streams.replay, methods=["POST"]),
+        Route("/api/v1/aggregate", aggregate.aggregate, methods=["POST"]),
         Route("/api/v1/schema", schema.list_schemas, methods=["GET"]),
         Route("/api/v1/schema/{event_type}", schema.get_schema, methods=["GET"]),
         Route(

@@ -12,11 +12,12 @@ from aviso_host.encoding import dumps
 
 
 class Endpoint(Enum):
-    """The three POST endpoints; each has its own error label and validation code."""
+    """The POST endpoints; each has its own error label and validation code."""
 
     NOTIFY = ("notify", "Invalid Notification Request", "INVALID_NOTIFICATION_REQUEST")
     WATCH = ("watch", "Invalid Watch Request", "INVALID_WATCH_REQUEST")
     REPLAY = ("replay", "Invalid Replay Request", "INVALID_REPLAY_REQUEST")
+    AGGREGATE = ("aggregate", "Invalid Aggregate Request", "INVALID_AGGREGATE_REQUEST")
 
     def __init__(self, operation: str, label: str, validation_code: str) -> None:
         self.operation = operation

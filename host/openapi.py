@@ -26,6 +26,7 @@ _RID_WATCH = "d41f0a9e-3c55-4b8e-8f0e-6a2b7c9d1e30"
 _RID_REPLAY = "7c2d9b10-5e4f-4a6b-b1c8-0f9e8d7c6b5a"
 _RID_ADMIN = "6f1c2e8a-0b7d-4a55-9e39-2d0c8f3b6a41"
 _RID_SCHEMA = "0a7b3c4d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"
+_RID_AGGREGATE = "5e0c7a2b-9d14-4f6e-a8b3-1c2d3e4f5a6b"
 
 _STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
 """Anonymous callers reach public streams; a supplied credential is always verified."""
@@ -135,10 +136,24 @@ optional key.
 """
 
 
+_AGGREGATE_REQUEST_DESCRIPTION = """\
+The watch body plus `group_by` (required: identifier fields of the event type, each at most
+once; schema-less event types in permissive mode may name keys of their own identifier)
+and `debounce_ms` (optional, 0 to 60000, default 1000). Without `from_id` or `from_date`
+the counts cover all retained history. `group_by` and `debounce_ms` of the wrong JSON type
+are `INVALID_REQUEST_SHAPE`; unknown, repeated or no fields and an out-of-range
+`debounce_ms` are `INVALID_AGGREGATE_REQUEST`.
+"""
+
+
 def _stream_request_body(**examples: Any) -> Doc:
+    return _request_body("StreamRequest", examples)
+
+
+def _request_body(schema: str, examples: Doc) -> Doc:
     return {
         "required": True,
-        "content": {JSON: {"schema": _schema("StreamRequest"), "examples": _examples(**examples)}},
+        "content": {JSON: {"schema": _schema(schema), "examples": _examples(**examples)}},
     }
 
 
@@ -159,7 +174,9 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
 * `error`: `stream_processing_failed` (a history batch failed) or `CloudEvent creation
   failed` (one notification could not be rendered); neither ends the stream.
 * `connection-closing`: the last event of a stream the server ends; `reason` is
-  `end_of_stream`, `max_duration_reached` or `server_shutdown`.
+  `end_of_stream`, `max_duration_reached` or `server_shutdown`; additively `auth_expired`
+  (the caller's token reached its expiry) or `access_revoked` (a periodic ECPDS recheck
+  denied the destination).
 
 CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
 `datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,
@@ -209,12 +226,12 @@ _REPLAY_TRANSCRIPT = (
 )
 
 
-def _sse_response(**transcripts: str) -> Doc:
+def _sse_response(description: str, **transcripts: str) -> Doc:
     def fixed(value: str) -> Doc:
         return {"schema": {"type": "string", "enum": [value]}}
 
     return _response(
-        _SSE_DESCRIPTION,
+        description,
         "text/event-stream",
         {"type": "string"},
         _examples(**transcripts),
@@ -235,6 +252,9 @@ def _stream_operation(
     request_examples: Doc,
     invalid_message: str,
     transcript: Doc,
+    *,
+    request_schema: str = "StreamRequest",
+    sse_description: str = _SSE_DESCRIPTION,
 ) -> Doc:
     code = f"INVALID_{endpoint.upper()}_REQUEST"
     return {
@@ -243,9 +263,9 @@ def _stream_operation(
         "summary": summary,
         "description": description,
         "security": _STREAM_CREDENTIALS,
-        "requestBody": _stream_request_body(**request_examples),
+        "requestBody": _request_body(request_schema, request_examples),
         "responses": {
-            "200": _sse_response(**transcript),
+            "200": _sse_response(sse_description, **transcript),
             "400": _bad_request(
                 validation=_request_error(code, label, invalid_message, request_id),
                 unknown_event_type=_unknown_event_type(request_id),
@@ -405,6 +425,73 @@ def _replay_operation() -> Doc:
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
         {"two_notifications": _REPLAY_TRANSCRIPT},
+    )
+
+
+_AGGREGATE_SSE_DESCRIPTION = """\
+A Server-Sent Events stream framed exactly like a watch (see `POST /api/v1/watch`).
+
+* `aggregate` with `type` `snapshot`: always the first event; the counts over the retained
+  history from the cursor (all retained history when no cursor is given).
+* `aggregate` with `type` `update`: the counts changed. The first change after an event
+  opens a `debounce_ms` window and one update at its end carries everything counted in it;
+  no update is sent when no count changed.
+* Aggregate keys: `group_by`, `groups` (`[{"count", "values": {field: value or null}}]`,
+  ordered by value: missing first, then whole numbers numerically, then text), `total`,
+  `last_sequence` (the newest matching notification counted, `null` if none), `request_id`,
+  `timestamp`, `topic`, `type`.
+* Counts are of distinct notifications: a re-publish of an identifier already counted
+  changes nothing.
+* `replay-control` (`history_gap`, `notification_replay_limit_reached`) or `error`
+  (`stream_processing_failed`) right after the snapshot say that its history was incomplete.
+* `heartbeat` and `connection-closing` (`end_of_stream`, `max_duration_reached`,
+  `server_shutdown`) as on a watch.
+"""
+
+_AGGREGATE_TRANSCRIPT = (
+    "event: aggregate\n"
+    'data: {"group_by":["level"],"groups":[{"count":2,"values":{"level":"3"}},'
+    '{"count":1,"values":{"level":"5"}}],"last_sequence":61,'
+    '"request_id":"' + _RID_AGGREGATE + '","timestamp":"2026-04-02T08:00:00Z",'
+    '"topic":"gauge.rhine.*.*","total":3,"type":"snapshot"}\n\n'
+    "event: heartbeat\n"
+    'data: {"timestamp":"2026-04-02T08:00:00Z","topic":"gauge.rhine.*.*"}\n\n'
+    "event: aggregate\n"
+    'data: {"group_by":["level"],"groups":[{"count":2,"values":{"level":"3"}},'
+    '{"count":2,"values":{"level":"5"}}],"last_sequence":64,'
+    '"request_id":"' + _RID_AGGREGATE + '","timestamp":"2026-04-02T08:00:21Z",'
+    '"topic":"gauge.rhine.*.*","total":4,"type":"update"}\n\n'
+)
+
+
+def _aggregate_operation() -> Doc:
+    return _stream_operation(
+        "aggregate",
+        "Watch counts of notifications grouped by identifier fields",
+        "The same filters, cursor, auth, heartbeats and maximum duration as a watch, but the "
+        "stream carries counts of the matching notifications grouped by the `group_by` "
+        "fields instead of the notifications: a snapshot first, then debounced updates.",
+        "Invalid Aggregate Request",
+        _RID_AGGREGATE,
+        {
+            "steps_arrived": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine", "date": "2026-04-02"},
+                "group_by": ["level"],
+            },
+            "from_time_debounced": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine"},
+                "group_by": ["date", "level"],
+                "from_date": "2026-04-01T00:00:00Z",
+                "debounce_ms": 5000,
+            },
+        },
+        "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
+        "Allowed fields: basin, date, level",
+        {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},
+        request_schema="AggregateRequest",
+        sse_description=_AGGREGATE_SSE_DESCRIPTION,
     )
 
 
@@ -759,34 +846,57 @@ def _error_schemas() -> Doc:
 
 def _body_schemas() -> Doc:
     nullable_text: Doc = {"type": ["string", "null"]}
+    stream_request: Doc = {
+        "type": "object",
+        "description": _STREAM_REQUEST_DESCRIPTION,
+        "required": ["event_type", "identifier"],
+        "additionalProperties": False,
+        "properties": {
+            "event_type": {"type": "string", "description": "A configured schema key."},
+            "identifier": {
+                "type": "object",
+                "description": "Field name to value (or, on watch/replay, constraint).",
+                "additionalProperties": True,
+            },
+            "from_id": {
+                **nullable_text,
+                "description": 'Start sequence (inclusive), e.g. `"57"`.',
+            },
+            "from_date": {
+                **nullable_text,
+                "description": "Start time (inclusive), e.g. "
+                '`"2026-04-01T00:00:00Z"` or `"1740509903"`.',
+            },
+            "payload": {"description": "Any JSON value; stored and delivered verbatim."},
+        },
+    }
     return {
         "RequestId": {
             "type": "string",
             "description": "Equals the `X-Request-ID` response header.",
             "pattern": _UUID_PATTERN,
         },
-        "StreamRequest": {
-            "type": "object",
-            "description": _STREAM_REQUEST_DESCRIPTION,
-            "required": ["event_type", "identifier"],
-            "additionalProperties": False,
+        "StreamRequest": stream_request,
+        "AggregateRequest": {
+            **stream_request,
+            "description": _AGGREGATE_REQUEST_DESCRIPTION,
+            "required": ["event_type", "identifier", "group_by"],
             "properties": {
-                "event_type": {"type": "string", "description": "A configured schema key."},
-                "identifier": {
-                    "type": "object",
-                    "description": "Field name to value (or, on watch/replay, constraint).",
-                    "additionalProperties": True,
+                **stream_request["properties"],
+                "group_by": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "description": "Identifier fields of the event type to group the counts by.",
                 },
-                "from_id": {
-                    **nullable_text,
-                    "description": 'Start sequence (inclusive), e.g. `"57"`.',
+                "debounce_ms": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "maximum": 60000,
+                    "default": 1000,
+                    "description": "The window that coalesces changes into one update.",
                 },
-                "from_date": {
-                    **nullable_text,
-                    "description": "Start time (inclusive), e.g. "
-                    '`"2026-04-01T00:00:00Z"` or `"1740509903"`.',
-                },
-                "payload": {"description": "Any JSON value; stored and delivered verbatim."},
             },
         },
         "NotificationAccepted": {
@@ -1036,13 +1146,17 @@ def openapi_document(version: str) -> dict[str, Any]:
                 {"name": "general", "description": "Landing page."},
                 {"name": "schema", "description": "Schema discovery."},
                 {"name": "notification", "description": "Publishing notifications."},
-                {"name": "streaming", "description": "Watch and replay over Server-Sent Events."},
+                {
+                    "name": "streaming",
+                    "description": "Watch, replay and aggregate over Server-Sent Events.",
+                },
                 {"name": "admin", "description": "Deleting stored notifications."},
             ],
             "paths": {
                 "/api/v1/notification": {"post": _notify_operation()},
                 "/api/v1/watch": {"post": _watch_operation()},
                 "/api/v1/replay": {"post": _replay_operation()},
+                "/api/v1/aggregate": {"post": _aggregate_operation()},
                 **_schema_operations(),
                 **_admin_operations(),
                 **_operational_operations(),

@@ -1,8 +1,10 @@
-"""Reading the shared POST body of notify / watch / replay (steps 2-5 of the pipeline)."""
+"""Reading the shared POST body of notify / watch / replay / aggregate (steps 2-5 of the
+pipeline)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -12,8 +14,6 @@ from aviso_host.errors import ApiError, Endpoint, parse_error
 
 MAX_BODY_BYTES = 262_144
 ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "payload")
-_ALLOWED_TEXT = "[" + ", ".join(f'"{name}"' for name in ALLOWED_FIELDS) + "]"
-_JSON_TYPES = {str: "a string", bool: "a boolean", int: "integer", float: "floating point"}
 
 
 class BodyTooLarge(Exception):
@@ -28,6 +28,9 @@ class RequestBody:
     from_date: str | None
     payload: Any
     """``None`` when absent or JSON null (the two are the same thing)."""
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    """The endpoint's own members beyond the shared five, as sent (absent or null left out);
+    the endpoint checks their types."""
 
 
 async def read_body(request: Request) -> bytes:
@@ -57,46 +60,60 @@ def _describe(value: Any) -> str:
     return "map"
 
 
-def parse_body(raw: bytes, endpoint: Endpoint) -> RequestBody:
+def missing_field(endpoint: Endpoint, name: str) -> ApiError:
+    return parse_error(
+        endpoint, "INVALID_REQUEST_SHAPE", f"Request deserialization failed: missing field `{name}`"
+    )
+
+
+def invalid_type(endpoint: Endpoint, value: Any, expected: str) -> ApiError:
+    """``INVALID_REQUEST_SHAPE`` for a member of the wrong JSON type."""
+    return parse_error(
+        endpoint,
+        "INVALID_REQUEST_SHAPE",
+        f"Request deserialization failed: invalid type: {_describe(value)}, expected {expected}",
+    )
+
+
+def parse_body(raw: bytes, endpoint: Endpoint, extra_fields: tuple[str, ...] = ()) -> RequestBody:
+    """``extra_fields``: top-level members this endpoint allows beyond the shared five."""
     try:
         document = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise parse_error(endpoint, "INVALID_JSON", f"JSON parsing failed: {exc}") from exc
     if isinstance(document, dict):
-        unknown = sorted(set(document) - set(ALLOWED_FIELDS))
+        allowed = ALLOWED_FIELDS + extra_fields
+        unknown = sorted(set(document) - set(allowed))
         if unknown:
+            allowed_text = "[" + ", ".join(f'"{name}"' for name in allowed) + "]"
             raise parse_error(
                 endpoint,
                 "UNKNOWN_FIELD",
                 "Request contains unknown fields: "
-                f"Unknown field '{unknown[0]}' in request. Allowed fields: {_ALLOWED_TEXT}",
+                f"Unknown field '{unknown[0]}' in request. Allowed fields: {allowed_text}",
             )
-    return _shape(document, endpoint)
+    return _shape(document, endpoint, extra_fields)
 
 
-def _shape(document: Any, endpoint: Endpoint) -> RequestBody:
-    def fail(detail: str) -> ApiError:
-        return parse_error(
-            endpoint, "INVALID_REQUEST_SHAPE", f"Request deserialization failed: {detail}"
-        )
-
+def _shape(document: Any, endpoint: Endpoint, extra_fields: tuple[str, ...]) -> RequestBody:
     if not isinstance(document, dict):
-        raise fail(f"invalid type: {_describe(document)}, expected struct RequestBody")
+        raise invalid_type(endpoint, document, "struct RequestBody")
     for name in ("event_type", "identifier"):
         if name not in document:
-            raise fail(f"missing field `{name}`")
+            raise missing_field(endpoint, name)
     if not isinstance(document["event_type"], str):
-        raise fail(f"invalid type: {_describe(document['event_type'])}, expected a string")
+        raise invalid_type(endpoint, document["event_type"], "a string")
     if not isinstance(document["identifier"], dict):
-        raise fail(f"invalid type: {_describe(document['identifier'])}, expected a map")
+        raise invalid_type(endpoint, document["identifier"], "a map")
     for name in ("from_id", "from_date"):
         value = document.get(name)
         if value is not None and not isinstance(value, str):
-            raise fail(f"invalid type: {_describe(value)}, expected a string")
+            raise invalid_type(endpoint, value, "a string")
     return RequestBody(
         event_type=document["event_type"],
         identifier=document["identifier"],
         from_id=document.get("from_id"),
         from_date=document.get("from_date"),
         payload=document.get("payload"),
+        extras={name: document[name] for name in extra_fields if document.get(name) is not None},
     )

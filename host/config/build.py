@@ -34,6 +34,7 @@ ECPDS_DEFAULTS: Mapping[str, Any] = {
     "request_timeout_seconds": 30,
     "connect_timeout_seconds": 5,
     "partial_outage_policy": "strict",
+    "recheck_seconds": 60,
 }
 
 

@@ -81,6 +81,7 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "request_timeout_seconds": _COUNT,
                     "connect_timeout_seconds": _COUNT,
                     "partial_outage_policy": {"type": "string", "enum": ["strict", "any_success"]},
+                    "recheck_seconds": _COUNT,
                 },
             },
             "metrics": {

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
+from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
 from aviso_host.identifiers import plan_stream_filter
@@ -22,11 +23,13 @@ from aviso_host.routes.common import (
     service_of,
 )
 from aviso_host.schemas import POINT, POLYGON
+from aviso_host.service import Service
 from aviso_host.streaming.control import LiveQueue, StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_plugins.geometry import parse_point_text
 from aviso_plugins.numbers import json_scalar_text
-from aviso_plugins.types import InvalidValue, StartCursor
+from aviso_plugins.topics import TopicPattern
+from aviso_plugins.types import InvalidValue, StartCursor, Subscription
 
 _MISSING_CURSOR = (
     "Replay endpoint requires either from_id or from_date parameter. "
@@ -38,7 +41,7 @@ _BOTH_CURSORS = (
 )
 
 
-def _point(identifier: dict[str, Any]) -> tuple[float, float] | None:
+def spatial_point(identifier: dict[str, Any]) -> tuple[float, float] | None:
     """Spatial sanity (runs before the cursor rules)."""
     if POLYGON in identifier and POINT in identifier:
         raise InvalidValue(
@@ -59,7 +62,7 @@ def _point(identifier: dict[str, Any]) -> tuple[float, float] | None:
         ) from exc
 
 
-def _replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
+def replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
     try:
         from_id = parse_from_id(body.from_id) if body.from_id is not None else None
         from_date = parse_from_date(body.from_date) if body.from_date is not None else None
@@ -76,6 +79,17 @@ def _replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
     return None
 
 
+async def open_live(
+    service: Service, control: StreamControl, pattern: TopicPattern
+) -> tuple[LiveQueue, Subscription]:
+    """A live queue subscribed to ``pattern``; raises whatever the backend raises."""
+    watch = service.settings.watch
+    live = LiveQueue(
+        control, service.backend.live_buffer_size, watch.max_queue_bytes, watch.on_backpressure
+    )
+    return live, await service.backend.subscribe(pattern, live)
+
+
 async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     service = service_of(request)
     body = await read_request(request, endpoint)
@@ -83,8 +97,8 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
-        point = _point(body.identifier)
-        replay = _replay_start(body, endpoint)
+        point = spatial_point(body.identifier)
+        replay = replay_start(body, endpoint)
         stream_filter = plan_stream_filter(
             schema, body.event_type, body.identifier, endpoint.operation, point
         )
@@ -93,15 +107,12 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)
 
     control = StreamControl(request_id_of(request))
+    access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
     live: LiveQueue | None = None
     subscription = None
     if endpoint is Endpoint.WATCH:
-        watch = service.settings.watch
-        live = LiveQueue(
-            control, service.backend.live_buffer_size, watch.max_queue_bytes, watch.on_backpressure
-        )
         try:
-            subscription = await service.backend.subscribe(stream_filter.pattern, live)
+            live, subscription = await open_live(service, control, stream_filter.pattern)
         except Exception as exc:
             if replay is None:
                 return error_response(
@@ -123,6 +134,7 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
         live=live,
         subscription=subscription,
         is_watch=endpoint is Endpoint.WATCH,
+        reauthorisation=access,
     )
 
 

@@ -21,7 +21,11 @@ _PRECEDENCE = {
     "end_of_stream": 1,
     "slow_consumer": 2,
     "max_duration_reached": 3,
-    "server_shutdown": 4,
+    # Above the maximum duration: reconnecting with the same credential would fail, and
+    # the client must know that before it tries.
+    "auth_expired": 4,
+    "access_revoked": 5,
+    "server_shutdown": 6,
 }
 
 

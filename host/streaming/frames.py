@@ -24,6 +24,8 @@ CLOSE_MESSAGES = {
     "max_duration_reached": "Connection reached maximum duration",
     "server_shutdown": "Server is shutting down gracefully",
     "slow_consumer": "Client did not keep up; reconnect with from_id to resume",
+    "auth_expired": "Authentication expired",
+    "access_revoked": "Access to this stream was revoked",
 }
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from starlette.types import Receive, Scope, Send
 
+from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.filtering import StreamFilter
@@ -67,6 +68,7 @@ class EventStream:
         live: LiveQueue | None,
         subscription: Subscription | None,
         is_watch: bool,
+        reauthorisation: Reauthorisation | None = None,
     ) -> None:
         self._backend = backend
         self._renderer = renderer
@@ -78,6 +80,7 @@ class EventStream:
         self._live = live
         self._subscription = subscription
         self._is_watch = is_watch
+        self._reauthorisation = reauthorisation
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._out = bytearray()
@@ -106,6 +109,8 @@ class EventStream:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
         finally:
             control.cancel_timer()
+            if self._reauthorisation is not None:
+                self._reauthorisation.close()
             watcher.cancel()
             self._streams.discard(control)
             if self._subscription is not None:
@@ -232,7 +237,7 @@ class EventStream:
             if self._out:
                 await self._flush()
                 continue
-            await self._control.sleep_until(min(self._next_heartbeat, self._deadline))
+            await self._control.sleep_until(self._wake_at())
 
     async def _close(self) -> None:
         reason = self._control.stop_reason
@@ -249,9 +254,19 @@ class EventStream:
     # -- helpers ---------------------------------------------------------------------------
 
     def _stopping(self) -> bool:
-        if self._now() >= self._deadline:
+        now = self._now()
+        if now >= self._deadline:
             self._control.stop("max_duration_reached")
+        if self._reauthorisation is not None:
+            self._reauthorisation.poll(now)
         return self._control.stop_reason is not None
+
+    def _wake_at(self) -> float:
+        """The next moment the stream has something to do without being woken."""
+        wake_at = min(self._next_heartbeat, self._deadline)
+        if self._reauthorisation is not None:
+            wake_at = min(wake_at, self._reauthorisation.wake_at())
+        return wake_at
 
     def _tick(self) -> None:
         """Queue a heartbeat when one is due (watch streams only)."""
@@ -266,7 +281,7 @@ class EventStream:
         """Wait between replay batches, still honouring heartbeats and stop requests."""
         until = self._now() + seconds
         while not self._stopping() and self._now() < until:
-            await self._control.sleep_until(min(until, self._next_heartbeat, self._deadline))
+            await self._control.sleep_until(min(until, self._wake_at()))
             self._tick()
             await self._flush()
 

@@ -42,6 +42,7 @@ class EcpdsAuthoriser(StreamAuthoriser):
         )
         self._credentials = httpx.BasicAuth(options["username"], options["password"])
         self._cache = DestinationCache(options["cache_ttl_seconds"], options["max_entries"])
+        self._recheck_seconds = float(options["recheck_seconds"])
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -57,8 +58,25 @@ class EcpdsAuthoriser(StreamAuthoriser):
             await self._client.aclose()
             self._client = None
 
+    @property
+    def recheck_seconds(self) -> float:
+        return self._recheck_seconds
+
     async def authorise(
         self, caller: Caller, event_type: str, identifier: Mapping[str, str]
+    ) -> None:
+        await self._check(caller, identifier, None)
+
+    async def reauthorise(
+        self, caller: Caller, event_type: str, identifier: Mapping[str, str]
+    ) -> None:
+        # A cached list may predate a revocation by up to the cache TTL; a recheck accepts
+        # one no older than the recheck interval, so every open stream of a user shares
+        # at most one upstream call per interval.
+        await self._check(caller, identifier, self._recheck_seconds)
+
+    async def _check(
+        self, caller: Caller, identifier: Mapping[str, str], max_age: float | None
     ) -> None:
         client = self._client
         if client is None:
@@ -70,7 +88,7 @@ class EcpdsAuthoriser(StreamAuthoriser):
             )
         try:
             destinations = await self._cache.get(
-                caller.username, lambda username: self._fetch(client, username)
+                caller.username, lambda username: self._fetch(client, username), max_age
             )
         except LookupFailed as exc:
             raise AuthError(503, UNAVAILABLE) from exc

@@ -30,21 +30,29 @@ class DestinationCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def cached(self, username: str) -> Destinations | None:
-        """The unexpired entry for ``username`` (refreshing its recency), else ``None``."""
+    def cached(self, username: str, max_age: float | None = None) -> Destinations | None:
+        """The unexpired entry for ``username`` (refreshing its recency), else ``None``.
+
+        With ``max_age``, an entry fetched longer ago than that counts as missing too (it
+        stays stored for requests that accept it until it is replaced or expires).
+        """
         entry = self._entries.get(username)
         if entry is None:
             return None
         expires, destinations = entry
-        if expires <= self._clock():
+        now = self._clock()
+        if expires <= now:
             del self._entries[username]
+            return None
+        if max_age is not None and now - (expires - self._ttl) > max_age:
             return None
         self._entries.move_to_end(username)
         return destinations
 
-    async def get(self, username: str, fetch: Fetch) -> Destinations:
-        """The user's destinations from cache, or from the one fetch in flight for them."""
-        destinations = self.cached(username)
+    async def get(self, username: str, fetch: Fetch, max_age: float | None = None) -> Destinations:
+        """The user's destinations from cache (no older than ``max_age`` if given), or from
+        the one fetch in flight for them."""
+        destinations = self.cached(username, max_age)
         if destinations is not None:
             return destinations
         task = self._inflight.get(username)

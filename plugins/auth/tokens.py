@@ -26,6 +26,7 @@ MISSING_USER = "Token is missing required user claims"
 ALGORITHM = "HS256"
 CLOCK_SKEW_SECONDS = 60
 RECOMMENDED_SECRET_BYTES = 32
+_EXACT_FLOAT_LIMIT = 2**53
 
 _JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+", re.ASCII)
 
@@ -78,6 +79,7 @@ class TokenVerifier:
             realm=claims.get("realm"),
             roles=frozenset(claims.get("roles", ())),
             attributes=dict(claims.get("attributes", {})),
+            expires_at=_expiry(claims["exp"]),
         )
 
     def _claims_valid(self, claims: Mapping[str, Any]) -> bool:
@@ -97,6 +99,12 @@ class TokenVerifier:
         return isinstance(attributes, dict) and all(
             isinstance(value, str) for value in attributes.values()
         )
+
+
+def _expiry(exp: int) -> float | None:
+    """When streams opened with this token close: at ``exp`` itself (the skew leeway only
+    softens admission). An ``exp`` beyond exact float range never comes: no expiry."""
+    return float(exp) if exp < _EXACT_FLOAT_LIMIT else None
 
 
 def _is_integer(value: Any) -> bool:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tests.conformance.helpers import request_id_header
+from tests.support.fake_auth_o_tron import FakeAuthOTron, fake_auth_o_tron
+from tests.support.fake_ecpds import fake_ecpds
+from tests.support.server import RunningServer, running_server
 from tests.support.tokens import SECRET
 
 AUTH_KEYS = ["code", "error", "message", "request_id"]
@@ -118,6 +124,66 @@ def document(
             "partial_outage_policy": policy,
         }
     return doc
+
+
+# -- deployments -----------------------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    """A real auth-enabled server, the loopback auth-o-tron it asks, and a client to it."""
+
+    mode: str
+    aot: FakeAuthOTron
+    server: RunningServer
+    client: httpx.Client
+
+    @property
+    def challenges(self) -> list[str]:
+        """The ``WWW-Authenticate`` fields this mode's 401 carries."""
+        return ["Bearer"] if self.mode == "trusted_proxy" else ["Bearer", "Basic"]
+
+    def forwarded(self) -> list[dict[str, Any]]:
+        """What aviso sent to auth-o-tron since the last reset (via the fake's own API)."""
+        return httpx.get(f"{self.aot.url}/_requests").json()
+
+    def reset(self) -> None:
+        """Empty the fake's request log and clear its scripted failures."""
+        httpx.post(f"{self.aot.url}/_reset")
+
+
+@contextmanager
+def deploy(
+    doc: dict[str, Any], aot: FakeAuthOTron, client_timeout: float = 10.0
+) -> Iterator[Deployment]:
+    """Serve ``doc`` (a :func:`document` naming ``aot``) and open a client to it."""
+    with (
+        running_server(doc) as server,
+        httpx.Client(base_url=server.url, timeout=client_timeout) as client,
+    ):
+        yield Deployment(doc["auth"]["mode"], aot, server, client)
+
+
+@contextmanager
+def direct_deployment() -> Iterator[Deployment]:
+    """The §9 configuration in direct mode against its own loopback auth-o-tron."""
+    with fake_auth_o_tron() as aot, deploy(document("direct", aot.url), aot) as deployment:
+        yield deployment
+
+
+@contextmanager
+def both_modes(client_timeout: float = 10.0, **direct_auth: Any) -> Iterator[dict[str, Deployment]]:
+    """A direct and a trusted-proxy server sharing one auth-o-tron and one ECPDS double;
+    ``direct_auth`` changes the direct server's ``auth`` block only."""
+    with fake_auth_o_tron() as aot, fake_ecpds() as ecpds:
+        servers = [ecpds.url]
+        with (
+            deploy(
+                document("direct", aot.url, servers, **direct_auth), aot, client_timeout
+            ) as direct,
+            deploy(document("trusted_proxy", aot.url, servers), aot, client_timeout) as proxy,
+        ):
+            yield {"direct": direct, "trusted_proxy": proxy}
 
 
 # -- requests --------------------------------------------------------------------------

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -27,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.process import aviso_command, stop
 from tests.support.sse import Event, collect
 
-AVISO = (sys.executable, "-c", "from aviso_host.cli import main; main()")
 SYSTEM_CONFIG = Path("/etc/aviso_server/config.yaml")
 ENV_PREFIX = "AVISOSERVER_"
 
@@ -45,13 +43,6 @@ no_system_config = pytest.mark.skipif(
     reason=f"{SYSTEM_CONFIG} exists on this machine: the default cascade would read it",
 )
 """For tests that rely on the default file cascade (no ``AVISOSERVER_CONFIG_FILE``)."""
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def port_is_free(port: int) -> bool:
@@ -131,17 +122,6 @@ class ServerProcess:
         return records
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, wait, SIGKILL on timeout; always reaps the process."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait(STOP_TIMEOUT)
-
-
 def _healthy(client: httpx.Client, url: str) -> bool:
     try:
         return client.get(f"{url}/health").status_code == 200
@@ -199,7 +179,7 @@ class Sandbox:
         stderr_path = logs / "stderr.log"
         with open(logs / "stdout.log", "wb") as out, open(stderr_path, "wb") as err:
             process = subprocess.Popen(
-                [*AVISO, *args],
+                aviso_command(*args),
                 cwd=cwd or self.cwd,
                 env=self.environ(env),
                 stdin=subprocess.DEVNULL,
@@ -236,7 +216,7 @@ class Sandbox:
             assert process.poll() is None, server.stderr()
             yield server
         finally:
-            stop(process)
+            stop(process, STOP_TIMEOUT)
 
     def serve_fails(
         self,
@@ -261,7 +241,7 @@ class Sandbox:
                     time.sleep(POLL_STEP)
             running = process.poll() is None
         finally:
-            stop(process)
+            stop(process, STOP_TIMEOUT)
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if started:
             pytest.fail(f"aviso serve started on port {port} instead of failing:\n{stderr}")
@@ -274,7 +254,7 @@ class Sandbox:
     ) -> subprocess.CompletedProcess[str]:
         """Run a short-lived ``aviso`` command (e.g. ``config check FILE``)."""
         return subprocess.run(
-            [*AVISO, *args],
+            aviso_command(*args),
             cwd=self.cwd,
             env=self.environ(env),
             stdin=subprocess.DEVNULL,
@@ -287,7 +267,7 @@ class Sandbox:
     def close(self) -> None:
         """Safety net for the fixture teardown: no process outlives its test."""
         for process in self._processes:
-            stop(process)
+            stop(process, STOP_TIMEOUT)
 
 
 @contextmanager

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.conformance.config_support import Sandbox, sandbox_at
 from tests.support.configs import API_EXAMPLE, BACKENDS, ForBackend, jetstream_variant
 from tests.support.server import RunningServer, running_server
 
@@ -61,3 +63,10 @@ def api_server(for_backend: ForBackend) -> Iterator[RunningServer]:
 def client(api_server: RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=api_server.url, timeout=10.0) as http:
         yield http
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    """A sealed working directory and HOME for ``aviso`` processes (configuration tests)."""
+    with sandbox_at(tmp_path) as box:
+        yield box

@@ -29,6 +29,8 @@ CLOUDEVENT_TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3}|\.\d{6
 ERROR_KEYS = {"code", "details", "error", "message", "request_id"}
 SSE_SETUP_ERROR_KEYS = ERROR_KEYS | {"topic"}
 UNKNOWN_EVENT_TYPE_KEYS = {"code", "configured_event_types", "error", "message", "request_id"}
+ADMIN_KEYS = ["success", "message", "notification_id", "request_id"]
+WIPE_KEYS = ["success", "message", "request_id"]
 
 NOTIFY = "/api/v1/notification"
 WATCH = "/api/v1/watch"
@@ -110,6 +112,24 @@ def assert_error(
     if message_prefix is not None:
         assert body["message"].startswith(message_prefix), body
     return body
+
+
+def admin_body(response: httpx.Response, keys: list[str]) -> dict[str, Any]:
+    """An admin body: exactly ``keys`` in declared order, compact, request id = header."""
+    assert response.headers["content-type"].split(";")[0] == "application/json"
+    pairs = json.loads(response.text, object_pairs_hook=list)
+    assert [key for key, _ in pairs] == keys, response.text
+    body = dict(pairs)
+    assert response.text == json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    assert body["request_id"] == request_id_header(response)
+    return body
+
+
+def wipe_stream(
+    client: httpx.Client, content: bytes | None, json_header: bool = True
+) -> httpx.Response:
+    headers = {"Content-Type": "application/json"} if json_header else {}
+    return client.request("DELETE", "/api/v1/admin/wipe/stream", content=content, headers=headers)
 
 
 def notify(

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conformance.config_support import free_port
 from tests.conformance.helpers import NOTIFY, assert_error, request_id_header
 from tests.support.configs import API_EXAMPLE
+from tests.support.process import free_port
 from tests.support.server import running_server
 
 

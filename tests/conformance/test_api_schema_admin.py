@@ -5,16 +5,17 @@ Items 54, 61 and 62 need auth enabled and live in ``test_api_auth.py``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conformance.helpers import (
+    ADMIN_KEYS,
     POLYGON_AROUND_ZURICH,
+    WIPE_KEYS,
+    admin_body,
     assert_compact_sorted,
     gauge,
     notify,
@@ -22,23 +23,10 @@ from tests.conformance.helpers import (
     request_id_header,
     unique_basin,
     unique_date,
+    wipe_stream,
 )
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import running_server
-
-ADMIN_KEYS = ["success", "message", "notification_id", "request_id"]
-WIPE_KEYS = ["success", "message", "request_id"]
-
-
-def _typed_body(response: httpx.Response, keys: list[str]) -> dict[str, Any]:
-    """An admin body: exactly ``keys`` in declared order, compact, request id = header."""
-    assert response.headers["content-type"].split(";")[0] == "application/json"
-    pairs = json.loads(response.text, object_pairs_hook=list)
-    assert [key for key, _ in pairs] == keys, response.text
-    body = dict(pairs)
-    assert response.text == json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    assert body["request_id"] == request_id_header(response)
-    return body
 
 
 @pytest.fixture
@@ -131,7 +119,7 @@ def test_item_53_unknown_schema(client: httpx.Client) -> None:
 def test_item_55_delete_malformed_id(client: httpx.Client) -> None:
     response = client.delete("/api/v1/admin/notification/not-an-id")
     assert response.status_code == 400
-    body = _typed_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["success"] is False
     assert body["message"] == "notification_id must be in '<stream>@<sequence>' format"
     assert body["notification_id"] == "not-an-id"
@@ -141,7 +129,7 @@ def test_item_55_delete_malformed_id(client: httpx.Client) -> None:
 def test_item_55_delete_empty_parts(client: httpx.Client, raw: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
-    body = _typed_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["message"] == "notification_id must be in '<stream>@<sequence>' format"
 
 
@@ -158,7 +146,7 @@ def test_item_55_delete_empty_parts(client: httpx.Client, raw: str) -> None:
 def test_item_56_delete_bad_sequence(client: httpx.Client, raw: str, message: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
-    body = _typed_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["success"] is False
     assert body["message"] == message
     assert body["notification_id"] == raw
@@ -168,7 +156,7 @@ def test_item_56_delete_bad_sequence(client: httpx.Client, raw: str, message: st
 def test_item_57_delete_unknown(client: httpx.Client, raw: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 404
-    body = _typed_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["success"] is False
     assert body["message"] == "Notification not found"
 
@@ -183,7 +171,7 @@ def test_item_58_delete_a_replayed_notification(client: httpx.Client, form: str)
     raw = cloudevent_id if form == "event_type" else f"gauge@{sequence}"
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 200, response.text
-    body = _typed_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body == {
         "success": True,
         "message": "Notification deleted",
@@ -206,14 +194,9 @@ def test_item_59_wipe_stream(fresh: httpx.Client) -> None:
     day = unique_date()
     gauge(fresh, basin)
     _storm(fresh, day)
-    response = fresh.request(
-        "DELETE",
-        "/api/v1/admin/wipe/stream",
-        content=b'{"stream_name":"GAUGE"}',
-        headers={"Content-Type": "application/json"},
-    )
+    response = wipe_stream(fresh, b'{"stream_name":"GAUGE"}')
     assert response.status_code == 200
-    body = _typed_body(response, WIPE_KEYS)
+    body = admin_body(response, WIPE_KEYS)
     assert body["success"] is True
     assert body["message"] == "Successfully wiped stream: GAUGE"
     assert replay_all(fresh, "river_gauge", {"basin": basin}).notifications() == []
@@ -229,14 +212,9 @@ def test_item_59_wipe_stream(fresh: httpx.Client) -> None:
 def test_item_59_wipe_stream_does_not_resolve_event_type_aliases(fresh: httpx.Client) -> None:
     basin = unique_basin()
     gauge(fresh, basin)
-    response = fresh.request(
-        "DELETE",
-        "/api/v1/admin/wipe/stream",
-        content=b'{"stream_name":"river_gauge","extra":1}',
-        headers={"Content-Type": "application/json"},
-    )
+    response = wipe_stream(fresh, b'{"stream_name":"river_gauge","extra":1}')
     assert response.status_code == 200
-    assert _typed_body(response, WIPE_KEYS)["message"] == "Successfully wiped stream: river_gauge"
+    assert admin_body(response, WIPE_KEYS)["message"] == "Successfully wiped stream: river_gauge"
     assert len(replay_all(fresh, "river_gauge", {"basin": basin}).notifications()) == 1
 
 
@@ -247,7 +225,7 @@ def test_item_60_wipe_all(fresh: httpx.Client) -> None:
     _storm(fresh, day)
     response = fresh.delete("/api/v1/admin/wipe/all")
     assert response.status_code == 200
-    body = _typed_body(response, WIPE_KEYS)
+    body = admin_body(response, WIPE_KEYS)
     assert body["success"] is True
     assert body["message"] == "Successfully wiped all data"
     assert replay_all(fresh, "river_gauge", {"basin": basin}).notifications() == []

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
-from aviso_builtins.backends.in_memory import InMemoryBackend
-from aviso_plugins import hookimpl
-from aviso_plugins.topics import TopicPattern
-from aviso_plugins.types import LiveSink, StorageBackend, Subscription
 from tests.conformance.helpers import (
     REPLAY,
     SSE_SETUP_ERROR_KEYS,
@@ -35,6 +29,8 @@ from tests.conformance.helpers import (
     unique_basin,
 )
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
+from tests.support.process import aviso_process
+from tests.support.refusing_subscriptions import RefusingSubscriptionsPlugin
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import Event, Stream
 
@@ -43,14 +39,8 @@ SHUTDOWN_MESSAGE = "Server is shutting down gracefully"
 # -- item 48 ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
-def aviso_process(
+def slow_replay_process(
     tmp_path: Path, for_backend: ForBackend
 ) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
     """``aviso serve`` in a subprocess, with a slow replay (one notification per second)."""
@@ -61,39 +51,9 @@ def aviso_process(
     )
     config = tmp_path / "aviso.yaml"
     config.write_text(yaml.safe_dump(document))
-    port = _free_port()
     log = tmp_path / "server.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from aviso_host.cli import main; main()",
-                "serve",
-                "--config",
-                str(config),
-                "--port",
-                str(port),
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "server did not come up\n" + log.read_text()
-            try:
-                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+    with aviso_process(config, log) as (url, process):
         yield process, url, log
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
 
 
 def _read_in_thread(
@@ -127,9 +87,9 @@ def _read_in_thread(
 
 
 def test_item_48_sigterm_closes_open_streams(
-    aviso_process: tuple[subprocess.Popen[bytes], str, Path],
+    slow_replay_process: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
-    process, url, log = aviso_process
+    process, url, log = slow_replay_process
     basin = unique_basin()
     with httpx.Client(base_url=url, timeout=10.0) as http:
         for level in range(8):
@@ -170,21 +130,6 @@ def test_item_48_sigterm_closes_open_streams(
 
 
 # -- item 66 ----------------------------------------------------------------------------------
-
-
-class RefusingSubscriptionsBackend(InMemoryBackend):
-    """A fake external store whose live subscriptions cannot be created."""
-
-    kind: ClassVar[str] = "refusing_subscriptions"
-
-    async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> Subscription:
-        raise ConnectionError("connection refused")
-
-
-class RefusingSubscriptionsPlugin:
-    @hookimpl
-    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
-        return [RefusingSubscriptionsBackend]
 
 
 # Single-backend by design: the failing store is a fake (an in-memory subclass), not a backend

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,50 +19,32 @@ from tests.conformance.auth_support import (
     READS,
     REPLAY,
     WATCH,
+    Deployment,
     assert_auth_error,
     body,
     call,
     challenges,
+    direct_deployment,
     document,
     read_body,
 )
-from tests.conformance.config_support import free_port
-from tests.support.fake_auth_o_tron import FakeAuthOTron, fake_auth_o_tron
-from tests.support.process import aviso_process
+from tests.support.process import aviso_process, free_port
 from tests.support.raw_http import raw_request
-from tests.support.server import RunningServer, running_server
+from tests.support.server import running_server
 from tests.support.tokens import OTHER_SECRET, basic, bearer, mint
 
 INVALID = "Invalid or expired token"
 UNAVAILABLE = "Authentication service temporarily unavailable"
 
 
-@dataclass
-class Direct:
-    aot: FakeAuthOTron
-    server: RunningServer
-    client: httpx.Client
-
-    def forwarded(self) -> list[dict[str, Any]]:
-        """What aviso sent to auth-o-tron since the last reset (via the fake's own API)."""
-        return httpx.get(f"{self.aot.url}/_requests").json()
-
-    def reset(self) -> None:
-        httpx.post(f"{self.aot.url}/_reset")
-
-
 @pytest.fixture(scope="module")
-def direct() -> Iterator[Direct]:
-    with (
-        fake_auth_o_tron() as aot,
-        running_server(document("direct", aot.url)) as server,
-        httpx.Client(base_url=server.url, timeout=10.0) as client,
-    ):
-        yield Direct(aot, server, client)
+def direct() -> Iterator[Deployment]:
+    with direct_deployment() as deployment:
+        yield deployment
 
 
 @pytest.fixture
-def env(direct: Direct) -> Direct:
+def env(direct: Deployment) -> Deployment:
     direct.reset()
     return direct
 
@@ -113,13 +93,15 @@ def test_item_02_disabled_auth_leaves_admin_open(disabled: httpx.Client) -> None
     ids=["malformed", "opaque", "badsig", "basic"],
 )
 @pytest.mark.parametrize("path", ["/api/v1/schema", "/api/v1/schema/public_feed"])
-def test_item_12_schema_routes_are_public(env: Direct, path: str, headers: dict[str, str]) -> None:
+def test_item_12_schema_routes_are_public(
+    env: Deployment, path: str, headers: dict[str, str]
+) -> None:
     response = env.client.get(path, headers=headers)
     assert response.status_code == 200, response.text
     assert env.forwarded() == []
 
 
-def test_item_12_schema_routes_work_while_auth_o_tron_is_down(env: Direct) -> None:
+def test_item_12_schema_routes_work_while_auth_o_tron_is_down(env: Deployment) -> None:
     env.aot.fail_status = 500
     try:
         for path in ("/api/v1/schema", "/api/v1/schema/protected_feed"):
@@ -142,7 +124,7 @@ def test_item_12_schema_routes_with_auth_o_tron_unreachable() -> None:
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Digest abc"}, basic("nobody", "wrong")])
-def test_item_13_health_never_authenticates(env: Direct, headers: dict[str, str]) -> None:
+def test_item_13_health_never_authenticates(env: Deployment, headers: dict[str, str]) -> None:
     for path in ("/health", "/", "/api-docs/openapi.json", "/swagger-ui/"):
         response = env.client.get(path, headers=headers)
         assert response.status_code == 200, (path, response.status_code)
@@ -152,7 +134,7 @@ def test_item_13_health_never_authenticates(env: Direct, headers: dict[str, str]
 # -- item 14: what is forwarded ----------------------------------------------------------
 
 
-def test_item_14_basic_credential_forwarded_verbatim_once(env: Direct) -> None:
+def test_item_14_basic_credential_forwarded_verbatim_once(env: Deployment) -> None:
     value = basic("reader-user", "reader-pass")["Authorization"]
     headers = [
         (b"Authorization", f"  {value}  ".encode()),
@@ -176,13 +158,13 @@ def test_item_14_basic_credential_forwarded_verbatim_once(env: Direct) -> None:
     assert len(env.forwarded()) == 3
 
 
-def test_item_14_opaque_bearer_is_forwarded_too(env: Direct) -> None:
+def test_item_14_opaque_bearer_is_forwarded_too(env: Deployment) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), {"Authorization": "Bearer opaque"})
     assert_auth_error(response, 401, INVALID)
     assert [entry["authorization"] for entry in env.forwarded()] == ["Bearer opaque"]
 
 
-def test_item_14_cookies_from_auth_o_tron_never_travel_on(env: Direct) -> None:
+def test_item_14_cookies_from_auth_o_tron_never_travel_on(env: Deployment) -> None:
     for _ in range(2):
         response = call(env.client, NOTIFY, body("public_feed"), basic("cookie-user", "x"))
         assert response.status_code == 200, response.text
@@ -203,7 +185,7 @@ def test_item_14_cookies_from_auth_o_tron_never_travel_on(env: Direct) -> None:
         "body-raw-user",
     ],
 )
-def test_item_15_token_locations(env: Direct, user: str) -> None:
+def test_item_15_token_locations(env: Deployment, user: str) -> None:
     password = "reader-pass" if user == "reader-user" else "any"
     for path in READS:
         response = call(env.client, path, read_body("protected_feed", path), basic(user, password))
@@ -221,7 +203,9 @@ def test_item_15_token_locations(env: Direct, user: str) -> None:
         ("slow-user", 503, UNAVAILABLE),
     ],
 )
-def test_item_16_auth_o_tron_outcomes(env: Direct, user: str, status: int, message: str) -> None:
+def test_item_16_auth_o_tron_outcomes(
+    env: Deployment, user: str, status: int, message: str
+) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), basic(user, "wrong"))
     assert_auth_error(response, status, message)
     if status == 401:
@@ -247,7 +231,7 @@ def test_item_16_unusable_url_is_503() -> None:
 
 
 @pytest.mark.parametrize("user", ["expired-user", "badsig-user"])
-def test_item_17_returned_token_validated_locally(env: Direct, user: str) -> None:
+def test_item_17_returned_token_validated_locally(env: Deployment, user: str) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), basic(user, "any"))
     assert_auth_error(response, 401, INVALID)
 
@@ -264,14 +248,14 @@ def test_item_17_returned_token_validated_locally(env: Direct, user: str) -> Non
         "/api/v1/admin/unknown",  # api chapter §14.8: auth precedes route matching
     ],
 )
-def test_item_25_admin_without_header(env: Direct, path: str) -> None:
+def test_item_25_admin_without_header(env: Deployment, path: str) -> None:
     response = env.client.delete(path)
     assert_auth_error(response, 401, "Authorization header is required")
     assert challenges(response) == ["Bearer", "Basic"]
     assert env.forwarded() == []
 
 
-def test_item_25_admin_wrong_method_still_authenticates(env: Direct) -> None:
+def test_item_25_admin_wrong_method_still_authenticates(env: Deployment) -> None:
     response = env.client.get("/api/v1/admin/wipe/all")
     assert_auth_error(response, 401, "Authorization header is required")
 
@@ -290,7 +274,7 @@ def test_item_25_admin_wrong_method_still_authenticates(env: Direct) -> None:
     ],
     ids=["scheme", "no-space", "blank", "empty", "bare-scheme", "non-ascii"],
 )
-def test_item_25_admin_with_malformed_header(env: Direct, raw: bytes, message: str) -> None:
+def test_item_25_admin_with_malformed_header(env: Deployment, raw: bytes, message: str) -> None:
     response = raw_request(
         env.server.url, "DELETE", "/api/v1/admin/wipe/all", [(b"Authorization", raw)]
     )
@@ -302,7 +286,7 @@ def test_item_25_admin_with_malformed_header(env: Direct, raw: bytes, message: s
     assert env.forwarded() == []
 
 
-def test_item_26_direct_challenges_only_on_401(env: Direct) -> None:
+def test_item_26_direct_challenges_only_on_401(env: Deployment) -> None:
     unauthorized = call(env.client, NOTIFY, body("protected_feed"))
     assert_auth_error(unauthorized, 401)
     assert challenges(unauthorized) == ["Bearer", "Basic"]
@@ -317,7 +301,7 @@ def test_item_26_direct_challenges_only_on_401(env: Direct) -> None:
     assert challenges(forbidden) == challenges(unavailable) == []
 
 
-def test_item_27_every_auth_error_has_the_four_members(env: Direct) -> None:
+def test_item_27_every_auth_error_has_the_four_members(env: Deployment) -> None:
     responses = [
         call(env.client, NOTIFY, body("protected_feed")),
         call(

@@ -19,11 +19,10 @@ from tests.conformance.auth_support import (
     body,
     call,
     challenges,
-    document,
+    direct_deployment,
     read_body,
 )
-from tests.support.fake_auth_o_tron import DIRECTORY, fake_auth_o_tron
-from tests.support.server import running_server
+from tests.support.fake_auth_o_tron import DIRECTORY
 from tests.support.tokens import basic, bearer, mint
 
 ADMIN_ONLY = "Only administrators can write to this stream"
@@ -39,12 +38,8 @@ def as_user(name: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
-    with (
-        fake_auth_o_tron() as aot,
-        running_server(document("direct", aot.url)) as server,
-        httpx.Client(base_url=server.url, timeout=10.0) as http,
-    ):
-        yield http
+    with direct_deployment() as deployment:
+        yield deployment.client
 
 
 def read(client: httpx.Client, event_type: str, path: str, user: str | None) -> httpx.Response:

@@ -8,7 +8,6 @@ kind of auth failure; its whole stderr and every response body are then searched
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -17,7 +16,7 @@ import yaml
 from tests.conformance.auth_support import NOTIFY, WATCH, body, call, document, read_body
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import SERVICE_PASSWORD, fake_ecpds
-from tests.support.process import aviso_command, aviso_process, clean_environment
+from tests.support.process import aviso_process, run_aviso
 from tests.support.tokens import OTHER_SECRET, SECRET, basic, bearer, mint
 
 NATS_TOKEN = "nats-token-do-not-print"
@@ -35,14 +34,7 @@ def _config(tmp_path: Path, aot_url: str, ecpds_url: str) -> Path:
 
 def test_config_check_redacts_every_secret(tmp_path: Path) -> None:
     path = _config(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9")
-    check = subprocess.run(
-        aviso_command("config", "check", str(path)),
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    check = run_aviso("config", "check", str(path))
     assert check.returncode == 0, check.stderr
     printed = yaml.safe_load(check.stdout)
     assert printed["auth"]["jwt_secret"] == "[REDACTED]"

@@ -23,15 +23,15 @@ from tests.conformance.auth_support import (
     REPLAY,
     SCHEMAS,
     WATCH,
+    Deployment,
     assert_auth_error,
     body,
+    both_modes,
     call,
-    document,
     read_body,
 )
-from tests.support.fake_auth_o_tron import DIRECTORY, FakeAuthOTron, fake_auth_o_tron
-from tests.support.fake_ecpds import TABLE_A, fake_ecpds, lookup
-from tests.support.server import running_server
+from tests.support.fake_auth_o_tron import DIRECTORY
+from tests.support.fake_ecpds import TABLE_A, lookup
 from tests.support.tokens import OTHER_SECRET, basic, bearer, claims_for, mint, sign
 
 ADMIN_ROLES = {"localrealm": ["admin"]}
@@ -39,45 +39,18 @@ TIMEOUT_MS = 1000
 HANG_MARGIN_SECONDS = 0.5
 
 
-@dataclass
-class Deployment:
-    mode: str
-    aot: FakeAuthOTron
-    client: httpx.Client
-
-
 @pytest.fixture(scope="module")
 def deployments() -> Iterator[dict[str, Deployment]]:
-    with (
-        fake_auth_o_tron() as aot,
-        fake_ecpds() as ecpds,
-        running_server(document("direct", aot.url, [ecpds.url])) as direct,
-        running_server(document("trusted_proxy", aot.url, [ecpds.url])) as proxy,
-        httpx.Client(base_url=direct.url, timeout=15.0) as direct_client,
-        httpx.Client(base_url=proxy.url, timeout=15.0) as proxy_client,
-    ):
-        yield {
-            "direct": Deployment("direct", aot, direct_client),
-            "trusted_proxy": Deployment("trusted_proxy", aot, proxy_client),
-        }
+    with both_modes(client_timeout=15.0) as deployments:
+        yield deployments
 
 
 @pytest.fixture(scope="module")
 def matrix_deployments() -> Iterator[dict[str, Deployment]]:
     """As ``deployments``, with a generous auth-o-tron deadline: the matrix tests decisions,
     and a loaded machine must not turn a slow answer into a (wrongful) 503."""
-    with (
-        fake_auth_o_tron() as aot,
-        fake_ecpds() as ecpds,
-        running_server(document("direct", aot.url, [ecpds.url], timeout_ms=20000)) as direct,
-        running_server(document("trusted_proxy", aot.url, [ecpds.url])) as proxy,
-        httpx.Client(base_url=direct.url, timeout=30.0) as direct_client,
-        httpx.Client(base_url=proxy.url, timeout=30.0) as proxy_client,
-    ):
-        yield {
-            "direct": Deployment("direct", aot, direct_client),
-            "trusted_proxy": Deployment("trusted_proxy", aot, proxy_client),
-        }
+    with both_modes(client_timeout=30.0, timeout_ms=20000) as deployments:
+        yield deployments
 
 
 @pytest.fixture(params=["direct", "trusted_proxy"])

@@ -9,10 +9,7 @@ serve ``/health`` on a real server.
 from __future__ import annotations
 
 import copy
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,10 +23,9 @@ import yaml
 
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.plugins import discover
-from tests.conformance.config_support import free_port
+from tests.support.process import aviso_command, clean_environment, free_port, stop
 from tests.support.server import running_server
 
-CLI = [sys.executable, "-c", "from aviso_host.cli import main; main()"]
 DEADLINE = 60.0
 
 VALID: dict[str, Any] = {
@@ -254,14 +250,13 @@ class Outcome:
 
 
 def _serve(path: Path, port: int) -> Outcome:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("AVISOSERVER_")}
     log = path.with_suffix(".log")
     with log.open("wb") as stderr:
         process = subprocess.Popen(
-            [*CLI, "serve", "--config", str(path), "--port", str(port)],
+            aviso_command("serve", "--config", str(path), "--port", str(port)),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            env=env,
+            env=clean_environment(),
         )
         started = False
         deadline = time.monotonic() + DEADLINE
@@ -274,13 +269,7 @@ def _serve(path: Path, port: int) -> Outcome:
                 if started:
                     break
                 time.sleep(0.1)
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        stop(process, 15.0)
     return Outcome(started, process.returncode, log.read_text(errors="replace"))
 
 

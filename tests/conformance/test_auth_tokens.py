@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-import httpx
 import pytest
 
 from tests.conformance.auth_support import (
@@ -18,16 +16,14 @@ from tests.conformance.auth_support import (
     READS,
     REPLAY,
     WATCH,
+    Deployment,
     assert_auth_error,
     body,
+    both_modes,
     call,
     challenges,
-    document,
     read_body,
 )
-from tests.support.fake_auth_o_tron import FakeAuthOTron, fake_auth_o_tron
-from tests.support.fake_ecpds import fake_ecpds
-from tests.support.server import running_server
 from tests.support.tokens import basic, bearer, claims_for, mint, sign
 
 INVALID = "Invalid or expired token"
@@ -35,30 +31,10 @@ MISSING_USER = "Token is missing required user claims"
 REQUIRED = "Authentication is required for this stream"
 
 
-@dataclass
-class Deployment:
-    mode: str
-    aot: FakeAuthOTron
-    client: httpx.Client
-
-    @property
-    def challenges(self) -> list[str]:
-        return ["Bearer"] if self.mode == "trusted_proxy" else ["Bearer", "Basic"]
-
-
 @pytest.fixture(scope="module")
 def deployments() -> Iterator[dict[str, Deployment]]:
-    with fake_auth_o_tron() as aot, fake_ecpds() as ecpds:
-        servers = {}
-        with (
-            running_server(document("trusted_proxy", aot.url, [ecpds.url])) as proxy,
-            running_server(document("direct", aot.url, [ecpds.url])) as direct,
-            httpx.Client(base_url=proxy.url, timeout=10.0) as proxy_client,
-            httpx.Client(base_url=direct.url, timeout=10.0) as direct_client,
-        ):
-            servers["trusted_proxy"] = Deployment("trusted_proxy", aot, proxy_client)
-            servers["direct"] = Deployment("direct", aot, direct_client)
-            yield servers
+    with both_modes() as deployments:
+        yield deployments
 
 
 @pytest.fixture(params=["trusted_proxy", "direct"])

@@ -16,14 +16,18 @@ import pytest
 import yaml
 
 from tests.conformance.helpers import (
+    ADMIN_KEYS,
     REPLAY,
     WATCH,
+    WIPE_KEYS,
+    admin_body,
     notify,
     open_stream,
     parse_ce_time,
     read_stream,
     replay_all,
     request_id_header,
+    wipe_stream,
 )
 from tests.support.server import running_server
 
@@ -52,8 +56,6 @@ notification_schema:
       polygon: { type: PolygonHandler, required: true }
 """
 )
-
-ADMIN_KEYS = ["success", "message", "notification_id", "request_id"]
 
 
 def _document(in_memory: dict[str, Any]) -> dict[str, Any]:
@@ -102,19 +104,6 @@ def replay_mars(
 def replay_diss(client: httpx.Client, from_id: str = "0") -> list[dict[str, Any]]:
     result = replay_all(client, "dissemination", {"destination": "FOO"}, from_id)
     return [event.data for event in result.notifications()]
-
-
-def _admin_body(response: httpx.Response, keys: list[str]) -> dict[str, Any]:
-    pairs = json.loads(response.text, object_pairs_hook=list)
-    assert [key for key, _ in pairs] == keys, response.text
-    body = dict(pairs)
-    assert body["request_id"] == request_id_header(response)
-    return body
-
-
-def _wipe_stream(client: httpx.Client, content: bytes | None, json_header: bool = True) -> Any:
-    headers = {"Content-Type": "application/json"} if json_header else {}
-    return client.request("DELETE", "/api/v1/admin/wipe/stream", content=content, headers=headers)
 
 
 # -- 5–12: in-memory semantics ----------------------------------------------------------------
@@ -216,7 +205,7 @@ def test_item_12_second_server_sees_nothing_of_the_first(
 def test_item_27_delete_malformed(http: httpx.Client) -> None:
     response = http.delete("/api/v1/admin/notification/not-a-valid-id")
     assert response.status_code == 400
-    body = _admin_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["success"] is False
     assert body["message"] == "notification_id must be in '<stream>@<sequence>' format"
 
@@ -231,13 +220,13 @@ def test_item_27_delete_malformed(http: httpx.Client) -> None:
 def test_item_28_delete_bad_sequence(http: httpx.Client, raw: str, message: str) -> None:
     response = http.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
-    assert _admin_body(response, ADMIN_KEYS)["message"] == message
+    assert admin_body(response, ADMIN_KEYS)["message"] == message
 
 
 def test_item_29_delete_unused_sequence(http: httpx.Client) -> None:
     response = http.delete("/api/v1/admin/notification/test_polygon@999999999")
     assert response.status_code == 404
-    body = _admin_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body["success"] is False
     assert body["message"] == "Notification not found"
 
@@ -249,11 +238,11 @@ def test_item_30_delete_by_cloudevent_id(http: httpx.Client) -> None:
     assert first["id"] == f"mars@{first['sequence']}"
     response = http.delete(f"/api/v1/admin/notification/{first['id']}")
     assert response.status_code == 200
-    assert _admin_body(response, ADMIN_KEYS)["message"] == "Notification deleted"
+    assert admin_body(response, ADMIN_KEYS)["message"] == "Notification deleted"
     assert [event["id"] for event in replay_mars(http)] == [second["id"]]
     again = http.delete(f"/api/v1/admin/notification/{first['id']}")
     assert again.status_code == 404
-    assert _admin_body(again, ADMIN_KEYS)["message"] == "Notification not found"
+    assert admin_body(again, ADMIN_KEYS)["message"] == "Notification not found"
 
 
 @pytest.mark.parametrize(
@@ -266,7 +255,7 @@ def test_item_31_alias_and_base_address_the_same_message(http: httpx.Client, for
     raw = form.format(n=event["sequence"])
     response = http.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 200, response.text
-    assert _admin_body(response, ADMIN_KEYS)["notification_id"] == raw
+    assert admin_body(response, ADMIN_KEYS)["notification_id"] == raw
     assert replay_diss(http) == []
 
 
@@ -282,7 +271,7 @@ def test_item_32_delete_body_members(http: httpx.Client) -> None:
     mars(http)
     (event,) = replay_mars(http)
     response = http.delete(f"/api/v1/admin/notification/{event['id']}")
-    body = _admin_body(response, ADMIN_KEYS)
+    body = admin_body(response, ADMIN_KEYS)
     assert body == {
         "success": True,
         "message": "Notification deleted",
@@ -297,9 +286,9 @@ def test_item_32_delete_body_members(http: httpx.Client) -> None:
 def test_item_33_wipe_one_stream(http: httpx.Client) -> None:
     mars(http)
     diss(http)
-    response = _wipe_stream(http, b'{"stream_name":"MARS"}')
+    response = wipe_stream(http, b'{"stream_name":"MARS"}')
     assert response.status_code == 200
-    body = _admin_body(response, ["success", "message", "request_id"])
+    body = admin_body(response, WIPE_KEYS)
     assert body["success"] is True
     assert body["message"] == "Successfully wiped stream: MARS"
     assert replay_mars(http) == []
@@ -310,7 +299,7 @@ def test_item_34_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
     for step in (1, 2, 3):
         mars(http, step=step)
     highest = max(event["sequence"] for event in replay_mars(http))
-    assert _wipe_stream(http, b'{"stream_name":"mars"}').status_code == 200
+    assert wipe_stream(http, b'{"stream_name":"mars"}').status_code == 200
     assert replay_mars(http) == []
     mars(http, step=1)
     (event,) = replay_mars(http)
@@ -319,9 +308,9 @@ def test_item_34_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
 
 def test_item_35_wipe_unknown_stream_on_in_memory_is_200(http: httpx.Client) -> None:
     mars(http)
-    response = _wipe_stream(http, b'{"stream_name":"NO_SUCH_STREAM"}')
+    response = wipe_stream(http, b'{"stream_name":"NO_SUCH_STREAM"}')
     assert response.status_code == 200
-    assert _admin_body(response, ["success", "message", "request_id"])["success"] is True
+    assert admin_body(response, WIPE_KEYS)["success"] is True
     assert len(replay_mars(http)) == 1
 
 
@@ -341,7 +330,7 @@ def test_item_36_wipe_stream_needs_a_json_body(
     http: httpx.Client, content: bytes | None, json_header: bool
 ) -> None:
     mars(http)
-    response = _wipe_stream(http, content, json_header)
+    response = wipe_stream(http, content, json_header)
     assert response.status_code == 400
     request_id_header(response)
     try:
@@ -360,7 +349,7 @@ def test_item_37_wipe_all(http: httpx.Client) -> None:
     )
     response = http.delete("/api/v1/admin/wipe/all")
     assert response.status_code == 200
-    body = _admin_body(response, ["success", "message", "request_id"])
+    body = admin_body(response, WIPE_KEYS)
     assert body["success"] is True
     assert body["message"] == "Successfully wiped all data"
     assert replay_mars(http) == []

@@ -8,7 +8,6 @@ section, ``logging: {level: info, format: json}`` and ``auth.enabled: false``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,12 @@ from tests.conformance.config_support import (
     SYSTEM_CONFIG,
     Sandbox,
     cloudevents,
-    free_port,
     no_system_config,
     notify_ok,
     port_is_free,
     replay,
-    sandbox_at,
 )
+from tests.support.process import free_port
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent.parent
@@ -95,12 +93,6 @@ EVENTS: list[tuple[str, dict[str, Any], Any, dict[str, Any], dict[str, str]]] = 
         {"date": "20250115", "time": "1200", "polygon": POLYGON},
     ),
 ]
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with sandbox_at(tmp_path) as box:
-        yield box
 
 
 def check_every_event_type(client: httpx.Client) -> None:

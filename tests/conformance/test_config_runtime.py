@@ -4,31 +4,20 @@ checklist items 20, 22, 23, 26, 30)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pytest
 import yaml
 
 from tests.conformance.config_support import (
     Sandbox,
     config_text,
-    free_port,
     notify,
     notify_ok,
     post_status,
     replay,
-    sandbox_at,
 )
+from tests.support.process import free_port
 from tests.support.sse import collect
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with sandbox_at(tmp_path) as box:
-        yield box
-
 
 # Declared out of alphabetical order so that sorting is visible.
 TWO_SCHEMAS = """

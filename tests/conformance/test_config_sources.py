@@ -7,7 +7,6 @@ temporary working directory and HOME and no inherited ``AVISOSERVER_*`` variable
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,7 +17,6 @@ from tests.conformance.config_support import (
     ServerProcess,
     cloudevents,
     config_text,
-    free_port,
     no_system_config,
     nothing_listens,
     notify,
@@ -26,12 +24,7 @@ from tests.conformance.config_support import (
     replay,
     sandbox_at,
 )
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with sandbox_at(tmp_path) as box:
-        yield box
+from tests.support.process import free_port
 
 
 def env_only(port: int) -> dict[str, str]:

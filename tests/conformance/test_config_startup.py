@@ -8,25 +8,15 @@ offending key named on stderr.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.conformance.config_support import (
     Failure,
     Sandbox,
     config_text,
-    free_port,
     notify_ok,
-    sandbox_at,
 )
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    with sandbox_at(tmp_path) as box:
-        yield box
+from tests.support.process import free_port
 
 
 def fails(sandbox: Sandbox, extra: str = "", backend: str = "{kind: in_memory}") -> Failure:

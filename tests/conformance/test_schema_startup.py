@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,11 +23,10 @@ import httpx
 import pytest
 import yaml
 
+from tests.support.process import aviso_command, aviso_process, clean_environment
 from tests.support.sse import collect
 
-CLI = [sys.executable, "-c", "from aviso_host.cli import main; main()"]
 RUN_TIMEOUT = 60.0
-READY_TIMEOUT = 30.0
 
 VALID: dict[str, Any] = {
     "application": {"host": "127.0.0.1", "port": 0},
@@ -165,11 +162,6 @@ class Outcome:
     elapsed: float
 
 
-def _env() -> dict[str, str]:
-    # Only the --config file counts: drop any AVISOSERVER_* overrides of this environment.
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith("AVISOSERVER_")}
-
-
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -194,7 +186,7 @@ def _write(directory: Path, name: str, document: dict[str, Any]) -> Path:
 
 
 def _serve_args(path: Path, port: int) -> list[str]:
-    return [*CLI, "serve", "--config", str(path), "--port", str(port)]
+    return aviso_command("serve", "--config", str(path), "--port", str(port))
 
 
 def _run(path: Path, port: int, cwd: Path) -> Outcome:
@@ -204,7 +196,7 @@ def _run(path: Path, port: int, cwd: Path) -> Outcome:
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
-        env=_env(),
+        env=clean_environment(),
         cwd=cwd,
         check=False,
     )
@@ -274,36 +266,8 @@ def valid_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliServer
     """``VALID`` served by the real CLI: proves the broken variants fail for their change."""
     directory = tmp_path_factory.mktemp("schema_startup_valid")
     path = _write(directory, "valid", VALID)
-    [port] = _free_ports(1)
-    log = (directory / "stderr.txt").open("wb")
-    process = subprocess.Popen(
-        _serve_args(path, port),
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=_env(),
-        cwd=directory,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            assert process.poll() is None, (directory / "stderr.txt").read_text()
-            try:
-                if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "valid configuration did not start"
-            time.sleep(0.05)  # polling a subprocess's readiness, bounded by the deadline
+    with aviso_process(path, directory / "stderr.txt") as (url, process):
         yield CliServer(url, process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-        log.close()
 
 
 def test_item_60_to_65_control_valid_configuration_starts(valid_server: CliServer) -> None:

@@ -9,20 +9,13 @@ bodies) stays the host's.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.process import (
-    aviso_command,
-    aviso_process,
-    clean_environment,
-    install_into,
-    with_pythonpath,
-)
+from tests.support.process import aviso_process, install_into, run_aviso, with_pythonpath
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_api_keys"
 
@@ -80,15 +73,9 @@ def _notify(client: httpx.Client, event_type: str, headers: dict[str, str]) -> h
 
 
 def test_aviso_plugins_lists_the_auth_provider(plugin_path: Path) -> None:
-    listing = subprocess.run(
-        aviso_command("plugins"),
-        env=clean_environment(with_pythonpath(plugin_path)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    row = next(line for line in listing.splitlines() if line.startswith("api_keys_auth"))
+    listing = run_aviso("plugins", env=with_pythonpath(plugin_path))
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if line.startswith("api_keys_auth"))
     assert row.split() == ["api_keys_auth", "auth-provider", "aviso-api-keys", "0.1.0"]
 
 
@@ -126,12 +113,6 @@ def test_the_plugin_mode_guards_the_admin_routes(client: httpx.Client) -> None:
 def test_the_plugin_section_is_validated(plugin_path: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG.format(keys="k.json").replace('file: "k.json"', 'fil: "k.json"'))
-    check = subprocess.run(
-        aviso_command("config", "check", str(config)),
-        env=clean_environment(with_pythonpath(plugin_path)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    check = run_aviso("config", "check", str(config), env=with_pythonpath(plugin_path))
     assert check.returncode != 0
     assert "auth.api_keys" in check.stderr, check.stderr

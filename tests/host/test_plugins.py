@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import ClassVar
 
@@ -11,7 +10,7 @@ import pytest
 from aviso_host.plugins import BLOCK_ENV, PluginError, discover
 from aviso_plugins import hookimpl
 from aviso_plugins.types import FieldHandler
-from tests.support.process import aviso_command, clean_environment
+from tests.support.process import run_aviso
 
 BUILT_IN = {
     "text_handlers": ("StringHandler", "EnumHandler", "ExpverHandler"),
@@ -87,25 +86,13 @@ def test_a_plugin_that_fails_to_load_names_itself(
 
 def test_the_cli_reports_a_broken_plugin_and_exits_non_zero(tmp_path: Path) -> None:
     _broken_distribution(tmp_path)
-    result = subprocess.run(
-        aviso_command("plugins"),
-        env=clean_environment({"PYTHONPATH": str(tmp_path)}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_aviso("plugins", env={"PYTHONPATH": str(tmp_path)})
     assert result.returncode != 0
     assert "plugin 'broken'" in result.stderr
 
 
 def test_blocking_the_broken_plugin_lets_the_rest_load(tmp_path: Path) -> None:
     _broken_distribution(tmp_path)
-    result = subprocess.run(
-        aviso_command("plugins"),
-        env=clean_environment({"PYTHONPATH": str(tmp_path), BLOCK_ENV: "broken"}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_aviso("plugins", env={"PYTHONPATH": str(tmp_path), BLOCK_ENV: "broken"})
     assert result.returncode == 0, result.stderr
     assert "text_handlers" in result.stdout and "broken" not in result.stdout

@@ -8,19 +8,12 @@ a schema using ``type: ColourHandler``.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.process import (
-    aviso_command,
-    aviso_process,
-    clean_environment,
-    install_into,
-    with_pythonpath,
-)
+from tests.support.process import aviso_process, install_into, run_aviso, with_pythonpath
 from tests.support.sse import collect
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_colour_handler"
@@ -45,15 +38,9 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_aviso_plugins_lists_the_installed_plugin(plugin_path: Path) -> None:
-    listing = subprocess.run(
-        aviso_command("plugins"),
-        env=clean_environment(with_pythonpath(plugin_path)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    row = next(line for line in listing.splitlines() if line.startswith("colour_handler"))
+    listing = run_aviso("plugins", env=with_pythonpath(plugin_path))
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if line.startswith("colour_handler"))
     assert row.split() == ["colour_handler", "field-handlers", "aviso-colour-handler", "0.1.0"]
 
 

@@ -91,6 +91,13 @@ class FakeEcpds:
             self.counts.clear()
             self.queries.clear()
 
+    def set_answer(self, user: str, answer: Answer) -> None:
+        """Answer ``user`` with this from now on, ahead of every table row (e.g. to revoke
+        a destination while a stream is open)."""
+        with self.lock:
+            rest = {key: value for key, value in self.table.items() if key != user}
+            self.table = {user: answer, **rest}
+
 
 class _EcpdsHandler(Handler):
     @property
@@ -120,6 +127,7 @@ class _EcpdsHandler(Handler):
         with fake.lock:
             fake.counts[user] += 1
             fake.queries.append(raw_query)
+            table = fake.table
         if fake.delay_ms:
             time.sleep(fake.delay_ms / 1000)
         expected = basic(SERVICE_USER, SERVICE_PASSWORD)["Authorization"]
@@ -136,7 +144,7 @@ class _EcpdsHandler(Handler):
             case "garbage":
                 self.reply(200, b"not json", content_type="text/plain")
             case _:
-                status, body = lookup(fake.table, user)
+                status, body = lookup(table, user)
                 self.reply(status, b"" if body is None else json.dumps(body).encode())
 
 

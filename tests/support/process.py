@@ -1,4 +1,5 @@
-"""``aviso serve`` as a child process, for tests that need signals, RSS or a fresh process."""
+"""The ``aviso`` CLI as a child process: ``aviso serve`` for tests that need signals, RSS or a
+fresh process, and short commands such as ``aviso plugins``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 import httpx
 
 START_TIMEOUT = 20.0
+KILL_WAIT = 10.0
+CLI_TIMEOUT = 60.0
 
 
 def free_port() -> int:
@@ -28,9 +31,34 @@ def aviso_command(*args: str) -> list[str]:
 
 
 def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``os.environ`` plus ``extra``, without inherited ``AVISOSERVER_*`` overrides (only the
+    configuration a test writes counts)."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("AVISOSERVER_")}
     env.update(extra or {})
     return env
+
+
+def run_aviso(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A short-lived ``aviso`` command (``plugins``, ``config check``), output as text."""
+    return subprocess.run(
+        aviso_command(*args),
+        env=clean_environment(env),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+        check=False,
+    )
+
+
+def stop(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM, ``grace`` seconds to exit, then SIGKILL; always reaps the process."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait(KILL_WAIT)
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -64,13 +92,7 @@ def aviso_process(
             wait_until_healthy(url, process)
             yield url, process
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(10)
+            stop(process, 30.0)
 
 
 def install_into(target: Path, package: Path) -> None:

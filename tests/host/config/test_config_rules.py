@@ -463,6 +463,7 @@ def test_plugin_stream_with_valid_ecpds_section() -> None:
         "request_timeout_seconds": 30,
         "connect_timeout_seconds": 5,
         "partial_outage_policy": "strict",
+        "recheck_seconds": 60,
     }
     stream_auth = settings.schemas["river_gauge"].auth
     assert stream_auth is not None

@@ -136,6 +136,7 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/notification": {"post"},
         "/api/v1/watch": {"post"},
         "/api/v1/replay": {"post"},
+        "/api/v1/aggregate": {"post"},
         "/api/v1/schema": {"get"},
         "/api/v1/schema/{event_type}": {"get"},
         "/api/v1/admin/notification/{notification_id}": {"delete"},
