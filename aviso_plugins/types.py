@@ -391,6 +391,16 @@ class StreamAuthoriser(ABC):
 
 # -- sinks (producers) ----------------------------------------------------------------------
 
+ACTOR_METADATA = "aviso_actor"
+"""The metadata key carrying the authenticated publisher (``StorageBackend.publish``).
+
+The host sets it on every notify by an authenticated caller, and never from anything the
+client sent: the username as JSON string text (quotes included, ``"alice"``), so that
+any character survives transport headers. Backends store and return it like any other
+metadata; it is delivered as the ``publisher`` CloudEvent attribute. Absent for anonymous
+publishes.
+"""
+
 MESSAGE_ID_METADATA = "Nats-Msg-Id"
 """The metadata key carrying a producer's message id (``StorageBackend.publish``).
 

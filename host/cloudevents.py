@@ -9,7 +9,7 @@ from typing import Any
 from aviso_host.encoding import dumps
 from aviso_host.schemas import POLYGON, SchemaCatalog
 from aviso_plugins.topics import TopicDecodeError, decode_topic
-from aviso_plugins.types import StoredNotification
+from aviso_plugins.types import ACTOR_METADATA, StoredNotification
 
 
 class CloudEventError(ValueError):
@@ -36,6 +36,24 @@ def _payload(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text  # legacy non-JSON payloads are delivered as a JSON string
+
+
+def _publisher(record: StoredNotification) -> str:
+    """The ``publisher`` extension member with its trailing comma, or nothing.
+
+    The stored value is re-parsed rather than spliced: another writer's header could hold
+    anything, and an unusable one is left out instead of breaking the event.
+    """
+    stored = record.metadata.get(ACTOR_METADATA)
+    if not stored:
+        return ""
+    try:
+        username = json.loads(stored)
+    except ValueError:
+        return ""
+    if not isinstance(username, str) or not username:
+        return ""
+    return f'"publisher":{dumps(username)},'
 
 
 class CloudEventRenderer:
@@ -84,7 +102,8 @@ class CloudEventRenderer:
         return (
             f'{{"data":{{"identifier":{identifier},"payload":{payload}}},'
             f'"datacontenttype":"application/json","dataschema":{dataschema},'
-            f'"id":"{quoted_type}@{sequence}","sequence":{sequence},"source":{self._source},'
+            f'"id":"{quoted_type}@{sequence}",{_publisher(record)}"sequence":{sequence},'
+            f'"source":{self._source},'
             f'"specversion":"1.0","time":"{format_time(record.time_ns)}","type":{type_}}}'
         )
 

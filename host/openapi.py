@@ -180,7 +180,8 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
 
 CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
 `datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,
-`specversion`, `time` and `type` (`int.ecmwf.aviso.<event_type>`).
+`specversion`, `time` and `type` (`int.ecmwf.aviso.<event_type>`), plus the extension
+`publisher` (the username of an authenticated publisher; absent for anonymous publishes).
 
 To resume, send the same request again with `"from_id": "<last sequence + 1>"`.
 """

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from aviso_host.auth.policy import check_stream_policy
 from aviso_host.cursors import now_whole_seconds
+from aviso_host.encoding import dumps
 from aviso_host.errors import (
     Endpoint,
     json_response,
@@ -30,10 +32,22 @@ from aviso_host.routes.common import (
     service_of,
 )
 from aviso_host.schemas import POINT
-from aviso_plugins.types import MESSAGE_ID_METADATA, InvalidValue
+from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Caller, InvalidValue
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:
+    """The stored metadata with the publisher set from the authenticated caller only.
+
+    Any actor key already present is dropped first, so nothing a client sends can claim a
+    publisher.
+    """
+    attributed = {key: value for key, value in metadata.items() if key != ACTOR_METADATA}
+    if caller is not None:
+        attributed[ACTOR_METADATA] = dumps(caller.username)
+    return attributed
 
 
 @api_endpoint
@@ -48,7 +62,8 @@ async def notify(request: Request) -> Response:
             Endpoint.NOTIFY,
             "identifier.point is only supported for watch/replay endpoints, not /notification",
         )
-    check_stream_policy(service.auth, schema, caller_of(request), write=True)
+    caller = caller_of(request)
+    check_stream_policy(service.auth, schema, caller, write=True)
     try:
         planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
     except InvalidValue as exc:
@@ -60,7 +75,7 @@ async def notify(request: Request) -> Response:
             processing_error(f"Failed to process notification: {exc}"),
             event_type=body.event_type,
         )
-    metadata = planned.metadata
+    metadata = with_actor(planned.metadata, caller)
     message_id = request.headers.get(IDEMPOTENCY_HEADER)
     if message_id is not None:
         if not _IDEMPOTENCY_KEY.fullmatch(message_id):

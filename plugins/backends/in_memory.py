@@ -4,8 +4,8 @@ Retention is kept per encoded topic (a bounded deque each) under one process-wid
 counter. For paging, every stream (first topic token) also has an append-only log in
 sequence order, so a replay batch is a bisect plus a short forward scan instead of a sort
 of everything retained; records that retention dropped are skipped and compacted away
-lazily. Live subscribers are indexed by their pattern's first token so a publish only looks
-at the watchers of its own stream.
+lazily. Live subscribers are indexed by their pattern's literal leading tokens
+(``aviso_plugins.fanout``) so a publish only looks at the watchers that could match it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
+from aviso_plugins.fanout import SubscriberIndex
 from aviso_plugins.topics import TopicPattern, decode_token, encode_token
 from aviso_plugins.types import (
     BackendContext,
@@ -104,7 +105,7 @@ class InMemoryBackend(StorageBackend):
         self._pruned: dict[str, int] = {}
         self._sequence = 0
         self._last_time_ns = 0
-        self._by_base: dict[str | None, set[_Subscriber]] = {}
+        self._subscribers: SubscriberIndex[_Subscriber] = SubscriberIndex()
 
     @property
     def live_buffer_size(self) -> int:
@@ -130,7 +131,7 @@ class InMemoryBackend(StorageBackend):
         self._alive[record.sequence] = record
         base = decode_token(topic.split(".", 1)[0])
         self._log(base).append(record)
-        self._fan_out(base, record)
+        self._fan_out(record)
         return record
 
     def _log(self, base: str) -> _StreamLog:
@@ -150,16 +151,15 @@ class InMemoryBackend(StorageBackend):
             for log in self._logs.values():
                 log.keep_only(self._alive)
 
-    def _fan_out(self, base: str, record: StoredNotification) -> None:
-        for key in (base, None):
-            for subscriber in tuple(self._by_base.get(key, ())):
-                if not subscriber.closed and subscriber.pattern.matches(record.topic):
-                    try:
-                        subscriber.sink.deliver(record)
-                    except Exception:
-                        # The record is stored: one broken watcher must not fail the
-                        # publisher's notify, nor starve the other watchers.
-                        logger.exception("live delivery to a watcher failed")
+    def _fan_out(self, record: StoredNotification) -> None:
+        for subscriber in self._subscribers.candidates(record.topic):
+            if not subscriber.closed and subscriber.pattern.matches(record.topic):
+                try:
+                    subscriber.sink.deliver(record)
+                except Exception:
+                    # The record is stored: one broken watcher must not fail the
+                    # publisher's notify, nor starve the other watchers.
+                    logger.exception("live delivery to a watcher failed")
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
         logs = self._logs.values() if pattern.base is None else (self._logs.get(pattern.base),)
@@ -187,16 +187,12 @@ class InMemoryBackend(StorageBackend):
 
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> _Subscription:
         subscriber = _Subscriber(pattern, sink)
-        self._by_base.setdefault(pattern.base, set()).add(subscriber)
+        self._subscribers.add(pattern, subscriber)
         return _Subscription(self, subscriber)
 
     def _unsubscribe(self, subscriber: _Subscriber) -> None:
         subscriber.closed = True
-        peers = self._by_base.get(subscriber.pattern.base)
-        if peers is not None:
-            peers.discard(subscriber)
-            if not peers:
-                del self._by_base[subscriber.pattern.base]
+        self._subscribers.discard(subscriber.pattern, subscriber)
 
     async def wipe_stream(self, name: str) -> None:
         prefix = encode_token(name.lower()) + "."
