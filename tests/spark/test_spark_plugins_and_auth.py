@@ -16,7 +16,7 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
-from aviso_spark import deadletter
+from aviso_spark import deadletter, register
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
 from tests.spark.checks import EVENT_TYPE
 from tests.spark.conftest import ROOT, dissemination_document
@@ -49,6 +49,7 @@ def test_a_field_handler_installed_as_a_plugin_validates_rows_on_the_executors(
     site = tmp_path / "site"
     install_into(site, COLOUR_PLUGIN)
     spark.sparkContext.addPyFile(shutil.make_archive(str(tmp_path / "plugins"), "zip", site))
+    register(spark)  # the data source's tasks get the Python files known when it is registered
     monkeypatch.syspath_prepend(str(site))  # the server in this process has it too
     document = dissemination_document(nats_session.url)
     document["notification_schema"] = {"paint_batch": PAINT}
