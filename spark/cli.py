@@ -9,17 +9,19 @@ and stop it at the end.
 from __future__ import annotations
 
 import json
-import sys
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from aviso_spark.example_data import FORMATS
+
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-FORMATS = ("csv", "json", "parquet")
 
 
 @click.group()
@@ -149,7 +151,7 @@ def publish(
             else:
                 _publish_stream(frame, options, checkpoint, follow)
         except Exception as exc:  # Spark wraps the writer's error; show its first line
-            raise click.ClickException(_first_line(exc)) from exc
+            raise click.ClickException(_reason(exc)) from exc
     summary = _summary(deadletter_path, checkpoint is not None)
     click.echo(json.dumps(summary, sort_keys=True))
 
@@ -186,12 +188,12 @@ def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any]:
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():
-        if "AvisoJobFailed" in line or "max_rejected_fraction" in line:
-            return line.strip()
-    return text.splitlines()[0]
+def _reason(exc: BaseException) -> str:
+    """The Python error under Spark's wrapping: the last ``Type: message`` line of the
+    worker's traceback (e.g. ``AvisoJobFailed: 12 of 40 rows rejected ...``)."""
+    lines = (str(exc).strip() or type(exc).__name__).splitlines()
+    raised = [line.strip() for line in lines if _PYTHON_ERROR.match(line)]
+    return raised[-1] if raised else lines[0]
 
 
 @spark.command()
@@ -244,6 +246,6 @@ def history(
                     for row in frame.toLocalIterator():
                         record = row.asDict()
                         record["time"] = record["time"].isoformat()
-                        sys.stdout.write(json.dumps(record, sort_keys=True) + "\n")
+                        click.echo(json.dumps(record, sort_keys=True))
         except Exception as exc:
-            raise click.ClickException(_first_line(exc)) from exc
+            raise click.ClickException(_reason(exc)) from exc

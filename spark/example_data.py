@@ -30,6 +30,8 @@ IDENTIFIER_COLUMNS = (
 )
 PAYLOAD_COLUMNS = ("path", "size")
 COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, *PAYLOAD_COLUMNS)
+FORMATS = ("csv", "json", "parquet")
+"""What ``write`` writes, and what ``aviso spark publish`` reads."""
 
 # One broken rule per invalid row: (column, value) pairs each handler refuses.
 _BREAKAGES = (
@@ -89,7 +91,7 @@ def write(rows: list[dict[str, Any]], path: Path, file_format: str) -> None:
 
         pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows), path)
         return
-    if file_format not in ("csv", "json"):
+    if file_format not in FORMATS:
         raise ValueError(f"unsupported format '{file_format}' (csv, json or parquet)")
     with path.open("w", encoding="utf-8", newline="") as handle:
         if file_format == "csv":
@@ -105,7 +107,7 @@ def main() -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--invalid-fraction", type=float, default=0.01)
-    parser.add_argument("--format", choices=("csv", "json", "parquet"), default="json")
+    parser.add_argument("--format", choices=FORMATS, default="json")
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args()
     data = dissemination_rows(arguments.rows, arguments.invalid_fraction, arguments.seed)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 POLL_SECONDS = 0.25
+JOB_GROUP_PROPERTY = "spark.jobGroup.id"
 
 
 class StageProgress:
@@ -28,11 +29,13 @@ class StageProgress:
         self.echo = echo
         self.group = f"aviso-spark-{uuid.uuid4().hex[:8]}"
         self._reported: set[int] = set()
+        self._previous_group: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="aviso-spark-progress", daemon=True)
 
     def __enter__(self) -> StageProgress:
         # The job group is a thread-local property: set it on the thread starting the jobs.
+        self._previous_group = self.context.getLocalProperty(JOB_GROUP_PROPERTY)
         self.context.setJobGroup(self.group, "aviso spark", interruptOnCancel=False)
         self._thread.start()
         return self
@@ -46,7 +49,8 @@ class StageProgress:
         self._stop.set()
         self._thread.join()
         self._poll()  # stages that finished since the last poll
-        self.context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        # None removes the property (the JVM gets null): the thread's group is as before.
+        self.context.setLocalProperty(JOB_GROUP_PROPERTY, self._previous_group)  # type: ignore[arg-type]
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_SECONDS):

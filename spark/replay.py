@@ -68,19 +68,20 @@ def replay(request: ReplayRequest) -> Iterator[dict[str, Any]]:
         while True:
             last: int | None = None
             limited = False
-            for event in _page(client, request.body(from_id)):
-                if event["kind"] == "replay":
-                    last = event["data"]["sequence"]
-                    yield event["data"]
-                elif event["kind"] == LIMIT_REACHED:
+            for kind, data in _page(client, request.body(from_id)):
+                if kind == "replay":
+                    last = data["sequence"]
+                    yield data
+                elif kind == LIMIT_REACHED:
                     limited = True
             if not limited or last is None:
                 return
             from_id = str(last + 1)
 
 
-def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """One replay stream's events as ``{"kind", "data"}``, checked to end cleanly."""
+def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One replay stream's CloudEvents and control events as (``replay`` or the control
+    type, data), checked to end cleanly."""
     with client.stream("POST", REPLAY_PATH, content=json.dumps(body)) as response:
         if response.status_code != 200:
             raise ReplayFailed(_error_text(response))
@@ -89,9 +90,9 @@ def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[dict[str, Any]
             for event in parser.feed(chunk):
                 data = json.loads(event.data)
                 if event.event == "replay":
-                    yield {"kind": "replay", "data": data}
+                    yield "replay", data
                 elif event.event == "replay-control":
-                    yield {"kind": data.get("type"), "data": data}
+                    yield str(data.get("type")), data
                 elif event.event == "error":
                     raise ReplayFailed(f"replay error: {data.get('error')}: {data.get('message')}")
                 elif event.event == "connection-closing":

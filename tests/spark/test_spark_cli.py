@@ -135,6 +135,20 @@ def test_history_prints_json_lines_or_writes_a_folder(
     assert spark.read.parquet(str(tmp_path / "history")).count() == 10
 
 
+def test_too_many_rejected_rows_fail_the_command_with_the_reason(
+    spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
+) -> None:
+    data = dissemination_rows(40, 0.25, seed=24, destination_prefix=aviso.prefix)
+    write(data.rows, tmp_path / "rows.csv", "csv")
+
+    result = run_cli(*publish_args(aviso, tmp_path / "rows.csv", "csv", tmp_path / "dead"))
+
+    assert result.exit_code == 1
+    assert "AvisoJobFailed: 10 of 40 rows rejected (25.00%)" in result.stderr, result.stderr
+    assert deadletter.summary(tmp_path / "dead")["status"] == "failed"
+    assert len(deadletter.read(tmp_path / "dead")) == 10
+
+
 def test_aviso_serve_commands_do_not_import_pyspark() -> None:
     probe = (
         "import sys; from aviso_host.cli import main; "
