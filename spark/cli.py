@@ -18,10 +18,11 @@ import click
 
 from aviso_spark.example_data import FORMATS
 
-_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
-
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+# The last line of a Python traceback, as Spark embeds it in the exception it raises.
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
 
 
 @click.group()
