@@ -11,6 +11,7 @@ import yaml
 
 from aviso_host.logs import configure_logging, log_event
 from aviso_host.plugins import PluginError, discover
+from aviso_spark.cli import spark
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
 
@@ -134,3 +135,6 @@ def load_run(args: tuple[str, ...]) -> None:
             f"load tests unavailable ({exc}); pip install -e '.[load]'"
         ) from exc
     run.main(list(args), prog_name="aviso load run")
+
+
+main.add_command(spark)  # imports pyspark only when a spark command runs

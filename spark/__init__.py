@@ -1,17 +1,24 @@
 """Publish notifications from PySpark (and read history back) through aviso sink plugins.
 
-``register(spark)`` makes ``df.write.format("aviso")`` available in a session; see
-``aviso_spark.datasource`` for the options.
+``register(spark)`` makes ``df.write.format("aviso")``, ``df.writeStream.format("aviso")``
+and ``spark.read.format("aviso")`` available in a session; see ``aviso_spark.datasource``
+and ``aviso_spark.reader`` for the options. Importing this package does not import pyspark
+(``aviso serve`` loads the ``aviso spark`` commands without it).
 """
 
-from pyspark.sql import SparkSession
+from __future__ import annotations
 
-from aviso_spark.datasource import AvisoDataSource
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def register(spark: SparkSession) -> None:
     """Register the ``aviso`` data source in ``spark`` (once per session is enough)."""
+    from aviso_spark.datasource import AvisoDataSource
+
     spark.dataSource.register(AvisoDataSource)
 
 
-__all__ = ["AvisoDataSource", "register"]
+__all__ = ["register"]

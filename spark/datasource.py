@@ -1,6 +1,8 @@
-"""``df.write.format("aviso")``: publish rows as notifications through a sink plugin.
+"""``df.write.format("aviso")`` / ``df.writeStream.format("aviso")``: publish rows as
+notifications through a sink plugin; ``spark.read.format("aviso")``: read history back
+(options in ``aviso_spark.reader``).
 
-Options (keys are case-insensitive):
+Write options (keys are case-insensitive):
 
 - ``event_type`` (required): the event type of every row.
 - ``identifier_columns``: ``field=column`` or ``column`` items, comma-separated; default:
@@ -15,7 +17,9 @@ Options (keys are case-insensitive):
 - ``sink``: ``http`` (default), ``backend`` or any installed sink plugin;
   ``sink.<name>`` options go to the sink (``sink.url``, ``sink.authorization``, …).
 - ``deadletter_path`` (required): a folder (shared by every executor) receiving the
-  rejected rows with their error code and message, and ``_summary.json``.
+  rejected rows with their error code and message, and ``_summary.json``; a streaming
+  query writes one ``batch-<id>`` sub-folder of that shape per micro-batch, and a batch
+  past ``max_rejected_fraction`` stops the query.
 - ``max_rejected_fraction`` (default 0): the job fails when more rows are rejected.
 - ``batch_size`` (default 500): rows validated and handed to the sink at once.
 - ``fail_after_rows`` (tests only): the first attempt of partition 0 fails after
@@ -34,15 +38,24 @@ from pathlib import Path
 
 from pyspark import TaskContext
 from pyspark.sql import Row
-from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from aviso_plugins.types import Notification, SinkRejected
 from aviso_spark import deadletter
+from aviso_spark.reader import AvisoReader, ReadOptions, history_schema
 from aviso_spark.rows import RowMapping, json_value
 from aviso_spark.runtime import host_runtime
 
 SINK_PREFIX = "sink."
+# Set by Spark on every task of a micro-batch (MicroBatchExecution.BATCH_ID_KEY).
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
 class AvisoJobFailed(RuntimeError):
@@ -138,93 +151,152 @@ class AvisoDataSource(DataSource):
         deadletter.clear(Path(options.deadletter_path))
         return AvisoWriter(options)
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = WriteOptions.parse(self.options, schema)
+        # Earlier batches' rejects stay: a streaming query appends, batch by batch.
+        Path(options.deadletter_path).mkdir(parents=True, exist_ok=True)
+        return AvisoStreamWriter(options)
+
+    def schema(self) -> StructType:
+        return history_schema(ReadOptions.parse(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return AvisoReader(ReadOptions.parse(self.options), schema)
+
 
 class AvisoWriter(DataSourceWriter):
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Row]) -> PartitionResult:
-        context = TaskContext.get()
-        partition = context.partitionId() if context else 0
-        attempt = context.attemptNumber() if context else 0
-        dead = deadletter.DeadLetterFile(Path(self.options.deadletter_path), partition, attempt)
-        inject = self.options.fail_after_rows if partition == 0 and attempt == 0 else None
-        try:
-            result = asyncio.run(self._publish(iterator, partition, dead, inject))
-        except BaseException:
-            dead.discard()
-            raise
-        dead.commit()
-        return result
-
-    async def _publish(
-        self,
-        rows: Iterator[Row],
-        partition: int,
-        dead: deadletter.DeadLetterFile,
-        fail_after_rows: int | None,
-    ) -> PartitionResult:
-        options = self.options
-        runtime = host_runtime(options.config)
-        sink = runtime.sink(options.sink, options.sink_options)
-        published = rejected = retried = 0
-        await sink.start()
-        try:
-            while chunk := list(itertools.islice(rows, options.batch_size)):
-                accepted: list[tuple[Row, Notification]] = []
-                for row in chunk:
-                    try:
-                        accepted.append((row, options.mapping.notification(row, runtime.planner)))
-                    except SinkRejected as exc:
-                        dead.add(json_value(row), exc, None)
-                        rejected += 1
-                outcomes = await sink.publish_batch([item for _, item in accepted])
-                for (row, item), outcome in zip(accepted, outcomes, strict=True):
-                    retried += outcome.retries
-                    if outcome.error is None:
-                        published += 1
-                    else:
-                        dead.add(json_value(row), outcome.error, item.message_id)
-                        rejected += 1
-                if fail_after_rows is not None and published >= fail_after_rows:
-                    raise RuntimeError(f"injected failure after {published} published rows")
-        finally:
-            await sink.close()
-        return PartitionResult(partition, published, rejected, retried)
+        return write_partition(self.options, iterator, Path(self.options.deadletter_path))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        results = [message for message in messages if isinstance(message, PartitionResult)]
-        published = sum(result.published for result in results)
-        rejected = sum(result.rejected for result in results)
-        total = published + rejected
-        fraction = rejected / total if total else 0.0
-        failed = fraction > self.options.max_rejected_fraction
-        summary = {
-            "status": "failed" if failed else "succeeded",
-            "rows": total,
-            "published": published,
-            "rejected": rejected,
-            "retried": sum(result.retried for result in results),
-            "rejected_fraction": fraction,
-            "max_rejected_fraction": self.options.max_rejected_fraction,
-            "deadletter_path": self.options.deadletter_path,
-        }
-        _write_summary(self.options.deadletter_path, summary)
-        if failed:
-            raise AvisoJobFailed(
-                f"{rejected} of {total} rows rejected ({fraction:.2%}), more than "
-                f"max_rejected_fraction {self.options.max_rejected_fraction:.2%}; "
-                f"see {self.options.deadletter_path}"
-            )
+        summarise(self.options, messages, Path(self.options.deadletter_path), "write")
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        # Spark also aborts after a failed commit: keep the summary that commit wrote.
-        if not (Path(self.options.deadletter_path) / deadletter.SUMMARY_FILE).exists():
-            _write_summary(self.options.deadletter_path, {"status": "aborted"})
+        write_abort_summary(Path(self.options.deadletter_path))
 
 
-def _write_summary(folder: str, summary: dict[str, object]) -> None:
+class AvisoStreamWriter(DataSourceStreamWriter):
+    """One dead-letter sub-folder and one summary per micro-batch.
+
+    Spark's checkpoint keeps a file source from reading a committed file again; a batch
+    that was running when the query stopped is re-run with the same batch id after a
+    restart, and its rows keep their message ids, so the store drops what it already has.
+    """
+
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Row]) -> PartitionResult:
+        context = TaskContext.get()
+        batch = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        if batch is None:
+            raise RuntimeError(f"no '{BATCH_ID_PROPERTY}' in a streaming write task")
+        return write_partition(self.options, iterator, self._folder(int(batch)))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        summarise(self.options, messages, self._folder(batchId), f"batch {batchId}")
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        write_abort_summary(self._folder(batchId))
+
+    def _folder(self, batch: int) -> Path:
+        return Path(self.options.deadletter_path) / deadletter.batch_folder(batch)
+
+
+def write_partition(options: WriteOptions, rows: Iterator[Row], folder: Path) -> PartitionResult:
+    """Publish one partition's rows; its rejects go to ``folder`` only if the task succeeds."""
+    context = TaskContext.get()
+    partition = context.partitionId() if context else 0
+    attempt = context.attemptNumber() if context else 0
+    dead = deadletter.DeadLetterFile(folder, partition, attempt)
+    inject = options.fail_after_rows if partition == 0 and attempt == 0 else None
+    try:
+        result = asyncio.run(_publish(options, rows, partition, dead, inject))
+    except BaseException:
+        dead.discard()
+        raise
+    dead.commit()
+    return result
+
+
+async def _publish(
+    options: WriteOptions,
+    rows: Iterator[Row],
+    partition: int,
+    dead: deadletter.DeadLetterFile,
+    fail_after_rows: int | None,
+) -> PartitionResult:
+    runtime = host_runtime(options.config)
+    sink = runtime.sink(options.sink, options.sink_options)
+    published = rejected = retried = 0
+    await sink.start()
+    try:
+        while chunk := list(itertools.islice(rows, options.batch_size)):
+            accepted: list[tuple[Row, Notification]] = []
+            for row in chunk:
+                try:
+                    accepted.append((row, options.mapping.notification(row, runtime.planner)))
+                except SinkRejected as exc:
+                    dead.add(json_value(row), exc, None)
+                    rejected += 1
+            outcomes = await sink.publish_batch([item for _, item in accepted])
+            for (row, item), outcome in zip(accepted, outcomes, strict=True):
+                retried += outcome.retries
+                if outcome.error is None:
+                    published += 1
+                else:
+                    dead.add(json_value(row), outcome.error, item.message_id)
+                    rejected += 1
+            if fail_after_rows is not None and published >= fail_after_rows:
+                raise RuntimeError(f"injected failure after {published} published rows")
+    finally:
+        await sink.close()
+    return PartitionResult(partition, published, rejected, retried)
+
+
+def summarise(
+    options: WriteOptions,
+    messages: list[WriterCommitMessage | None],
+    folder: Path,
+    label: str,
+) -> None:
+    """Write ``_summary.json`` into ``folder``, log it, and fail past the threshold."""
+    results = [message for message in messages if isinstance(message, PartitionResult)]
+    published = sum(result.published for result in results)
+    rejected = sum(result.rejected for result in results)
+    total = published + rejected
+    fraction = rejected / total if total else 0.0
+    failed = fraction > options.max_rejected_fraction
+    summary = {
+        "status": "failed" if failed else "succeeded",
+        "rows": total,
+        "published": published,
+        "rejected": rejected,
+        "retried": sum(result.retried for result in results),
+        "rejected_fraction": fraction,
+        "max_rejected_fraction": options.max_rejected_fraction,
+        "deadletter_path": str(folder),
+    }
+    _write_summary(folder, summary, label)
+    if failed:
+        raise AvisoJobFailed(
+            f"{rejected} of {total} rows rejected ({fraction:.2%}), more than "
+            f"max_rejected_fraction {options.max_rejected_fraction:.2%}; see {folder}"
+        )
+
+
+def write_abort_summary(folder: Path) -> None:
+    # Spark also aborts after a failed commit: keep the summary that commit wrote.
+    if not (folder / deadletter.SUMMARY_FILE).exists():
+        _write_summary(folder, {"status": "aborted"}, "abort")
+
+
+def _write_summary(folder: Path, summary: dict[str, object], label: str) -> None:
     text = json.dumps(summary, sort_keys=True)
-    (Path(folder) / deadletter.SUMMARY_FILE).write_text(text + "\n", encoding="utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / deadletter.SUMMARY_FILE).write_text(text + "\n", encoding="utf-8")
     # The commit runs in a Python worker of the driver: its stderr reaches the job's log.
-    print(f"aviso spark write: {text}", file=sys.stderr)
+    print(f"aviso spark {label}: {text}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """The dead-letter folder: one JSON-lines file per partition, plus the job summary.
 
 A partition's rejects are written to a temporary file renamed into place only when the
-task succeeds, so a task retried by Spark leaves exactly one file for its partition.
+task succeeds, so a task retried by Spark leaves exactly one file for its partition. A
+streaming query gives every micro-batch its own sub-folder (``batch-<id>``), each with the
+same layout.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ from aviso_plugins.types import SinkRejected
 
 SUMMARY_FILE = "_summary.json"
 PART_GLOB = "part-*.jsonl"
+
+
+def batch_folder(batch_id: int) -> str:
+    """The sub-folder of one streaming micro-batch (zero-padded: listings sort by batch)."""
+    return f"batch-{batch_id:08d}"
 
 
 def clear(folder: Path) -> None:
@@ -32,6 +39,7 @@ class DeadLetterFile:
 
     def add(self, row: dict[str, Any], error: SinkRejected, message_id: str | None) -> None:
         if self._handle is None:
+            self.temporary.parent.mkdir(parents=True, exist_ok=True)
             self._handle = self.temporary.open("w", encoding="utf-8")
         record = {
             "row": row,
@@ -59,3 +67,20 @@ def read(folder: Path) -> list[dict[str, Any]]:
         with part.open(encoding="utf-8") as handle:
             records += [json.loads(line) for line in handle]
     return records
+
+
+def summary(folder: str | Path) -> dict[str, Any]:
+    """The ``_summary.json`` a batch job (or one micro-batch) left in ``folder``."""
+    return json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+
+
+def combined_summary(folder: str | Path) -> dict[str, Any]:
+    """Totals over every micro-batch summary of a streaming query's dead-letter folder."""
+    batches = [
+        summary(path.parent) for path in sorted(Path(folder).glob(f"batch-*/{SUMMARY_FILE}"))
+    ]
+    totals: dict[str, Any] = {"batches": len(batches)}
+    for key in ("rows", "published", "rejected", "retried"):
+        totals[key] = sum(batch.get(key, 0) for batch in batches)
+    totals["status"] = "failed" if any(b["status"] != "succeeded" for b in batches) else "succeeded"
+    return totals

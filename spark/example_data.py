@@ -30,6 +30,8 @@ IDENTIFIER_COLUMNS = (
 )
 PAYLOAD_COLUMNS = ("path", "size")
 COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, *PAYLOAD_COLUMNS)
+FORMATS = ("csv", "json", "parquet")
+"""What ``write`` writes, and what ``aviso spark publish`` reads."""
 
 # One broken rule per invalid row: (column, value) pairs each handler refuses.
 _BREAKAGES = (
@@ -81,16 +83,23 @@ def dissemination_rows(
 
 
 def write(rows: list[dict[str, Any]], path: Path, file_format: str) -> None:
-    """``csv`` (with a header) or ``json`` (JSON lines, what Spark's json reader expects)."""
+    """``csv`` (with a header), ``json`` (JSON lines, what Spark's json reader expects) or
+    ``parquet`` (one file, typed columns; needs pyarrow, part of the ``spark`` extra)."""
+    if file_format == "parquet":
+        import pyarrow
+        import pyarrow.parquet
+
+        pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows), path)
+        return
+    if file_format not in FORMATS:
+        raise ValueError(f"unsupported format '{file_format}' (csv, json or parquet)")
     with path.open("w", encoding="utf-8", newline="") as handle:
         if file_format == "csv":
             writer = csv.DictWriter(handle, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
-        elif file_format == "json":
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
         else:
-            raise ValueError(f"unsupported format '{file_format}' (csv or json)")
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
 
 
 def main() -> None:
@@ -98,7 +107,7 @@ def main() -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--invalid-fraction", type=float, default=0.01)
-    parser.add_argument("--format", choices=("csv", "json"), default="json")
+    parser.add_argument("--format", choices=FORMATS, default="json")
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args()
     data = dissemination_rows(arguments.rows, arguments.invalid_fraction, arguments.seed)

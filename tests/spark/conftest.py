@@ -54,6 +54,7 @@ def dissemination_document(nats_url: str) -> dict[str, Any]:
             "replay_batch_size": 1000,
             "replay_batch_delay_ms": 0,
             "max_historical_notifications": 100_000,
+            "sse_heartbeat_interval_sec": 1,  # a test's watch thread sees its stop request
         },
         "notification_schema": {"dissemination": shipped["notification_schema"]["dissemination"]},
     }

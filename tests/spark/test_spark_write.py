@@ -7,21 +7,16 @@ dead-letter folder with their error codes, and a re-run (or a retried task) adds
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from aviso_spark import deadletter
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, ExampleData, dissemination_rows
+from tests.spark.checks import EVENT_TYPE, replayed_row_ids
 from tests.spark.conftest import AvisoSetup
-from tests.support.sse import DEFAULT_TIMEOUT, Stream
-
-EVENT_TYPE = "dissemination"
-DESTINATIONS = 5  # dissemination_rows spreads rows over <prefix>0 .. <prefix>4
 
 
 def frame(spark: SparkSession, data: ExampleData, partitions: int = 4) -> DataFrame:
@@ -50,28 +45,6 @@ def publish(
         writer = writer.option(key, value)
     writer.save()
     return json.loads((deadletter_path / deadletter.SUMMARY_FILE).read_text())
-
-
-def replayed_row_ids(aviso: AvisoSetup) -> Counter[int]:
-    """Row id (the payload path's file name) of every stored notification, with counts."""
-    seen: Counter[int] = Counter()
-    with httpx.Client(base_url=aviso.server.url, timeout=DEFAULT_TIMEOUT) as client:
-        for index in range(DESTINATIONS):
-            body = {
-                "event_type": EVENT_TYPE,
-                "identifier": {"destination": f"{aviso.prefix}{index}", "class": "od"},
-                "from_id": "1",
-            }
-            with client.stream("POST", "/api/v1/replay", content=json.dumps(body)) as response:
-                assert response.status_code == 200, response.read()
-                for event in Stream(response).events():
-                    if event.kind == "connection-closing":
-                        assert event.data["reason"] == "end_of_stream", event.raw
-                        break
-                    if event.name == "replay":
-                        path = event.data["data"]["payload"]["path"]
-                        seen[int(Path(path).stem)] += 1
-    return seen
 
 
 def check_batch(

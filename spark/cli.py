@@ -1,0 +1,252 @@
+"""``aviso spark publish`` and ``aviso spark history``: the data source without Spark code.
+
+pyspark is imported inside the commands only, so ``aviso serve`` (which loads this group)
+never imports it. When a Spark session is already active in the process (a notebook, a
+test) the commands use it and leave it running; otherwise they start one on ``--master``
+and stop it at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from aviso_spark.example_data import FORMATS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# The last line of a Python traceback, as Spark embeds it in the exception it raises.
+_PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
+
+
+@click.group()
+def spark() -> None:
+    """Publish notifications from files, and read history back, with PySpark."""
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@contextmanager
+def _session(master: str) -> Iterator[SparkSession]:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise click.ClickException(
+            f"pyspark unavailable ({exc}); pip install 'aviso-py[spark]'"
+        ) from exc
+    from aviso_spark import register
+
+    active = SparkSession.getActiveSession()
+    session = active or SparkSession.builder.master(master).appName("aviso spark").getOrCreate()
+    register(session)
+    try:
+        yield session
+    finally:
+        if active is None:
+            session.stop()
+
+
+def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=what)
+        pairs[key] = value
+    return pairs
+
+
+def _read_input(session: SparkSession, path: str, file_format: str, stream: bool) -> DataFrame:
+    # Every column as text, as a producer's CSV would give it: the field handlers
+    # canonicalise values exactly as the server does for a JSON notify body.
+    options = {"header": "true"} if file_format == "csv" else {}
+    if not stream:
+        frame = session.read.format(file_format).options(**options).load(path)
+    else:
+        # A streaming file source needs its schema up front: infer it from what is there now.
+        sample = session.read.format(file_format).options(**options).load(path)
+        frame = (
+            session.readStream.format(file_format)
+            .options(**options)
+            .schema(sample.schema)
+            .load(path)
+        )
+    return frame.select(*(frame[name].cast("string").alias(name) for name in frame.columns))
+
+
+@spark.command()
+@click.option("--input", "input_path", required=True, help="File or folder to publish.")
+@click.option("--format", "file_format", type=click.Choice(FORMATS), required=True)
+@click.option("--event-type", required=True)
+@click.option("--deadletter", "deadletter_path", required=True, help="Dead-letter folder.")
+@click.option("--config", "config_file", help="Configuration file read on the executors.")
+@click.option("--sink", default="http", show_default=True, help="http, backend or a plugin sink.")
+@click.option("--url", help="Server base URL (the http sink).")
+@click.option("--authorization", help="Authorization header value (the http sink).")
+@click.option("--sink-option", "sink_options", multiple=True, metavar="KEY=VALUE")
+@click.option("--identifier-columns", help="field=column or column items, comma-separated.")
+@click.option("--payload-columns", help="Columns making the payload object.")
+@click.option("--payload-column", help="The column whose value is the payload.")
+@click.option("--key-column", help="Column giving each row's message id.")
+@click.option("--max-rejected-fraction", type=float, default=0.0, show_default=True)
+@click.option("--batch-size", type=int, default=500, show_default=True)
+@click.option(
+    "--checkpoint",
+    help="Publish as a streaming query with this checkpoint folder: only files not yet "
+    "published are read (--input must be a folder).",
+)
+@click.option("--follow", is_flag=True, help="With --checkpoint: keep watching the folder.")
+@click.option("--master", default="local[*]", show_default=True)
+def publish(
+    input_path: str,
+    file_format: str,
+    event_type: str,
+    deadletter_path: str,
+    config_file: str | None,
+    sink: str,
+    url: str | None,
+    authorization: str | None,
+    sink_options: tuple[str, ...],
+    identifier_columns: str | None,
+    payload_columns: str | None,
+    payload_column: str | None,
+    key_column: str | None,
+    max_rejected_fraction: float,
+    batch_size: int,
+    checkpoint: str | None,
+    follow: bool,
+    master: str,
+) -> None:
+    """Publish every row of INPUT as a notification; rejected rows go to --deadletter."""
+    if follow and checkpoint is None:
+        raise click.UsageError("--follow needs --checkpoint")
+    options = {
+        "event_type": event_type,
+        "deadletter_path": deadletter_path,
+        "config": config_file,
+        "sink": sink,
+        "sink.url": url,
+        "sink.authorization": authorization,
+        "identifier_columns": identifier_columns,
+        "payload_columns": payload_columns,
+        "payload_column": payload_column,
+        "key_column": key_column,
+        "max_rejected_fraction": str(max_rejected_fraction),
+        "batch_size": str(batch_size),
+        **{f"sink.{key}": value for key, value in _pairs(sink_options, "--sink-option").items()},
+    }
+    options = {key: value for key, value in options.items() if value is not None}
+    with _session(master) as session:
+        frame = _read_input(session, input_path, file_format, checkpoint is not None)
+        try:
+            if checkpoint is None:
+                _publish_batch(session, frame, options)
+            else:
+                _publish_stream(frame, options, checkpoint, follow)
+        except Exception as exc:  # Spark wraps the writer's error; show its first line
+            raise click.ClickException(_reason(exc)) from exc
+    summary = _summary(deadletter_path, checkpoint is not None)
+    click.echo(json.dumps(summary, sort_keys=True))
+
+
+def _publish_batch(session: SparkSession, frame: DataFrame, options: dict[str, str]) -> None:
+    from aviso_spark.progress import StageProgress
+
+    with StageProgress(session.sparkContext, _echo_err):
+        frame.write.format("aviso").mode("append").options(**options).save()
+
+
+def _publish_stream(
+    frame: DataFrame, options: dict[str, str], checkpoint: str, follow: bool
+) -> None:
+    from aviso_spark.progress import report_batches
+
+    writer = (
+        frame.writeStream.format("aviso")
+        .options(**options)
+        .option("checkpointLocation", checkpoint)
+    )
+    query = (writer if follow else writer.trigger(availableNow=True)).start()
+    report_batches(query, _echo_err)
+
+
+def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any]:
+    """The batch job's summary, or the sum of this run's micro-batch summaries."""
+    from aviso_spark import deadletter
+
+    return (
+        deadletter.combined_summary(deadletter_path)
+        if streamed
+        else deadletter.summary(deadletter_path)
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The Python error under Spark's wrapping: the last ``Type: message`` line of the
+    worker's traceback (e.g. ``AvisoJobFailed: 12 of 40 rows rejected ...``)."""
+    lines = (str(exc).strip() or type(exc).__name__).splitlines()
+    raised = [line.strip() for line in lines if _PYTHON_ERROR.match(line)]
+    return raised[-1] if raised else lines[0]
+
+
+@spark.command()
+@click.option("--url", required=True, help="Server base URL.")
+@click.option("--event-type", required=True)
+@click.option("--identifier", "identifier", multiple=True, metavar="FIELD=VALUE")
+@click.option("--from-id")
+@click.option("--from-date")
+@click.option("--authorization", help="Authorization header value.")
+@click.option("--output", help="Write here (a folder, as Spark does) instead of printing.")
+@click.option(
+    "--format", "file_format", type=click.Choice(FORMATS), default="json", show_default=True
+)
+@click.option("--master", default="local[*]", show_default=True)
+def history(
+    url: str,
+    event_type: str,
+    identifier: tuple[str, ...],
+    from_id: str | None,
+    from_date: str | None,
+    authorization: str | None,
+    output: str | None,
+    file_format: str,
+    master: str,
+) -> None:
+    """Read stored notifications through the replay API: print JSON lines or write --output."""
+    from aviso_spark.progress import StageProgress
+
+    options = {
+        "url": url,
+        "event_type": event_type,
+        "from_id": from_id,
+        "from_date": from_date,
+        "authorization": authorization,
+        **{f"identifier.{key}": value for key, value in _pairs(identifier, "--identifier").items()},
+    }
+    with _session(master) as session:
+        try:
+            frame = (
+                session.read.format("aviso")
+                .options(**{key: value for key, value in options.items() if value is not None})
+                .load()
+            )
+            with StageProgress(session.sparkContext, _echo_err):
+                if output is not None:
+                    frame.write.format(file_format).options(
+                        **({"header": "true"} if file_format == "csv" else {})
+                    ).save(output)
+                else:
+                    for row in frame.toLocalIterator():
+                        record = row.asDict()
+                        record["time"] = record["time"].isoformat()
+                        click.echo(json.dumps(record, sort_keys=True))
+        except Exception as exc:
+            raise click.ClickException(_reason(exc)) from exc

@@ -1,0 +1,157 @@
+"""``aviso spark publish`` / ``aviso spark history`` through click's runner, in this process.
+
+The commands find the test session's Spark session active and use it (leaving it running).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+from pyspark.sql import SparkSession
+
+from aviso_host.cli import main
+from aviso_spark import deadletter
+from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows, write
+from tests.spark.checks import EVENT_TYPE, replayed_row_ids
+from tests.spark.conftest import AvisoSetup
+
+
+def run_cli(*args: str) -> Result:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+def publish_args(
+    aviso_setup: AvisoSetup, input_path: Path, file_format: str, dead: Path
+) -> list[str]:
+    return [
+        "spark",
+        "publish",
+        "--input",
+        str(input_path),
+        "--format",
+        file_format,
+        "--event-type",
+        EVENT_TYPE,
+        "--config",
+        str(aviso_setup.config_file),
+        "--sink",
+        "backend",
+        "--identifier-columns",
+        ",".join(IDENTIFIER_COLUMNS),
+        "--payload-columns",
+        "path,size",
+        "--deadletter",
+        str(dead),
+        "--max-rejected-fraction",
+        "0.1",
+    ]
+
+
+def test_publish_a_parquet_folder_with_a_progress_line_per_stage(
+    spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
+) -> None:
+    data = dissemination_rows(200, 0.05, seed=21, destination_prefix=aviso.prefix)
+    source = tmp_path / "input"
+    source.mkdir()
+    write(data.rows[:120], source / "part-a.parquet", "parquet")
+    write(data.rows[120:], source / "part-b.parquet", "parquet")
+
+    result = run_cli(*publish_args(aviso, source, "parquet", tmp_path / "dead"))
+
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert summary["published"] == 190 and summary["rejected"] == 10
+    assert any(
+        line.startswith("stage ") and " finished: " in line for line in result.stderr.splitlines()
+    )
+    assert set(replayed_row_ids(aviso)) == set(range(200)) - data.invalid_ids
+    dead = deadletter.read(tmp_path / "dead")
+    assert sorted(int(record["row"]["row_id"]) for record in dead) == sorted(data.invalid_ids)
+
+
+def test_publish_with_a_checkpoint_publishes_each_file_once(
+    spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
+) -> None:
+    data = dissemination_rows(150, 0.0, seed=22, destination_prefix=aviso.prefix)
+    source = tmp_path / "input"
+    source.mkdir()
+    write(data.rows[:100], source / "first.csv", "csv")
+    args = [
+        *publish_args(aviso, source, "csv", tmp_path / "dead"),
+        "--checkpoint",
+        str(tmp_path / "cp"),
+    ]
+
+    first = run_cli(*args)
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout.splitlines()[-1])["published"] == 100
+    assert "batch 0 finished: 100 input rows" in first.stderr
+
+    write(data.rows[100:], source / "second.csv", "csv")
+    second = run_cli(*args)
+    assert second.exit_code == 0, second.output
+    totals = json.loads(second.stdout.splitlines()[-1])
+    assert totals["published"] == 150  # over both runs: the first file was not read again
+    assert "batch 1 finished: 50 input rows" in second.stderr
+    assert replayed_row_ids(aviso) == {row_id: 1 for row_id in range(150)}
+
+
+def test_history_prints_json_lines_or_writes_a_folder(
+    spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
+) -> None:
+    data = dissemination_rows(50, 0.0, seed=23, destination_prefix=aviso.prefix)
+    source = tmp_path / "rows.json"
+    write(data.rows, source, "json")
+    assert run_cli(*publish_args(aviso, source, "json", tmp_path / "dead")).exit_code == 0
+    query = [
+        "spark",
+        "history",
+        "--url",
+        aviso.server.url,
+        "--event-type",
+        EVENT_TYPE,
+        "--identifier",
+        f"destination={aviso.prefix}0",
+        "--identifier",
+        "class=od",
+    ]
+
+    printed = run_cli(*query)
+    assert printed.exit_code == 0, printed.output
+    records = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert len(records) == 10  # rows 0, 5, 10, ... went to destination <prefix>0
+    assert {record["destination"] for record in records} == {f"{aviso.prefix}0"}
+    assert sorted(json.loads(record["payload"])["path"] for record in records) == sorted(
+        row["path"] for row in data.rows if row["destination"] == f"{aviso.prefix}0"
+    )
+
+    written = run_cli(*query, "--output", str(tmp_path / "history"), "--format", "parquet")
+    assert written.exit_code == 0, written.output
+    assert spark.read.parquet(str(tmp_path / "history")).count() == 10
+
+
+def test_too_many_rejected_rows_fail_the_command_with_the_reason(
+    spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
+) -> None:
+    data = dissemination_rows(40, 0.25, seed=24, destination_prefix=aviso.prefix)
+    write(data.rows, tmp_path / "rows.csv", "csv")
+
+    result = run_cli(*publish_args(aviso, tmp_path / "rows.csv", "csv", tmp_path / "dead"))
+
+    assert result.exit_code == 1
+    assert "AvisoJobFailed: 10 of 40 rows rejected (25.00%)" in result.stderr, result.stderr
+    assert deadletter.summary(tmp_path / "dead")["status"] == "failed"
+    assert len(deadletter.read(tmp_path / "dead")) == 10
+
+
+def test_aviso_serve_commands_do_not_import_pyspark() -> None:
+    probe = (
+        "import sys; from aviso_host.cli import main; "
+        "assert 'spark' in main.commands; assert 'pyspark' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

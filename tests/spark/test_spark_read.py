@@ -1,0 +1,104 @@
+"""``spark.read.format("aviso")``: history through the replay API of a real server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from pyspark.sql import SparkSession
+
+from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
+from aviso_spark.reader import identifier_column
+from tests.spark.checks import EVENT_TYPE
+from tests.spark.conftest import dissemination_document
+from tests.support.nats import NatsServer
+from tests.support.server import RunningServer, running_server
+
+REPLAY_LIMIT = 7  # smaller than the history: the reader must page past the server's cap
+# Unique per run: the nats-server and its streams are shared by the test session.
+PREFIX = f"r{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def server(nats_session: NatsServer) -> Iterator[RunningServer]:
+    """20 notifications on <PREFIX>0 and <PREFIX>1 each, replayed at most 7 at a time."""
+    document = dissemination_document(nats_session.url)
+    document["watch_endpoint"]["max_historical_notifications"] = REPLAY_LIMIT
+    with running_server(document) as running, httpx.Client(base_url=running.url) as client:
+        for row in dissemination_rows(40, 0.0, seed=5, destination_prefix=PREFIX).rows:
+            row["destination"] = f"{PREFIX}{row['row_id'] % 2}"
+            body = {
+                "event_type": EVENT_TYPE,
+                "identifier": {name: row[name] for name in IDENTIFIER_COLUMNS},
+                "payload": {"path": row["path"], "size": row["size"]},
+            }
+            response = client.post("/api/v1/notification", content=json.dumps(body))
+            assert response.status_code == 200, response.text
+        yield running
+
+
+def read(spark: SparkSession, server: RunningServer, **options: str) -> list[dict[str, Any]]:
+    reader = (
+        spark.read.format("aviso")
+        .option("url", server.url)
+        .option("event_type", EVENT_TYPE)
+        .option("identifier.destination", f"{PREFIX}0")
+        .option("identifier.class", "od")
+    )
+    return [row.asDict() for row in reader.options(**options).load().collect()]
+
+
+def test_history_comes_back_as_a_dataframe(spark: SparkSession, server: RunningServer) -> None:
+    frame = spark.read.format("aviso").options(url=server.url, event_type=EVENT_TYPE, from_id="1")
+    frame = frame.option("identifier.destination", f"{PREFIX}0").option("identifier.class", "od")
+    df = frame.load()
+    columns = [identifier_column(name) for name in sorted(IDENTIFIER_COLUMNS)]
+    assert df.columns == ["sequence", "time", *columns, "payload"]
+    assert dict(df.dtypes)["sequence"] == "bigint"
+    assert dict(df.dtypes)["time"] == "timestamp"
+
+    rows = [row.asDict() for row in df.collect()]
+    assert len(rows) == 20  # all of them, though the server replays 7 at a time
+    sequences = [row["sequence"] for row in rows]
+    assert sequences == sorted(sequences) and len(set(sequences)) == 20
+    assert {row["destination"] for row in rows} == {f"{PREFIX}0"}
+    first = rows[0]
+    assert first["date"] == "20260401" and first["class"] == "od" and first["step"] == "0"
+    assert json.loads(first["payload"])["path"] == "/dissemination/oper/20260401/00/0.grib"
+
+
+def test_from_id_and_from_date_choose_where_history_starts(
+    spark: SparkSession, server: RunningServer
+) -> None:
+    everything = read(spark, server)
+    assert len(everything) == 20  # neither option: the whole history
+    tenth = everything[9]["sequence"]
+    assert [row["sequence"] for row in read(spark, server, from_id=str(tenth))] == [
+        row["sequence"] for row in everything[9:]
+    ]
+    assert len(read(spark, server, from_date="2000-01-01T00:00:00Z")) == 20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="JetStream backend bug: a replay from_date later than the newest message "
+    "returns the whole history (the in-memory backend returns nothing)",
+)
+def test_from_date_after_the_newest_notification_reads_nothing(
+    spark: SparkSession, server: RunningServer
+) -> None:
+    assert read(spark, server, from_date="2999-01-01T00:00:00Z") == []
+
+
+def test_a_refused_replay_fails_the_read_with_the_server_error(
+    spark: SparkSession, server: RunningServer
+) -> None:
+    bad = spark.read.format("aviso").options(url=server.url, event_type=EVENT_TYPE)
+    with pytest.raises(Exception, match="INVALID_REPLAY_REQUEST"):
+        bad.option("identifier.class", "od").load().collect()  # destination is required
+    with pytest.raises(Exception, match="needs the option 'url'"):
+        spark.read.format("aviso").option("event_type", EVENT_TYPE).load()
