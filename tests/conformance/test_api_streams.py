@@ -312,6 +312,15 @@ def test_item_42_from_date_between_two_notifications(client: httpx.Client) -> No
     assert exact.sequences() == [newer.data["sequence"]]
 
 
+@pytest.mark.parametrize("from_date", ["2100-01-01T00:00:00Z", "2999-01-01T00:00:00Z"])
+def test_item_42_from_date_after_the_newest_is_empty(client: httpx.Client, from_date: str) -> None:
+    # 2999 lies beyond nats-server's int64-nanosecond clock, which once wrapped around and
+    # replayed the whole stream.
+    basin = unique_basin()
+    gauge(client, basin)
+    assert read_stream(client, REPLAY, _from(basin, from_date=from_date)).sequences() == []
+
+
 def test_item_42_each_notification_replays_from_its_own_time(client: httpx.Client) -> None:
     """Inclusive at full precision, for 20 notifications: one is not enough to show a stored
     time rendered a fraction of a microsecond too late (JetStream did so in about half the

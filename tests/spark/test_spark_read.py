@@ -83,11 +83,6 @@ def test_from_id_and_from_date_choose_where_history_starts(
     assert len(read(spark, server, from_date="2000-01-01T00:00:00Z")) == 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="JetStream backend bug: a replay from_date later than the newest message "
-    "returns the whole history (the in-memory backend returns nothing)",
-)
 def test_from_date_after_the_newest_notification_reads_nothing(
     spark: SparkSession, server: RunningServer
 ) -> None:

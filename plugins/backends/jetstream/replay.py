@@ -27,6 +27,9 @@ FETCH_TIMEOUT = 5.0
 KEPT_READERS = 64
 READER_IDLE_SECONDS = 60.0
 STATUS_HEADER = "Status"
+LAST_NATS_TIME_NS = 2**63 - 1
+"""nats-server keeps times as int64 nanoseconds (up to 2262): a start time past that wraps
+around and delivers the whole stream, yet no message can be stored after it."""
 
 
 class _Reader:
@@ -96,6 +99,8 @@ class HistoryReaders:
         self._kept: OrderedDict[tuple[str, int], _Reader] = OrderedDict()
 
     async def read(self, stream: str, subject: str, start: StartCursor, limit: int) -> Page:
+        if start.from_time_ns is not None and start.from_time_ns > LAST_NATS_TIME_NS:
+            return Page([], more=False)
         reader = None
         if start.from_sequence:
             reader = self._kept.pop((subject, start.from_sequence), None)
