@@ -7,7 +7,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from aviso_plugins.types import Notification, SinkOutcome, SinkUnavailable
+from aviso_plugins.types import SinkOutcome, SinkUnavailable
 
 T = TypeVar("T")
 
@@ -32,18 +32,21 @@ def backoff_seconds(base_ms: int, attempt: int) -> float:
 
 
 async def publish_all(
-    notifications: Sequence[Notification],
+    notifications: Sequence[T],
     concurrency: int,
-    publish_one: Callable[[Notification], Awaitable[SinkOutcome]],
+    publish_one: Callable[[T], Awaitable[SinkOutcome]],
 ) -> list[SinkOutcome]:
     """Run ``publish_one`` for every notification with at most ``concurrency`` in flight.
+
+    Generic in what a notification is, so that a benchmark can drive prepared raw messages
+    through the very same fan-out as the sinks.
 
     The first :class:`SinkUnavailable` cancels the rest of the batch: the caller re-sends
     the whole batch anyway, so finishing the others would only add load on a failing peer.
     """
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def bounded(notification: Notification) -> SinkOutcome:
+    async def bounded(notification: T) -> SinkOutcome:
         async with semaphore:
             return await publish_one(notification)
 
