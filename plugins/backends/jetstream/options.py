@@ -91,22 +91,22 @@ def parse_options(
     url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")
-    retention_seconds = None
-    if "retention_time" in raw:
+
+    def duration(key: str) -> int | None:
+        """Seconds of a positive duration option; ``None`` when it is not set."""
+        if key not in raw:
+            return None
         try:
-            retention_seconds = parse_duration(raw["retention_time"])
+            seconds = parse_duration(raw[key])
         except ValueError as exc:
-            raise fail("retention_time", str(exc)) from exc
-        if retention_seconds <= 0:
-            raise fail("retention_time", "must be greater than 0")
-    duplicate_window_seconds = None
-    if "duplicate_window" in raw:
-        try:
-            duplicate_window_seconds = parse_duration(raw["duplicate_window"])
-        except ValueError as exc:
-            raise fail("duplicate_window", str(exc)) from exc
-        if duplicate_window_seconds <= 0:
-            raise fail("duplicate_window", "must be greater than 0")
+            raise fail(key, str(exc)) from exc
+        if seconds <= 0:
+            raise fail(key, "must be greater than 0")
+        return seconds
+
+    retention_seconds = duration("retention_time")
+    duplicate_window_seconds = duration("duplicate_window")
+    if duplicate_window_seconds is not None:
         if duplicate_window_seconds > _MAX_WINDOW_SECONDS:
             raise fail("duplicate_window", "too long (JetStream counts it in int64 nanoseconds)")
         # JetStream refuses a stream whose window outlasts its messages.
@@ -118,7 +118,8 @@ def parse_options(
     simple = {
         key: raw[key]
         for key in JetStreamOptions.__dataclass_fields__
-        if key in raw and key not in ("nats_url", "token", "retention_seconds")
+        if key in raw
+        and key not in ("nats_url", "token", "retention_seconds", "duplicate_window_seconds")
     }
     token = raw.get("token") or environ.get("NATS_TOKEN") or None
     return JetStreamOptions(

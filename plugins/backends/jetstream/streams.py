@@ -36,8 +36,8 @@ _RECONCILED = {
     "discard": api.DiscardPolicy.OLD,
     "retention": api.RetentionPolicy.LIMITS,
 }
-# Reconciled only when configured: unset, the server picks it (and it depends on max_age).
-_OPTIONAL_RECONCILED = {"duplicate_window": 0}
+# Compared only when configured (non-zero): unset, the server derives it from max_age.
+_RECONCILED_WHEN_SET = ("duplicate_window",)
 _DURATIONS = ("max_age", "duplicate_window")
 
 
@@ -83,9 +83,8 @@ def desired_config(
 
 def _normalised(config: api.StreamConfig, field: str) -> Any:
     value = getattr(config, field)
-    default = {**_RECONCILED, **_OPTIONAL_RECONCILED}[field]
     if value is None:
-        return default
+        return _RECONCILED[field]
     if field in _DURATIONS:
         return round(value)
     return value
@@ -155,7 +154,7 @@ class StreamKeeper:
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
-        fields = [*_RECONCILED, *(f for f in _OPTIONAL_RECONCILED if getattr(desired, f))]
+        fields = [*_RECONCILED, *(f for f in _RECONCILED_WHEN_SET if getattr(desired, f))]
         changed = {
             field: getattr(desired, field)
             for field in fields

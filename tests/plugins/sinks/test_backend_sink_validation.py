@@ -22,10 +22,10 @@ from aviso_plugins.types import FieldHandler, InvalidValue, Notification, SinkOu
 
 pytest.importorskip("pyspark", reason="the 'spark' extra is not installed")
 
-from pyspark.sql import Row  # noqa: E402  (after the skip above)
+from pyspark.sql import Row
 
-from aviso_spark.rows import RowMapping  # noqa: E402
-from aviso_spark.runtime import HostRuntime  # noqa: E402
+from aviso_spark.rows import RowMapping
+from aviso_spark.runtime import HostRuntime
 
 ROWS = 50
 DOCUMENT: dict[str, Any] = {
