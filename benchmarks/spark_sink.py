@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -52,7 +53,10 @@ SINK_STREAM = "DISS"
 RAW_BASE = "rawbench"
 PROGRESS_SECONDS = 5.0
 IDENTIFIER_COLUMNS = "destination,target,class,expver,domain,date,time,stream,step"
+PAYLOAD_COLUMNS = ("path", "size")
 FIRST_DATE = datetime.date(2026, 1, 1)
+RawMessage = tuple[str, bytes, dict[str, str]]
+"""Subject, body and headers."""
 # Every row valid and distinct: (date, step) is unique.
 ROW_EXPRESSIONS = (
     "concat('ecpds', id % 5) AS destination",
@@ -79,21 +83,21 @@ def config_document(nats_url: str) -> dict[str, Any]:
     }
 
 
-def row_values(row_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Identifier and payload of generated row ``row_id``, as ``ROW_EXPRESSIONS`` make it."""
-    date = (FIRST_DATE + datetime.timedelta(days=row_id // 100000)).isoformat()
-    identifier = {
+def row_values(row_id: int) -> dict[str, Any]:
+    """The columns of generated row ``row_id``, as ``ROW_EXPRESSIONS`` make them."""
+    return {
         "destination": f"ecpds{row_id % 5}",
         "target": f"t{row_id % 3}",
         "class": "od",
         "expver": "1",
         "domain": "g",
-        "date": date,
+        "date": (FIRST_DATE + datetime.timedelta(days=row_id // 100000)).isoformat(),
         "time": f"{(row_id % 4) * 6:02d}",
         "stream": ("oper", "enfo", "wave")[row_id % 3],
         "step": row_id % 100000,
+        "path": f"/dissemination/{row_id}.grib",
+        "size": 1000000 + row_id,
     }
-    return identifier, {"path": f"/dissemination/{row_id}.grib", "size": 1000000 + row_id}
 
 
 # -- progress ----------------------------------------------------------------------------
@@ -136,22 +140,25 @@ def progress(nats_url: str, stream: str, label: str, total: int) -> Iterator[Non
 
 
 def raw_messages(config_file: Path, rows: range) -> list[RawMessage]:
-    """The sink's messages for ``rows``, re-based on ``RAW_BASE``."""
-    from aviso_spark.rows import message_id
+    """The sink's messages for ``rows`` (the writer's own row mapping and message ids),
+    re-based on ``RAW_BASE``."""
+    from pyspark.sql import Row
+
+    from aviso_spark.rows import RowMapping
     from aviso_spark.runtime import host_runtime
 
     planner = host_runtime(str(config_file)).planner
+    identifier = tuple((column, column) for column in IDENTIFIER_COLUMNS.split(","))
+    mapping = RowMapping(EVENT_TYPE, identifier, PAYLOAD_COLUMNS)
     messages = []
     for row_id in rows:
-        planned = planner.plan(EVENT_TYPE, *row_values(row_id))
-        key = f"{planned.metadata['identifier']}\n{planned.payload}"
-        headers = {**planned.metadata, MESSAGE_ID_METADATA: message_id(EVENT_TYPE, key)}
+        notification = mapping.notification(Row(**row_values(row_id)), planner)
+        assert notification.planned is not None and notification.message_id is not None
+        planned = notification.planned
+        headers = {**planned.metadata, MESSAGE_ID_METADATA: notification.message_id}
         subject = f"{RAW_BASE}.{planned.topic.split('.', 1)[1]}"
         messages.append((subject, planned.payload.encode(), headers))
     return messages
-
-
-RawMessage = tuple[str, bytes, dict[str, str]]
 
 
 def raw_partition(
@@ -160,8 +167,8 @@ def raw_partition(
     rows: range,
     batch: int,
     concurrency: int,
-    ready: Any,
-    go: Any,
+    ready: ProcessEvent,
+    go: ProcessEvent,
 ) -> None:
     """One partition's share, published like the sink does (child process)."""
     messages = raw_messages(config_file, rows)
@@ -272,7 +279,7 @@ def sink_rate(
             .option("event_type", EVENT_TYPE)
             .option("config", str(config_file))
             .option("identifier_columns", IDENTIFIER_COLUMNS)
-            .option("payload_columns", "path,size")
+            .option("payload_columns", ",".join(PAYLOAD_COLUMNS))
             .option("deadletter_path", str(deadletter))
             .option("batch_size", str(batch))
             .option("sink", "backend")
