@@ -443,6 +443,11 @@ class Notification:
     payload: Any
     message_id: str | None = None
     """Deterministic id of this notification; sinks pass it on so a re-send is dropped."""
+    planned: PlannedNotification | None = None
+    """The result of ``SinkContext.planner.plan`` for this notification, when the producer
+    already validated it (the Spark writer does, once per row). A sink that publishes to a
+    store uses it as is instead of validating again; a sink that forwards elsewhere (``http``)
+    ignores it, since the receiver validates."""
 
 
 @dataclass(frozen=True, slots=True)

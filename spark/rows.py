@@ -51,7 +51,8 @@ class RowMapping:
     key_column: str | None = None
 
     def notification(self, row: Row, planner: NotificationPlanner) -> Notification:
-        """Validate ``row`` with the host's planner (raises ``SinkRejected``) and build it.
+        """Validate ``row`` with the host's planner (raises ``SinkRejected``) and build it,
+        carrying the plan so that a sink writing to a store does not validate it again.
 
         Without a key column the message id hashes the canonical identifier and payload, so
         ``"step": 6`` and ``"step": "06"`` are the same notification, as the server sees it.
@@ -69,4 +70,6 @@ class RowMapping:
             if self.key_column is not None and row[self.key_column] is not None
             else f"{planned.metadata['identifier']}\n{planned.payload}"
         )
-        return Notification(self.event_type, identifier, payload, message_id(self.event_type, key))
+        return Notification(
+            self.event_type, identifier, payload, message_id(self.event_type, key), planned
+        )

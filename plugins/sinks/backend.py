@@ -1,7 +1,9 @@
 """The ``backend`` sink: validate with the host's planner and publish straight to a store.
 
 No HTTP hop: the caller hands over the host's validation (``SinkContext.planner``) and a
-factory for the configured storage backend (``SinkContext.backend_factory``). Options
+factory for the configured storage backend (``SinkContext.backend_factory``). A notification
+that arrives already planned (``Notification.planned``) is published without validating it
+a second time. Options
 (text): ``concurrency`` (publishes in flight; default 64), ``retries`` (default 3) and
 ``backoff_ms`` (first retry delay, doubled each time; default 100).
 """
@@ -57,12 +59,14 @@ class BackendSink(Sink):
 
     async def _publish_one(self, notification: Notification) -> SinkOutcome:
         assert self._backend is not None, "start() was not called"
-        try:
-            planned = self.planner.plan(
-                notification.event_type, notification.identifier, notification.payload
-            )
-        except SinkRejected as exc:
-            return SinkOutcome(error=exc)
+        planned = notification.planned
+        if planned is None:
+            try:
+                planned = self.planner.plan(
+                    notification.event_type, notification.identifier, notification.payload
+                )
+            except SinkRejected as exc:
+                return SinkOutcome(error=exc)
         metadata = planned.metadata
         if notification.message_id:
             metadata = {**metadata, MESSAGE_ID_METADATA: notification.message_id}

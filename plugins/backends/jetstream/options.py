@@ -31,6 +31,7 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "publish_retry_attempts": _COUNT,
         "publish_retry_base_delay_ms": _COUNT,
         "embedded_store_dir": {"type": "string"},
+        "duplicate_window": {"type": "string"},
     },
 }
 
@@ -44,6 +45,7 @@ _POSITIVE = (
 
 
 DEFAULT_URL = "nats://localhost:4222"
+_MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
 class OptionsError(ValueError):
@@ -70,6 +72,9 @@ class JetStreamOptions:
     publish_retry_base_delay_ms: int = 150
     embedded_store_dir: str | None = None
     """Start a private nats-server with file storage here instead of using ``nats_url``."""
+    duplicate_window_seconds: int | None = None
+    """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; ``None`` leaves
+    the server's default (2 minutes, or the stream's retention if shorter)."""
 
 
 def parse_options(
@@ -86,20 +91,41 @@ def parse_options(
     url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")
-    retention_seconds = None
-    if "retention_time" in raw:
+
+    def duration(key: str) -> int | None:
+        """Seconds of a positive duration option; ``None`` when it is not set."""
+        if key not in raw:
+            return None
         try:
-            retention_seconds = parse_duration(raw["retention_time"])
+            seconds = parse_duration(raw[key])
         except ValueError as exc:
-            raise fail("retention_time", str(exc)) from exc
-        if retention_seconds <= 0:
-            raise fail("retention_time", "must be greater than 0")
+            raise fail(key, str(exc)) from exc
+        if seconds <= 0:
+            raise fail(key, "must be greater than 0")
+        return seconds
+
+    retention_seconds = duration("retention_time")
+    duplicate_window_seconds = duration("duplicate_window")
+    if duplicate_window_seconds is not None:
+        if duplicate_window_seconds > _MAX_WINDOW_SECONDS:
+            raise fail("duplicate_window", "too long (JetStream counts it in int64 nanoseconds)")
+        # JetStream refuses a stream whose window outlasts its messages.
+        if retention_seconds is not None and duplicate_window_seconds > retention_seconds:
+            raise fail(
+                "duplicate_window",
+                f"must not be longer than retention_time ({raw['retention_time']})",
+            )
     simple = {
         key: raw[key]
         for key in JetStreamOptions.__dataclass_fields__
-        if key in raw and key not in ("nats_url", "token", "retention_seconds")
+        if key in raw
+        and key not in ("nats_url", "token", "retention_seconds", "duplicate_window_seconds")
     }
     token = raw.get("token") or environ.get("NATS_TOKEN") or None
     return JetStreamOptions(
-        nats_url=url, token=token, retention_seconds=retention_seconds, **simple
+        nats_url=url,
+        token=token,
+        retention_seconds=retention_seconds,
+        duplicate_window_seconds=duplicate_window_seconds,
+        **simple,
     )

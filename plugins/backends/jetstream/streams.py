@@ -36,6 +36,9 @@ _RECONCILED = {
     "discard": api.DiscardPolicy.OLD,
     "retention": api.RetentionPolicy.LIMITS,
 }
+# Compared only when configured (non-zero): unset, the server derives it from max_age.
+_RECONCILED_WHEN_SET = ("duplicate_window",)
+_DURATIONS = ("max_age", "duplicate_window")
 
 
 def stream_name(base: str) -> str:
@@ -70,15 +73,19 @@ def desired_config(
         config.compression = (
             api.StoreCompression.S2 if policy["compression"] else api.StoreCompression.NONE
         )
+    if options.duplicate_window_seconds is not None:
+        # JetStream refuses a window longer than the stream's retention; a schema's shorter
+        # retention_time caps it, as the server's own default window is capped.
+        window = options.duplicate_window_seconds
+        config.duplicate_window = min(window, config.max_age) if config.max_age else window
     return config
 
 
 def _normalised(config: api.StreamConfig, field: str) -> Any:
     value = getattr(config, field)
-    default = _RECONCILED[field]
     if value is None:
-        return default
-    if field == "max_age":
+        return _RECONCILED[field]
+    if field in _DURATIONS:
         return round(value)
     return value
 
@@ -147,9 +154,10 @@ class StreamKeeper:
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
+        fields = [*_RECONCILED, *(f for f in _RECONCILED_WHEN_SET if getattr(desired, f))]
         changed = {
             field: getattr(desired, field)
-            for field in _RECONCILED
+            for field in fields
             if _normalised(current, field) != _normalised(desired, field)
         }
         if not changed:

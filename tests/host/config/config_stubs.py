@@ -6,6 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from aviso_builtins.backends.jetstream.options import OPTIONS_SCHEMA as JETSTREAM_OPTIONS_SCHEMA
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
@@ -108,27 +109,7 @@ class InMemoryStub(_Backend):
 class JetStreamStub(_Backend):
     kind = "jetstream"
     capabilities = BackendCapabilities(True, True, True, True, True)
-    options_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "nats_url": {"type": "string"},
-            "token": {"type": "string"},
-            "timeout_seconds": _COUNT,
-            "retry_attempts": _COUNT,
-            "max_messages": {"type": "integer"},
-            "max_bytes": {"type": "integer"},
-            "retention_time": {"type": "string"},
-            "storage_type": {"enum": ["file", "memory"]},
-            "replicas": _COUNT,
-            "retention_policy": {"enum": ["limits", "interest", "workqueue"]},
-            "discard_policy": {"enum": ["old", "new"]},
-            "enable_auto_reconnect": {"type": "boolean"},
-            "max_reconnect_attempts": _COUNT,
-            "reconnect_delay_ms": _COUNT,
-            "publish_retry_attempts": _COUNT,
-            "publish_retry_base_delay_ms": _COUNT,
-        },
-    }
+    options_schema: ClassVar[Mapping[str, Any]] = JETSTREAM_OPTIONS_SCHEMA
 
 
 class _AuthStub(AuthProvider):

@@ -1,0 +1,139 @@
+"""``notification_backend.jetstream.duplicate_window`` against a real nats-server (issue 5).
+
+The window is how long JetStream remembers a ``Nats-Msg-Id``: the Spark writer's idempotent
+re-runs rely on it. The backend is driven in-process (no HTTP in between); streams are
+inspected directly with nats-py. Refusals run as real ``aviso serve`` children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aviso_builtins.backends.jetstream.backend import JetStreamBackend
+from aviso_builtins.backends.jetstream.options import OptionsError, parse_options
+from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext
+from tests.host.backends.jetstream_support import (
+    Case,
+    document,
+    serve_refusals,
+    stream_config,
+    stream_state,
+    unique,
+)
+from tests.support.nats import NatsServer
+
+NATS_DEFAULT_WINDOW = 120.0
+
+
+def publish_all(
+    nats_url: str,
+    base: str,
+    message_ids: list[str | None],
+    options: Mapping[str, Any] | None = None,
+    policy: Mapping[str, Any] | None = None,
+) -> None:
+    """Start a backend, publish one notification per id to ``<base>.<index>``, shut down."""
+    policies = {base: {"allow_duplicates": True, **(policy or {})}}
+    context = BackendContext({"nats_url": nats_url, **(options or {})}, policies)
+
+    async def run() -> None:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        try:
+            for index, message_id in enumerate(message_ids):
+                metadata = {MESSAGE_ID_METADATA: message_id} if message_id else {}
+                await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
+        finally:
+            await backend.shutdown()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def window_of(nats_url: str, base: str) -> float:
+    config = stream_config(nats_url, base.upper())
+    assert config is not None, f"stream {base.upper()} was not created"
+    return config.duplicate_window
+
+
+def test_created_stream_carries_the_configured_window(module_nats: NatsServer) -> None:
+    base = unique("win")
+    publish_all(module_nats.url, base, ["a"], {"duplicate_window": "10m"})
+    assert window_of(module_nats.url, base) == 600
+
+
+def test_unset_window_leaves_the_nats_default(module_nats: NatsServer) -> None:
+    base = unique("win")
+    publish_all(module_nats.url, base, ["a"])
+    assert window_of(module_nats.url, base) == NATS_DEFAULT_WINDOW
+
+
+def test_a_republished_message_id_inside_the_window_is_stored_once(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("dedup")
+    # Same id on different subjects too: de-duplication is per stream, not per subject.
+    publish_all(
+        module_nats.url, base, ["id-1", "id-1", "id-2", "id-1", "id-2"], {"duplicate_window": "1h"}
+    )
+    assert stream_state(module_nats.url, base.upper()).messages == 2
+
+
+def test_messages_without_an_id_are_all_stored(module_nats: NatsServer) -> None:
+    base = unique("dedup")
+    publish_all(module_nats.url, base, [None, None, None], {"duplicate_window": "1h"})
+    assert stream_state(module_nats.url, base.upper()).messages == 3
+
+
+def test_an_existing_stream_is_reconciled_to_the_window_keeping_its_messages(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("recon")
+    publish_all(module_nats.url, base, ["a", "b"])
+    assert window_of(module_nats.url, base) == NATS_DEFAULT_WINDOW
+    publish_all(module_nats.url, base, ["a", "c"], {"duplicate_window": "2h"})
+    assert window_of(module_nats.url, base) == 7200
+    # "a" was stored before the update: the stream still remembers it.
+    assert stream_state(module_nats.url, base.upper()).messages == 3
+
+
+def test_a_schema_retention_shorter_than_the_window_caps_it(module_nats: NatsServer) -> None:
+    # JetStream refuses a window longer than the stream's max_age.
+    base = unique("capped")
+    publish_all(module_nats.url, base, ["a"], {"duplicate_window": "1h"}, {"retention_time": "30m"})
+    assert window_of(module_nats.url, base) == 1800
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ({"duplicate_window": "0s"}, "must be greater than 0"),
+        ({"duplicate_window": "10 minutes"}, "invalid duration"),
+        ({"duplicate_window": "2mo"}, "invalid duration"),
+        ({"duplicate_window": "999999999999w"}, "too long"),
+        ({"duplicate_window": "2d", "retention_time": "1d"}, "must not be longer than"),
+    ],
+)
+def test_an_unusable_window_is_refused_naming_the_key(options: dict[str, Any], reason: str) -> None:
+    with pytest.raises(OptionsError) as refused:
+        parse_options(options, environ={})
+    assert str(refused.value).startswith("notification_backend.jetstream.duplicate_window: ")
+    assert reason in str(refused.value)
+
+
+def test_aviso_serve_refuses_to_start_with_an_unusable_window(
+    module_nats: NatsServer, tmp_path: Path
+) -> None:
+    cases = {
+        "grammar": Case(document(module_nats.url, jetstream={"duplicate_window": "5 min"})),
+        "not_text": Case(document(module_nats.url, jetstream={"duplicate_window": 300})),
+        "longer_than_retention": Case(
+            document(module_nats.url, jetstream={"duplicate_window": "2h", "retention_time": "1h"})
+        ),
+    }
+    for refusal in serve_refusals(tmp_path, cases).values():
+        refusal.assert_refused("duplicate_window")
