@@ -17,6 +17,7 @@ from nats.js import JetStreamContext, api
 
 from aviso_builtins.backends.jetstream.messages import to_record
 from aviso_builtins.backends.jetstream.streams import StreamKeeper
+from aviso_plugins.fanout import SubscriberIndex
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import LiveSink
 
@@ -36,6 +37,7 @@ class _Feed:
 
     def __init__(self) -> None:
         self.watchers: set[_Watcher] = set()
+        self.index: SubscriberIndex[_Watcher] = SubscriberIndex()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.subscription: JetStreamContext.PushSubscription | None = None
 
@@ -45,7 +47,7 @@ class _Feed:
         except Exception as exc:  # an unreadable message is skipped, not fatal
             logger.warning("skipping unreadable message on %s: %s", msg.subject, exc)
             return
-        for watcher in tuple(self.watchers):
+        for watcher in self.index.candidates(record.topic):
             if watcher.pattern.matches(record.topic):
                 try:
                     watcher.sink.deliver(record)
@@ -94,6 +96,7 @@ class LiveFeeds:
             await asyncio.shield(feed.ready)
         watcher = _Watcher(pattern, sink)
         feed.watchers.add(watcher)
+        feed.index.add(pattern, watcher)
         return _LiveSubscription(self, base, watcher)
 
     async def leave(self, base: str, watcher: _Watcher) -> None:
@@ -101,6 +104,7 @@ class LiveFeeds:
         if feed is None:
             return
         feed.watchers.discard(watcher)
+        feed.index.discard(watcher.pattern, watcher)
         if not feed.watchers and feed.subscription is not None:
             del self._feeds[base]
             try:
