@@ -81,7 +81,12 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(HttpMetricsMiddleware, metrics=service.metrics, routes=routes),
+            # Per-request cost: only where someone scrapes (docs/metrics.md).
+            *(
+                [Middleware(HttpMetricsMiddleware, metrics=service.metrics, routes=routes)]
+                if settings.metrics.enabled
+                else []
+            ),
             Middleware(RequestIdMiddleware),
             # Only with auth enabled: then it runs for every /api/v1 request before routing.
             *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),

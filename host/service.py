@@ -56,7 +56,8 @@ class Service:
             self.backend: StorageBackend = build_backend(settings, registry)
         except ValueError as exc:  # a backend refusing its own settings fails startup
             raise ConfigError(str(exc)) from exc
-        self.metrics.instrument_backend(self.backend)
+        if settings.metrics.enabled:  # per-request cost: only where someone scrapes
+            self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
         self._started = False

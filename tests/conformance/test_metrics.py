@@ -138,10 +138,10 @@ def test_scrapes_are_not_counted_as_http_requests(server: Metered) -> None:
     ]
 
 
-def test_embedded_app_exposes_its_registry_where_the_gateway_mounts_it() -> None:
-    """docs/metrics.md "Embedded (mounted) use": route labels stay prefix-free templates."""
+def _mounted_scrape(document: dict[str, Any]) -> Any:
+    """Mount aviso and its registry in a gateway, read a schema and notify once; the scrape."""
     registry = discover()
-    aviso = create_app(settings_from_document(API_EXAMPLE, registry), registry)
+    aviso = create_app(settings_from_document(document, registry), registry)
     gateway = Starlette(
         routes=[
             Mount("/aviso", app=aviso),
@@ -153,11 +153,31 @@ def test_embedded_app_exposes_its_registry_where_the_gateway_mounts_it() -> None
         httpx.Client(base_url=running.url, timeout=10.0) as http,
     ):
         assert http.get("/aviso/api/v1/schema/storm_cell").status_code == 200
+        body = {**gauge(unique_basin(), date="2026-04-02", level=4), "payload": {"n": 1}}
+        assert http.post(f"/aviso{NOTIFY}", json=body).status_code == 200
         response = http.get("/aviso-metrics/metrics")
     assert response.status_code == 200
-    scrape = parse(response.text)
+    return parse(response.text)
+
+
+def test_embedded_app_exposes_its_registry_where_the_gateway_mounts_it() -> None:
+    """docs/metrics.md "Embedded (mounted) use": route labels stay prefix-free templates."""
+    scrape = _mounted_scrape(with_metrics(API_EXAMPLE))
     labels = {"route": "/api/v1/schema/{event_type}", "method": "GET", "status_code": "200"}
     assert scrape.value("aviso_http_requests_total", **labels) == 1
+    publish = {"backend": "in_memory", "operation": "publish", "outcome": "ok"}
+    assert scrape.value("aviso_backend_operations_total", **publish) == 1
+
+
+def test_disabled_metrics_install_no_per_request_instrumentation() -> None:
+    """docs/metrics.md: with ``metrics.enabled: false`` HTTP and backend families stay at
+    their startup values (no middleware, no backend timing on the request path)."""
+    scrape = _mounted_scrape(API_EXAMPLE)
+    assert scrape.series("aviso_http_requests_total") == []
+    publish = {"backend": "in_memory", "operation": "publish", "outcome": "ok"}
+    assert scrape.value("aviso_backend_operations_total", **publish) == 0
+    success = {"event_type": "river_gauge", "status": "success"}
+    assert scrape.value("aviso_notifications_total", **success) == 1
 
 
 # -- items 40 and 41 -----------------------------------------------------------------------
