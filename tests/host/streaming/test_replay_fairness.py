@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -31,6 +30,37 @@ def _notification(marker: str) -> dict[str, object]:
     }
 
 
+def _post(url: str, path: str, body: object) -> bytes:
+    """A whole ``Connection: close`` POST request, byte for byte."""
+    content = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nConnection: close\r\n"
+        f"Content-Length: {len(content)}\r\n\r\n"
+    )
+    return head.encode() + content
+
+
+def _connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return socket.create_connection((parts.hostname, parts.port), timeout=DEFAULT_TIMEOUT.read)
+
+
+def _read_all(sock: socket.socket, on_started: Callable[[], None] = lambda: None) -> bytes:
+    """Everything the server sends until it closes; ``on_started`` runs once the bytes so far
+    hold ``replay_started``. Large reads, so that the client keeps up: a server waiting on a
+    full send buffer hands the loop to others by itself, which would hide a replay that
+    never yields."""
+    received = bytearray()
+    started = False
+    while chunk := sock.recv(1 << 22):
+        received += chunk
+        if not started and b"replay_started" in received:
+            started = True
+            on_started()
+    return bytes(received)
+
+
 def _fill_history(server: RunningServer, client: httpx.Client) -> None:
     """Store one notification through the API, then ``STORED - 1`` copies straight away."""
     response = client.post("/api/v1/notification", content=json.dumps(_notification("before")))
@@ -44,32 +74,6 @@ def _fill_history(server: RunningServer, client: httpx.Client) -> None:
             await backend.publish(template.topic, template.payload, template.metadata)
 
     server.call(copy, timeout=60)
-
-
-def _replay_bytes(url: str, body: dict[str, object], on_started: Callable[[], None]) -> bytes:
-    """Read a whole replay response, calling ``on_started`` once ``replay_started`` arrives.
-
-    A raw socket drained in large reads, so that the client keeps up and the server is not
-    made to wait on a full send buffer (which would hand the loop to others by itself).
-    """
-    parts = urlsplit(url)
-    content = json.dumps(body).encode()
-    request = (
-        f"POST /api/v1/replay HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n"
-        f"Content-Length: {len(content)}\r\n\r\n"
-    ).encode() + content
-    received = bytearray()
-    started = False
-    with socket.create_connection(
-        (parts.hostname, parts.port), timeout=DEFAULT_TIMEOUT.read
-    ) as sock:
-        sock.sendall(request)
-        while chunk := sock.recv(1 << 22):
-            received += chunk
-            if not started and b"replay_started" in received:
-                started = True
-                on_started()
-    return bytes(received)
 
 
 def test_unpaced_replay_lets_a_notify_in_before_it_completes() -> None:
@@ -87,19 +91,14 @@ def test_unpaced_replay_lets_a_notify_in_before_it_completes() -> None:
     )
     with running_server(config) as server, httpx.Client(base_url=server.url) as client:
         _fill_history(server, client)
-        statuses: list[int] = []
+        notify = _post(server.url, "/api/v1/notification", _notification("during"))
+        replay = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}, "from_id": "0"}
+        with _connect(server.url) as notifier, _connect(server.url) as replayer:
+            replayer.sendall(_post(server.url, "/api/v1/replay", replay))
+            raw = _read_all(replayer, lambda: notifier.sendall(notify))
+            answer = _read_all(notifier)
 
-        def notify_during_replay() -> None:
-            with httpx.Client(base_url=server.url, timeout=DEFAULT_TIMEOUT) as other:
-                body = json.dumps(_notification("during"))
-                statuses.append(other.post("/api/v1/notification", content=body).status_code)
-
-        notifier = threading.Thread(target=notify_during_replay)
-        body = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}, "from_id": "0"}
-        raw = _replay_bytes(server.url, body, notifier.start)
-        notifier.join(DEFAULT_TIMEOUT.read)
-
-    assert statuses == [200]
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
     # Every batch is sent as whole frames, so frames never straddle transfer-encoding chunks.
     frames = [(name, json.loads(data)) for name, data in FRAME.findall(raw)]
     markers = [data["data"]["payload"]["marker"] for name, data in frames if name == b"replay"]
