@@ -287,6 +287,12 @@ class EventStream:
 
     async def _pause(self, seconds: float) -> None:
         """Wait between replay batches, still honouring heartbeats and stop requests."""
+        if seconds <= 0:
+            # Unpaced, a batch boundary is still a scheduling point: without it one large
+            # replay would hold the event loop, and every other client of the process,
+            # until its last batch (a send only waits when the client falls behind).
+            await asyncio.sleep(0)
+            return
         until = self._now() + seconds
         while not self._stopping() and self._now() < until:
             await self._control.sleep_until(min(until, self._wake_at()))

@@ -165,16 +165,35 @@ class InMemoryBackend(StorageBackend):
         logs = self._logs.values() if pattern.base is None else (self._logs.get(pattern.base),)
         page: list[StoredNotification] = []
         has_more = False
+        alive = self._alive
+        # Records of one topic repeat throughout a log, and decoding a topic to match it is
+        # most of a page's cost, so each topic is matched once per page. The cache holds at
+        # most the retained topics (dead records are skipped before matching) and lives
+        # only as long as this call.
+        matched: dict[str, bool] = {}
         for log in logs:
             if log is None:
                 continue
-            for record in log.records[log.start_index(start) :]:
-                if record.sequence not in self._alive or not pattern.matches(record.topic):
+            records = log.records
+            # Each log contributes up to ``limit`` records of its own: when several logs are
+            # merged, the page is the first ``limit`` of their union, which can interleave.
+            taken = 0
+            # Indexing rather than slicing: a slice would copy the rest of the log per page.
+            for index in range(log.start_index(start), len(records)):
+                record = records[index]
+                if record.sequence not in alive:
                     continue
-                if len(page) == limit:
+                topic = record.topic
+                accepted = matched.get(topic)
+                if accepted is None:
+                    accepted = matched[topic] = pattern.matches(topic)
+                if not accepted:
+                    continue
+                if taken == limit:
                     has_more = True
                     break
                 page.append(record)
+                taken += 1
         if pattern.base is None:
             page.sort(key=lambda record: record.sequence)
             has_more = has_more or len(page) > limit

@@ -1,0 +1,109 @@
+"""An unpaced replay shares the event loop: other requests are served while it is produced."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+
+from aviso_plugins.topics import TopicPattern
+from aviso_plugins.types import StartCursor
+from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.server import RunningServer, running_server
+from tests.support.sse import DEFAULT_TIMEOUT
+
+STORED = 20_000
+# Small batches: the replay has thousands of batch boundaries at which to let others in.
+BATCH_SIZE = 10
+FRAME = re.compile(rb"event: ([^\n]+)\ndata: ([^\n]+)\n\n")
+
+
+def _notification(marker: str) -> dict[str, object]:
+    return {
+        "event_type": "river_gauge",
+        "identifier": {"basin": "rhine", "date": "2026-04-02", "level": 3},
+        "payload": {"marker": marker},
+    }
+
+
+def _post(url: str, path: str, body: object) -> bytes:
+    """A whole ``Connection: close`` POST request, byte for byte."""
+    content = json.dumps(body).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nConnection: close\r\n"
+        f"Content-Length: {len(content)}\r\n\r\n"
+    )
+    return head.encode() + content
+
+
+def _connect(url: str) -> socket.socket:
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    return socket.create_connection((parts.hostname, parts.port), timeout=DEFAULT_TIMEOUT.read)
+
+
+def _read_all(sock: socket.socket, on_started: Callable[[], None] = lambda: None) -> bytes:
+    """Everything the server sends until it closes; ``on_started`` runs once the bytes so far
+    hold ``replay_started``. Large reads, so that the client keeps up: a server waiting on a
+    full send buffer hands the loop to others by itself, which would hide a replay that
+    never yields."""
+    received = bytearray()
+    started = False
+    while chunk := sock.recv(1 << 22):
+        received += chunk
+        if not started and b"replay_started" in received:
+            started = True
+            on_started()
+    return bytes(received)
+
+
+def _fill_history(server: RunningServer, client: httpx.Client) -> None:
+    """Store one notification through the API, then ``STORED - 1`` copies straight away."""
+    response = client.post("/api/v1/notification", content=json.dumps(_notification("before")))
+    assert response.status_code == 200, response.text
+    backend = server.service.backend
+    pattern = TopicPattern(("gauge", None, None, None))
+    template = server.call(lambda: backend.fetch_batch(pattern, StartCursor(), 1)).messages[0]
+
+    async def copy() -> None:
+        for _ in range(STORED - 1):
+            await backend.publish(template.topic, template.payload, template.metadata)
+
+    server.call(copy, timeout=60)
+
+
+def test_unpaced_replay_lets_a_notify_in_before_it_completes() -> None:
+    config = with_changes(
+        API_EXAMPLE,
+        notification_backend={
+            "kind": "in_memory",
+            "in_memory": {"max_history_per_topic": 2 * STORED},
+        },
+        watch_endpoint={
+            "replay_batch_size": BATCH_SIZE,
+            "replay_batch_delay_ms": 0,
+            "max_historical_notifications": 2 * STORED,
+        },
+    )
+    with running_server(config) as server, httpx.Client(base_url=server.url) as client:
+        _fill_history(server, client)
+        notify = _post(server.url, "/api/v1/notification", _notification("during"))
+        replay = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}, "from_id": "0"}
+        with _connect(server.url) as notifier, _connect(server.url) as replayer:
+            replayer.sendall(_post(server.url, "/api/v1/replay", replay))
+            raw = _read_all(replayer, lambda: notifier.sendall(notify))
+            answer = _read_all(notifier)
+
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    # Every batch is sent as whole frames, so frames never straddle transfer-encoding chunks.
+    frames = [(name, json.loads(data)) for name, data in FRAME.findall(raw)]
+    markers = [data["data"]["payload"]["marker"] for name, data in frames if name == b"replay"]
+    # The notify was stored while the replay was still paging, so the replay (which reads
+    # up to the end of the log) delivered it before completing.
+    assert markers.count("before") == STORED
+    assert markers[-1] == "during", "the concurrent notify was not served before the end"
+    assert [data.get("type") for _, data in frames[-2:]] == ["replay_completed", None], frames[-2:]
