@@ -47,17 +47,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from aviso_plugins.types import Notification, Sink, SinkOutcome, SinkRejected
+from aviso_plugins.types import Notification, SinkRejected
 from aviso_spark import deadletter
 from aviso_spark.reader import AvisoReader, ReadOptions, history_schema
 from aviso_spark.rows import RowMapping, json_value
-from aviso_spark.runtime import HostRuntime, host_runtime
+from aviso_spark.runtime import host_runtime
 
 SINK_PREFIX = "sink."
 # Set by Spark on every task of a micro-batch (MicroBatchExecution.BATCH_ID_KEY).
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-# Rows validated between two turns of the chunk in flight (a few milliseconds of work).
-VALIDATION_SLICE_ROWS = 50
 
 
 class AvisoJobFailed(RuntimeError):
@@ -233,80 +231,30 @@ async def _publish(
 ) -> PartitionResult:
     runtime = host_runtime(options.config)
     sink = runtime.sink(options.sink, options.sink_options)
-    counts = _Counts()
-    in_flight: asyncio.Task[list[_Sent]] | None = None
+    published = rejected = retried = 0
     await sink.start()
     try:
-        # Chunk n+1 is validated while chunk n waits for the sink's acks; one chunk at most
-        # is in flight, so memory and the rows lost to a failed task stay bounded.
         while chunk := list(itertools.islice(rows, options.batch_size)):
-            accepted = await _validated(chunk, options.mapping, runtime, dead, counts)
-            if in_flight is not None:
-                _record(await in_flight, dead, counts, fail_after_rows)
-            in_flight = asyncio.create_task(_send(sink, accepted))
-        if in_flight is not None:
-            _record(await in_flight, dead, counts, fail_after_rows)
+            accepted: list[tuple[Row, Notification]] = []
+            for row in chunk:
+                try:
+                    accepted.append((row, options.mapping.notification(row, runtime.planner)))
+                except SinkRejected as exc:
+                    dead.add(json_value(row), exc, None)
+                    rejected += 1
+            outcomes = await sink.publish_batch([item for _, item in accepted])
+            for (row, item), outcome in zip(accepted, outcomes, strict=True):
+                retried += outcome.retries
+                if outcome.error is None:
+                    published += 1
+                else:
+                    dead.add(json_value(row), outcome.error, item.message_id)
+                    rejected += 1
+            if fail_after_rows is not None and published >= fail_after_rows:
+                raise RuntimeError(f"injected failure after {published} published rows")
     finally:
-        if in_flight is not None and not in_flight.done():
-            # Only on an error: the task fails, and Spark's retry re-sends the chunk.
-            in_flight.cancel()
-            await asyncio.gather(in_flight, return_exceptions=True)
         await sink.close()
-    return PartitionResult(partition, counts.published, counts.rejected, counts.retried)
-
-
-@dataclass
-class _Counts:
-    published: int = 0
-    rejected: int = 0
-    retried: int = 0
-
-
-_Sent = tuple[Row, Notification, SinkOutcome]
-
-
-async def _validated(
-    chunk: list[Row],
-    mapping: RowMapping,
-    runtime: HostRuntime,
-    dead: deadletter.DeadLetterFile,
-    counts: _Counts,
-) -> list[tuple[Row, Notification]]:
-    """The chunk's valid rows as notifications; invalid ones go to the dead letters."""
-    accepted: list[tuple[Row, Notification]] = []
-    for position, row in enumerate(chunk, 1):
-        try:
-            accepted.append((row, mapping.notification(row, runtime.planner)))
-        except SinkRejected as exc:
-            dead.add(json_value(row), exc, None)
-            counts.rejected += 1
-        if position % VALIDATION_SLICE_ROWS == 0:
-            # Validation is synchronous: hand the loop to the chunk in flight now and then,
-            # so its acks are taken and its next publishes sent while this chunk is checked.
-            await asyncio.sleep(0)
-    return accepted
-
-
-async def _send(sink: Sink, accepted: list[tuple[Row, Notification]]) -> list[_Sent]:
-    outcomes = await sink.publish_batch([item for _, item in accepted])
-    return [(row, item, outcome) for (row, item), outcome in zip(accepted, outcomes, strict=True)]
-
-
-def _record(
-    sent: list[_Sent],
-    dead: deadletter.DeadLetterFile,
-    counts: _Counts,
-    fail_after_rows: int | None,
-) -> None:
-    for row, item, outcome in sent:
-        counts.retried += outcome.retries
-        if outcome.error is None:
-            counts.published += 1
-        else:
-            dead.add(json_value(row), outcome.error, item.message_id)
-            counts.rejected += 1
-    if fail_after_rows is not None and counts.published >= fail_after_rows:
-        raise RuntimeError(f"injected failure after {counts.published} published rows")
+    return PartitionResult(partition, published, rejected, retried)
 
 
 def summarise(
