@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -103,7 +104,12 @@ def _read_input(session: SparkSession, path: str, file_format: str, stream: bool
     help="Publish as a streaming query with this checkpoint folder: only files not yet "
     "published are read (--input must be a folder).",
 )
-@click.option("--follow", is_flag=True, help="With --checkpoint: keep watching the folder.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="With --checkpoint: keep watching the folder until Ctrl-C or SIGTERM, which stop "
+    "the query and exit 0 with the summary.",
+)
 @click.option("--master", default="local[*]", show_default=True)
 def publish(
     input_path: str,
@@ -175,7 +181,13 @@ def _publish_stream(
         .option("checkpointLocation", checkpoint)
     )
     query = (writer if follow else writer.trigger(availableNow=True)).start()
-    report_batches(query, _echo_err)
+    # SIGTERM (a service manager's stop) ends the query as Ctrl-C does: stopped between
+    # batches, the checkpoint holds exactly the committed ones and the command exits 0.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        report_batches(query, _echo_err)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any]:

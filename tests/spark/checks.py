@@ -1,8 +1,10 @@
-"""What the Spark tests check against: replayed history and an open live watch."""
+"""What the Spark tests check against (replayed history, an open live watch), and files
+dropped into a watched folder."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from aviso_spark.example_data import write
 from tests.spark.conftest import AvisoSetup
 from tests.support.sse import DEFAULT_TIMEOUT, Stream
 
@@ -45,6 +48,13 @@ def replayed_row_ids(aviso: AvisoSetup, destinations: list[str] | None = None) -
                     if event.name == "replay":
                         seen[row_id(event.data)] += 1
     return seen
+
+
+def drop_file(inbox: Path, staging: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """Write outside the watched folder, then rename in: Spark never sees half a file."""
+    draft = staging / name
+    write(rows, draft, "csv")
+    os.replace(draft, inbox / name)
 
 
 class LiveWatch:

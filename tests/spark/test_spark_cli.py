@@ -1,23 +1,36 @@
-"""``aviso spark publish`` / ``aviso spark history`` through click's runner, in this process.
-
-The commands find the test session's Spark session active and use it (leaving it running).
+"""``aviso spark publish`` / ``aviso spark history`` through click's runner, in this process
+(the commands find the test session's Spark session active and use it, leaving it running),
+and ``aviso spark publish --follow`` as a child process stopped by a signal.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from aviso_host.cli import main
 from aviso_spark import deadletter
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows, write
-from tests.spark.checks import EVENT_TYPE, replayed_row_ids
+from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS, LiveWatch, drop_file, replayed_row_ids
 from tests.spark.conftest import AvisoSetup
+from tests.support.process import KILL_WAIT, aviso_command, clean_environment, stop
+
+# The child's own Spark driver: loopback only, no UI port.
+CHILD_SPARK_ENVIRONMENT = {
+    "PYSPARK_PYTHON": sys.executable,
+    "SPARK_LOCAL_IP": "127.0.0.1",
+    "PYSPARK_SUBMIT_ARGS": "--conf spark.ui.enabled=false --conf spark.driver.host=127.0.0.1 "
+    "--conf spark.driver.bindAddress=127.0.0.1 pyspark-shell",
+}
 
 
 def run_cli(*args: str) -> Result:
@@ -155,3 +168,100 @@ def test_aviso_serve_commands_do_not_import_pyspark() -> None:
         "assert 'spark' in main.commands; assert 'pyspark' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
+
+
+class StderrLines:
+    """A child's stderr read by a thread; ``wait_for(text)`` blocks until a line has it."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stderr is not None
+        self.stream = process.stderr
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._ended = False
+        self._thread = threading.Thread(target=self._read, name="child-stderr", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.stream:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def wait_for(self, text: str) -> None:
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: self._ended or any(text in line for line in self.lines), WAIT_SECONDS
+            )
+            assert found and any(text in line for line in self.lines), "\n".join(self.lines)
+
+    def joined(self) -> list[str]:
+        """Every line, once the child closed its stderr."""
+        self._thread.join(KILL_WAIT)
+        assert not self._thread.is_alive()
+        return self.lines
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_follow_publishes_dropped_files_until_a_signal_stops_it_cleanly(
+    aviso: AvisoSetup, tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    data = dissemination_rows(200, 0.0, seed=25, destination_prefix=aviso.prefix)
+    for row in data.rows:
+        row["destination"] = aviso.prefix  # one destination: one watch sees every row
+    inbox, staging = tmp_path / "inbox", tmp_path / "staging"
+    inbox.mkdir()
+    staging.mkdir()
+    # The command infers the stream's schema from the files present when it starts.
+    drop_file(inbox, staging, "first.csv", data.rows[:100])
+    args = [
+        *publish_args(aviso, inbox, "csv", tmp_path / "dead"),
+        "--checkpoint",
+        str(tmp_path / "cp"),
+        "--follow",
+        "--master",
+        "local[2]",
+    ]
+    watch_body = {
+        "event_type": EVENT_TYPE,
+        "identifier": {"destination": aviso.prefix, "class": "od"},
+    }
+
+    with (
+        LiveWatch(aviso.server.url, watch_body) as watch,
+        subprocess.Popen(
+            aviso_command(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_environment(CHILD_SPARK_ENVIRONMENT),
+        ) as process,
+    ):
+        try:
+            stderr = StderrLines(process)
+            stderr.wait_for("batch 0 finished: 100 input rows")
+            assert watch.wait_for(100) == Counter(range(100))
+            drop_file(inbox, staging, "second.csv", data.rows[100:])
+            # Signalled once the batch is committed, not merely published.
+            stderr.wait_for("batch 1 finished: 100 input rows")
+            assert watch.wait_for(200) == Counter(range(200))
+            process.send_signal(stop_signal)
+            process.wait(WAIT_SECONDS)
+            lines = stderr.joined()
+            assert process.stdout is not None
+            stdout = process.stdout.read()
+        finally:
+            stop(process, KILL_WAIT)
+
+    assert process.returncode == 0, "\n".join(lines)
+    progress = [line for line in lines if line.startswith("batch ")]
+    assert progress == [
+        "batch 0 finished: 100 input rows",
+        "batch 1 finished: 100 input rows",
+    ]
+    summary = json.loads(stdout.splitlines()[-1])
+    assert (summary["batches"], summary["published"], summary["status"]) == (2, 200, "succeeded")
+    assert replayed_row_ids(aviso, [aviso.prefix]) == Counter(range(200))

@@ -4,7 +4,6 @@ query restarted from its checkpoint publishes only the files it has not publishe
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,19 +12,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from aviso_spark import deadletter
-from aviso_spark.example_data import COLUMNS, IDENTIFIER_COLUMNS, dissemination_rows, write
-from tests.spark.checks import EVENT_TYPE, LiveWatch, replayed_row_ids
+from aviso_spark.example_data import COLUMNS, IDENTIFIER_COLUMNS, dissemination_rows
+from tests.spark.checks import EVENT_TYPE, LiveWatch, drop_file, replayed_row_ids
 from tests.spark.conftest import AvisoSetup
 
 ROWS_PER_FILE = 100
 CSV_SCHEMA = StructType([StructField(name, StringType()) for name in COLUMNS])
-
-
-def drop_file(inbox: Path, staging: Path, name: str, rows: list[dict[str, Any]]) -> None:
-    """Write outside the watched folder, then rename in: Spark never sees half a file."""
-    draft = staging / name
-    write(rows, draft, "csv")
-    os.replace(draft, inbox / name)
 
 
 def run_until_caught_up(
