@@ -46,7 +46,9 @@ def _session(master: str) -> Iterator[SparkSession]:
     from aviso_spark import register
 
     active = SparkSession.getActiveSession()
-    session = active or SparkSession.builder.master(master).appName("aviso spark").getOrCreate()
+    # Spark's console progress bar would interleave with our own progress lines on stderr.
+    builder = SparkSession.builder.master(master).appName("aviso spark")
+    session = active or builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     register(session)
     try:
         yield session
