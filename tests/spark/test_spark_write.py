@@ -79,7 +79,6 @@ def test_a_batch_publishes_exactly_the_valid_rows_once(
     check_batch(spark, aviso, tmp_path, 2000, sink)
 
 
-@pytest.mark.slow
 def test_twenty_thousand_rows_with_one_percent_invalid(
     spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
 ) -> None:
