@@ -51,8 +51,8 @@ def create_app(
     settings: Settings | None = None, registry: PluginRegistry | None = None
 ) -> Starlette:
     """Build the app; with no arguments, plugins and configuration are discovered as
-    ``aviso serve`` would. ``app.state.service.begin_shutdown()`` closes every open stream
-    with ``server_shutdown`` (``aviso serve`` calls it on SIGTERM/SIGINT; a gateway that
+    ``aviso-server serve`` would. ``app.state.service.begin_shutdown()`` closes every open stream
+    with ``server_shutdown`` (``aviso-server serve`` calls it on SIGTERM/SIGINT; a gateway that
     mounts this app should call it from its own signal handling).
     """
     registry = registry or discover()

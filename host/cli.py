@@ -1,4 +1,4 @@
-"""The ``aviso`` command."""
+"""The ``aviso-server`` command (ECMWF's client pyaviso owns ``aviso``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
 
 @click.group()
 def main() -> None:
-    """aviso: notifications for data-driven workflows (notify, watch, replay)."""
+    """aviso-server: notifications for data-driven workflows (notify, watch, replay)."""
 
 
 @main.command()
@@ -127,14 +127,15 @@ def load() -> None:
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def load_run(args: tuple[str, ...]) -> None:
-    """Run a load scenario: aviso load run SCENARIO [--backend B] [--users N] [--duration S]."""
+    """Run a load scenario: aviso-server load run SCENARIO [--backend B] [--users N]
+    [--duration S]."""
     try:
         from aviso_loadtests.cli import run
     except ImportError as exc:  # the package or the 'load' extra is not installed
         raise click.ClickException(
             f"load tests unavailable ({exc}); pip install -e '.[load]'"
         ) from exc
-    run.main(list(args), prog_name="aviso load run")
+    run.main(list(args), prog_name="aviso-server load run")
 
 
 main.add_command(spark)  # imports pyspark only when a spark command runs

@@ -46,7 +46,7 @@ class PluginRegistry:
     manager: pluggy.PluginManager | None = None
 
 
-# hook name -> (kind shown by `aviso plugins`, registry attribute, class attribute naming it)
+# hook name -> (kind shown by `aviso-server plugins`, registry attribute, class attribute naming it)
 _PROVIDES = {
     "aviso_field_handlers": ("field-handlers", "field_handlers", "type_name"),
     "aviso_storage_backends": ("storage-backend", "backends", "kind"),

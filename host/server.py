@@ -72,7 +72,7 @@ class AvisoServer(uvicorn.Server):
                     f"cannot serve metrics on {host}:{port}: {exc}",
                     logging.ERROR,
                 )
-                self.should_exit = True  # never started: `aviso serve` exits non-zero
+                self.should_exit = True  # never started: `aviso-server serve` exits non-zero
                 return
         await super().startup(sockets)
 

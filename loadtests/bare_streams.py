@@ -38,7 +38,7 @@ HEARTBEAT_SECONDS = 10.0
 BATCH = 100
 MAX_HISTORY = 1_000_000
 QUEUE = 4096
-# The pause between replay batches, as aviso's replay_batch_delay_ms (set by aviso load run).
+# The pause between replay batches, as aviso's replay_batch_delay_ms (set by aviso-server load run).
 REPLAY_DELAY_S = int(os.environ.get("AVISO_LOAD_BARE_REPLAY_DELAY_MS", "0")) / 1000
 
 watchers: set[asyncio.Queue[bytes]] = set()

@@ -1,4 +1,4 @@
-"""One bounded headless locust run, as a child process of ``aviso load run``.
+"""One bounded headless locust run, as a child process of ``aviso-server load run``.
 
   python -m aviso_loadtests.child SPEC.json
 

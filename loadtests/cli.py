@@ -1,4 +1,5 @@
-"""``aviso load run SCENARIO``: the click command (reached lazily from ``aviso load``)."""
+"""``aviso-server load run SCENARIO``: the click command (reached lazily from
+``aviso-server load``)."""
 
 from __future__ import annotations
 

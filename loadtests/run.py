@@ -1,4 +1,4 @@
-"""``aviso load run``: servers up on loopback, baselines, the locust run, summary, teardown.
+"""``aviso-server load run``: servers up on loopback, baselines, the locust run, summary, teardown.
 
 Every server this starts listens on 127.0.0.1 only, and every phase is bounded: locust runs
 in a child process for ``duration`` seconds (killed if it overstays by a margin), with a cap
@@ -356,8 +356,8 @@ class LoadRun:
         result = self.results["aviso"]
         cpu = self.cpu.get("aviso", {})
         title = (
-            f"aviso load run {o.scenario} --backend {o.backend} --users {o.resolved_users()} "
-            f"--duration {o.duration:g}"
+            f"aviso-server load run {o.scenario} --backend {o.backend} "
+            f"--users {o.resolved_users()} --duration {o.duration:g}"
         )
         header = [
             title,

@@ -3,7 +3,7 @@
 ``register(spark)`` makes ``df.write.format("aviso")``, ``df.writeStream.format("aviso")``
 and ``spark.read.format("aviso")`` available in a session; see ``aviso_spark.datasource``
 and ``aviso_spark.reader`` for the options. Importing this package does not import pyspark
-(``aviso serve`` loads the ``aviso spark`` commands without it).
+(``aviso-server serve`` loads the ``aviso-server spark`` commands without it).
 """
 
 from __future__ import annotations

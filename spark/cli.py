@@ -1,6 +1,7 @@
-"""``aviso spark publish`` and ``aviso spark history``: the data source without Spark code.
+"""``aviso-server spark publish`` and ``aviso-server spark history``: the data source without
+Spark code.
 
-pyspark is imported inside the commands only, so ``aviso serve`` (which loads this group)
+pyspark is imported inside the commands only, so ``aviso-server serve`` (which loads this group)
 never imports it. When a Spark session is already active in the process (a notebook, a
 test) the commands use it and leave it running; otherwise they start one on ``--master``
 and stop it at the end.
@@ -47,7 +48,7 @@ def _session(master: str) -> Iterator[SparkSession]:
 
     active = SparkSession.getActiveSession()
     # Spark's console progress bar would interleave with our own progress lines on stderr.
-    builder = SparkSession.builder.master(master).appName("aviso spark")
+    builder = SparkSession.builder.master(master).appName("aviso-server spark")
     session = active or builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     register(session)
     try:

@@ -299,4 +299,4 @@ def _write_summary(folder: Path, summary: dict[str, object], label: str) -> None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / deadletter.SUMMARY_FILE).write_text(text + "\n", encoding="utf-8")
     # The commit runs in a Python worker of the driver: its stderr reaches the job's log.
-    print(f"aviso spark {label}: {text}", file=sys.stderr)
+    print(f"aviso-server spark {label}: {text}", file=sys.stderr)

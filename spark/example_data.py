@@ -31,7 +31,7 @@ IDENTIFIER_COLUMNS = (
 PAYLOAD_COLUMNS = ("path", "size")
 COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, *PAYLOAD_COLUMNS)
 FORMATS = ("csv", "json", "parquet")
-"""What ``write`` writes, and what ``aviso spark publish`` reads."""
+"""What ``write`` writes, and what ``aviso-server spark publish`` reads."""
 
 # One broken rule per invalid row: (column, value) pairs each handler refuses.
 _BREAKAGES = (

@@ -36,7 +36,7 @@ class StageProgress:
     def __enter__(self) -> StageProgress:
         # The job group is a thread-local property: set it on the thread starting the jobs.
         self._previous_group = self.context.getLocalProperty(JOB_GROUP_PROPERTY)
-        self.context.setJobGroup(self.group, "aviso spark", interruptOnCancel=False)
+        self.context.setJobGroup(self.group, "aviso-server spark", interruptOnCancel=False)
         self._thread.start()
         return self
 

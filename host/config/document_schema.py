@@ -20,6 +20,8 @@ from aviso_plugins.types import FieldHandler
 _TEXT = {"type": "string"}
 _BOOLEAN = {"type": "boolean"}
 _COUNT = {"type": "integer", "minimum": 0}
+_POSITIVE = {"type": "integer", "minimum": 1}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0}
 _PORT = {"type": "integer", "minimum": 0, "maximum": 65535}
 _ROLE_MAP = {"type": "object", "additionalProperties": {"type": "array", "items": _TEXT}}
 _TOPIC = {
@@ -114,6 +116,23 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "concurrent_notification_processing": _COUNT,
                     "max_queue_bytes": _COUNT,
                     "on_backpressure": {"enum": ["disconnect", "drop"]},
+                },
+            },
+            "limits": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "max_body_bytes": _POSITIVE,
+                    "max_json_depth": _POSITIVE,
+                    "max_header_bytes": _POSITIVE,
+                    "header_timeout_seconds": _SECONDS,
+                    "idle_timeout_seconds": _SECONDS,
+                    "max_connections": _POSITIVE,
+                    "max_identifier_value_bytes": _POSITIVE,
+                    "max_payload_bytes": _POSITIVE,
+                    "max_polygon_vertices": _POSITIVE,
+                    "max_aggregate_groups": _POSITIVE,
+                    "min_aggregate_debounce_ms": _COUNT,
                 },
             },
         },

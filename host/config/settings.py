@@ -70,6 +70,38 @@ class WatchSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """The ``limits`` section: what one request or connection may cost (docs/guarantees.md).
+
+    Every limit is enforced before the backend is touched and answered with a documented
+    error, the same on every backend.
+    """
+
+    max_body_bytes: int = 262_144
+    """Request body (chunked bodies included); over it: 413."""
+    max_json_depth: int = 64
+    """Nesting of arrays/objects in a request body or a JWT payload; over it: 400."""
+    max_header_bytes: int = 65_536
+    """All request header lines together; over it the connection gets 431."""
+    header_timeout_seconds: float = 10.0
+    """Time a client has to send its whole request head once it sent the first byte."""
+    idle_timeout_seconds: float = 30.0
+    """Time an open connection may sit without starting a request."""
+    max_connections: int = 10_000
+    """Concurrent client connections; beyond it new requests are answered 503."""
+    max_identifier_value_bytes: int = 1_024
+    """UTF-8 bytes of one identifier value (notify, watch, replay filters)."""
+    max_payload_bytes: int = 262_144
+    """Serialised JSON bytes of a notification's payload."""
+    max_polygon_vertices: int = 10_000
+    """Vertices of one polygon (stored or filter)."""
+    max_aggregate_groups: int = 1_000
+    """Distinct groups one aggregate stream may count."""
+    min_aggregate_debounce_ms: int = 100
+    """Smallest ``debounce_ms`` an aggregate request may ask for."""
+
+
+@dataclass(frozen=True, slots=True)
 class TopicSettings:
     base: str
     key_order: tuple[str, ...]
@@ -105,6 +137,7 @@ class Settings:
     auth: AuthSettings = AuthSettings()
     metrics: MetricsSettings = MetricsSettings()
     watch: WatchSettings = WatchSettings()
+    limits: LimitSettings = LimitSettings()
     schemas: Mapping[str, SchemaSettings] = field(default_factory=dict)
     schemas_configured: bool = False
     """False when ``notification_schema`` is absent (the schema endpoint says so)."""
@@ -113,6 +146,6 @@ class Settings:
     ecpds: Mapping[str, Any] | None = None
     document: Mapping[str, Any] = field(default_factory=dict)
     """The effective configuration document (explicit nulls dropped, text converted), for
-    ``aviso config check`` (redact before use)."""
+    ``aviso-server config check`` (redact before use)."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop startup; logged once logging is configured."""

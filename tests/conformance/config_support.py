@@ -1,9 +1,9 @@
-"""Run the real ``aviso`` CLI in a sealed environment and talk to it over HTTP.
+"""Run the real ``aviso-server`` CLI in a sealed environment and talk to it over HTTP.
 
 Configuration tests must see exactly the sources they create: every process runs with a
 temporary working directory (for ``./configuration/config.yaml``), a temporary ``HOME``
 (for ``$HOME/.aviso_server/config.yaml``) and a copy of ``os.environ`` without any
-inherited ``AVISOSERVER_*`` variable. Servers are ``aviso serve`` subprocesses on free
+inherited ``AVISOSERVER_*`` variable. Servers are ``aviso-server serve`` subprocesses on free
 loopback ports; readiness is a bounded ``GET /health`` poll, and every process is stopped
 (SIGTERM, then SIGKILL) before the test ends.
 """
@@ -198,7 +198,7 @@ class Sandbox:
         cwd: Path | None = None,
         host: str = "127.0.0.1",
     ) -> Iterator[ServerProcess]:
-        """Run ``aviso serve ARGS``; yield once ``GET /health`` on host:port answers 200."""
+        """Run ``aviso-server serve ARGS``; yield once ``GET /health`` on host:port answers 200."""
         process, stderr_path = self._spawn(("serve", *args), env, cwd)
         server = ServerProcess(process, host, port, stderr_path)
         try:
@@ -207,7 +207,7 @@ class Sandbox:
                 while not _healthy(client, server.url):
                     if process.poll() is not None:
                         pytest.fail(
-                            f"aviso serve exited with status {process.returncode} before "
+                            f"aviso-server serve exited with status {process.returncode} before "
                             f"{server.url}/health answered:\n{server.stderr()}"
                         )
                     if time.monotonic() > deadline:
@@ -225,7 +225,7 @@ class Sandbox:
         port: int | None = None,
         cwd: Path | None = None,
     ) -> Failure:
-        """Run ``aviso serve ARGS`` expecting it to exit; fail fast if it starts serving.
+        """Run ``aviso-server serve ARGS`` expecting it to exit; fail fast if it starts serving.
 
         ``port`` is where the server would listen if it (wrongly) accepted the configuration.
         """
@@ -244,15 +244,15 @@ class Sandbox:
             stop(process, STOP_TIMEOUT)
         stderr = stderr_path.read_text(encoding="utf-8", errors="replace")
         if started:
-            pytest.fail(f"aviso serve started on port {port} instead of failing:\n{stderr}")
+            pytest.fail(f"aviso-server serve started on port {port} instead of failing:\n{stderr}")
         if running:
-            pytest.fail(f"aviso serve did not exit within {EXIT_TIMEOUT} s:\n{stderr}")
+            pytest.fail(f"aviso-server serve did not exit within {EXIT_TIMEOUT} s:\n{stderr}")
         return Failure(process.returncode, stderr)
 
     def cli(
         self, *args: str, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """Run a short-lived ``aviso`` command (e.g. ``config check FILE``)."""
+        """Run a short-lived ``aviso-server`` command (e.g. ``config check FILE``)."""
         return subprocess.run(
             aviso_command(*args),
             cwd=self.cwd,

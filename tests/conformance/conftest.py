@@ -67,6 +67,6 @@ def client(api_server: RunningServer) -> Iterator[httpx.Client]:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    """A sealed working directory and HOME for ``aviso`` processes (configuration tests)."""
+    """A sealed working directory and HOME for ``aviso-server`` processes (configuration tests)."""
     with sandbox_at(tmp_path) as box:
         yield box

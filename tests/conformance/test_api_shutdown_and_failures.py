@@ -43,7 +43,7 @@ SHUTDOWN_MESSAGE = "Server is shutting down gracefully"
 def slow_replay_process(
     tmp_path: Path, for_backend: ForBackend
 ) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
-    """``aviso serve`` in a subprocess, with a slow replay (one notification per second)."""
+    """``aviso-server serve`` in a subprocess, with a slow replay (one notification per second)."""
     document = for_backend(
         with_changes(
             API_EXAMPLE, watch_endpoint={"replay_batch_size": 1, "replay_batch_delay_ms": 1000}

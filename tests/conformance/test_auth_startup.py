@@ -2,7 +2,7 @@
 
 Every case is a one-change variant of ``VALID``. Refusals are checked through the startup
 validation itself (``ConfigError`` naming the key), and one per checklist group also as a
-real ``aviso serve`` that must exit non-zero without a traceback; accepted variants must
+real ``aviso-server serve`` that must exit non-zero without a traceback; accepted variants must
 serve ``/health`` on a real server.
 """
 
@@ -227,7 +227,7 @@ ACCEPTED: dict[str, Change] = {
 
 
 # A refusal from each rule group (global, stream, plugin, ECPDS) also runs as a real
-# ``aviso serve`` (exit status, stderr).
+# ``aviso-server serve`` (exit status, stderr).
 END_TO_END = (
     "03-admin-roles-empty",
     "09-required-while-disabled",

@@ -130,7 +130,7 @@ def test_aviso_server_config_with_environment_variables(sandbox: Sandbox) -> Non
 
 @no_system_config
 def test_default_configuration_serves_on_port_8000(sandbox: Sandbox) -> None:
-    """``aviso serve`` from the repository root: ./configuration/config.yaml is found and
+    """``aviso-server serve`` from the repository root: ./configuration/config.yaml is found and
     nothing else is needed (HOME is an empty temporary directory)."""
     if not port_is_free(8000):
         pytest.skip("port 8000 is in use on this machine")

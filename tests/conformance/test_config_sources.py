@@ -1,7 +1,7 @@
 """Configuration sources end to end (configuration chapter §1, checklist items 1–9, 21, 29).
 
-Every test runs the real ``aviso serve`` (or ``aviso config check``) as a subprocess with a
-temporary working directory and HOME and no inherited ``AVISOSERVER_*`` variables.
+Every test runs the real ``aviso-server serve`` (or ``aviso-server config check``) as a
+subprocess with a temporary working directory and HOME and no inherited ``AVISOSERVER_*`` variables.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ auth:
 
 
 def test_item_09_auth_enabled_yes_from_environment(sandbox: Sandbox) -> None:
-    """The effective value shows in ``aviso config check``; on the server, the admin
+    """The effective value shows in ``aviso-server config check``; on the server, the admin
     routes (open while auth is disabled) now demand credentials."""
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port, AUTH_FILE))

@@ -1,7 +1,7 @@
 """What starts and what fails startup, end to end (configuration chapter §3–§8, §11, §12;
 checklist items 10–19, 24, 25, 27, 28).
 
-Each case runs ``aviso serve --config FILE`` as a subprocess. "Starts" means ``GET /health``
+Each case runs ``aviso-server serve --config FILE`` as a subprocess. "Starts" means ``GET /health``
 answers on the configured port; "fails" means a non-zero exit within a timeout with the
 offending key named on stderr.
 """

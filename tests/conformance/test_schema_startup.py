@@ -1,7 +1,7 @@
 """Conformance checklist items 60-65 (startup validation), against the real CLI.
 
 Each broken configuration is a one-change variant of ``VALID`` (which the positive control
-proves starts and serves). All variants run ``aviso serve`` concurrently in subprocesses
+proves starts and serves). All variants run ``aviso-server serve`` concurrently in subprocesses
 (once per module) and every test then checks its own outcome: non-zero exit, a message on
 stderr naming the event type and the key at fault, and nothing listening on the port.
 """

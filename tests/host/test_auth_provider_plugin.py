@@ -1,7 +1,7 @@
 """A separately installed package adds an auth mode, selected purely by configuration.
 
 ``tests/fixtures/aviso_api_keys`` (static API keys from a file) is built and installed by
-pip into a private directory; a real ``aviso serve`` with that directory on its path then
+pip into a private directory; a real ``aviso-server serve`` with that directory on its path then
 authenticates with it over HTTP, while every decision (roles, admin, stream policy, error
 bodies) stays the host's.
 """

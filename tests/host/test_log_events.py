@@ -76,7 +76,8 @@ def client() -> Iterator[httpx.Client]:
 
 
 class ServerLog:
-    """The JSON lines the server logs while a test runs, formatted as ``aviso serve`` does."""
+    """The JSON lines the server logs while a test runs, formatted as ``aviso-server serve``
+    does."""
 
     def __init__(self) -> None:
         self.buffer = io.StringIO()

@@ -1,7 +1,7 @@
 """A separately installable plugin adds a field handler type with no change to host code.
 
 The package in tests/fixtures/aviso_colour_handler is built and installed by pip into a
-private target directory, then a real ``aviso serve`` with that directory on its path serves
+private target directory, then a real ``aviso-server serve`` with that directory on its path serves
 a schema using ``type: ColourHandler``.
 """
 

@@ -1,4 +1,4 @@
-"""CI smoke: ``aviso load run`` for 10 seconds per scenario, end to end on loopback.
+"""CI smoke: ``aviso-server load run`` for 10 seconds per scenario, end to end on loopback.
 
 Fails only on errors or zero throughput; timings are printed, never asserted.
 """

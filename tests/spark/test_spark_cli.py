@@ -1,6 +1,7 @@
-"""``aviso spark publish`` / ``aviso spark history`` through click's runner, in this process
-(the commands find the test session's Spark session active and use it, leaving it running),
-and ``aviso spark publish --follow`` as a child process stopped by a signal.
+"""``aviso-server spark publish`` / ``aviso-server spark history`` through click's runner, in
+this process (the commands find the test session's Spark session active and use it, leaving
+it running),
+and ``aviso-server spark publish --follow`` as a child process stopped by a signal.
 """
 
 from __future__ import annotations

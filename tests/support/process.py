@@ -1,5 +1,5 @@
-"""The ``aviso`` CLI as a child process: ``aviso serve`` for tests that need signals, RSS or a
-fresh process, and short commands such as ``aviso plugins``."""
+"""The ``aviso-server`` CLI as a child process: ``aviso-server serve`` for tests that need
+signals, RSS or a fresh process, and short commands such as ``aviso-server plugins``."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_aviso(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """A short-lived ``aviso`` command (``plugins``, ``config check``), output as text."""
+    """A short-lived ``aviso-server`` command (``plugins``, ``config check``), output as text."""
     return subprocess.run(
         aviso_command(*args),
         env=clean_environment(env),
@@ -65,20 +65,20 @@ def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"aviso serve exited with {process.returncode}")
+            raise RuntimeError(f"aviso-server serve exited with {process.returncode}")
         try:
             if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             time.sleep(0.05)
-    raise RuntimeError("aviso serve did not become healthy")
+    raise RuntimeError("aviso-server serve did not become healthy")
 
 
 @contextmanager
 def aviso_process(
     config: Path, log: Path, env: Mapping[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run ``aviso serve --config`` on a free port; yields (base url, process)."""
+    """Run ``aviso-server serve --config`` on a free port; yields (base url, process)."""
     port = free_port()
     with log.open("wb") as stderr:
         process = subprocess.Popen(

@@ -1,6 +1,6 @@
 """Helpers for the JetStream backend tests (backends-admin-metrics.md §3, issue 3).
 
-Everything is a real process on 127.0.0.1: ``aviso serve`` children talking to real
+Everything is a real process on 127.0.0.1: ``aviso-server serve`` children talking to real
 ``nats-server -js`` processes (``tests.support.nats``). Streams are inspected directly with
 nats-py. Every wait is a bounded poll; every child process is stopped by the context manager
 that started it, whatever the test outcome.
@@ -113,7 +113,7 @@ def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-# -- aviso serve child processes --------------------------------------------------------
+# -- aviso-server serve child processes --------------------------------------------------------
 
 
 def _healthy(client: httpx.Client, url: str) -> bool:
@@ -141,7 +141,7 @@ def stop_process(process: subprocess.Popen[bytes], kill: bool = False) -> None:
 
 @dataclass
 class Aviso:
-    """A running ``aviso serve``."""
+    """A running ``aviso-server serve``."""
 
     process: subprocess.Popen[bytes]
     port: int
@@ -192,7 +192,7 @@ def aviso_serving(
     *args: str,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[Aviso]:
-    """``aviso serve [--config FILE] --port P ARGS``; yields once ``/health`` answers."""
+    """``aviso-server serve [--config FILE] --port P ARGS``; yields once ``/health`` answers."""
     if isinstance(config, Mapping):
         config = write_config(directory, config)
     process, port, log_path = _spawn(directory, config, args, env)
@@ -203,10 +203,12 @@ def aviso_serving(
             while not _healthy(client, server.url):
                 if process.poll() is not None:
                     raise AssertionError(
-                        f"aviso serve exited with {process.returncode}:\n{server.log()}"
+                        f"aviso-server serve exited with {process.returncode}:\n{server.log()}"
                     )
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"aviso serve did not become healthy:\n{server.log()}")
+                    raise AssertionError(
+                        f"aviso-server serve did not become healthy:\n{server.log()}"
+                    )
                 time.sleep(POLL)
         yield server
     finally:
@@ -215,7 +217,7 @@ def aviso_serving(
 
 @dataclass
 class Refusal:
-    """How an ``aviso serve`` that was expected to refuse its configuration ended."""
+    """How an ``aviso-server serve`` that was expected to refuse its configuration ended."""
 
     returncode: int | None
     served: bool
@@ -232,7 +234,7 @@ class Refusal:
 
 @dataclass
 class Case:
-    """One configuration ``aviso serve`` must refuse."""
+    """One configuration ``aviso-server serve`` must refuse."""
 
     content: Mapping[str, Any]
     env: Mapping[str, str] | None = None
@@ -243,7 +245,7 @@ class Case:
 def serve_refusals(
     directory: Path, cases: Mapping[str, Case], parallel: int = 4
 ) -> dict[str, Refusal]:
-    """Run one ``aviso serve`` per case, ``parallel`` at a time, each on its own port; wait
+    """Run one ``aviso-server serve`` per case, ``parallel`` at a time, each on its own port; wait
     until each exits (bounded by its timeout), noting whether its port was ever served.
     Every process is reaped before this returns."""
     waiting = list(cases.items())

@@ -1,4 +1,4 @@
-"""Several ``aviso serve`` processes on one nats-server share everything stored
+"""Several ``aviso-server serve`` processes on one nats-server share everything stored
 (issue 3; backends-admin-metrics.md §3.10; checklist §6 items 22 and 23).
 """
 

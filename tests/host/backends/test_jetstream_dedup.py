@@ -2,7 +2,7 @@
 
 The window is how long JetStream remembers a ``Nats-Msg-Id``: the Spark writer's idempotent
 re-runs rely on it. The backend is driven in-process (no HTTP in between); streams are
-inspected directly with nats-py. Refusals run as real ``aviso serve`` children.
+inspected directly with nats-py. Refusals run as real ``aviso-server serve`` children.
 """
 
 from __future__ import annotations

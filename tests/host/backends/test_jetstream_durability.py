@@ -1,9 +1,9 @@
 """A notify answered 200 is durable (issue 3; backends-admin-metrics.md §1.5 publish, §3.6;
 checklist §6 item 23).
 
-Several concurrent clients publish; ``aviso serve`` is killed with SIGKILL while requests are
+Several concurrent clients publish; ``aviso-server serve`` is killed with SIGKILL while requests are
 in flight; nats-server is then stopped (SIGTERM, or SIGKILL) and restarted on the same port
-and store; a fresh ``aviso serve`` replays from sequence 1. Every notification that was
+and store; a fresh ``aviso-server serve`` replays from sequence 1. Every notification that was
 answered 200 must be there exactly once; nothing that was never sent may appear.
 """
 

@@ -1,6 +1,6 @@
-"""Zero-setup durable mode: ``aviso serve`` runs its own nats-server child with its files in
+"""Zero-setup durable mode: ``aviso-server serve`` runs its own nats-server child with its files in
 a directory (issue 3 item 3): ``notification_backend.jetstream.embedded_store_dir`` or
-``aviso serve --embedded-nats DIR``.
+``aviso-server serve --embedded-nats DIR``.
 
 History survives a full restart of aviso (which restarts its private nats-server on the same
 directory), and the child is gone once aviso has exited, whether it was stopped (SIGTERM) or

@@ -1,8 +1,9 @@
-"""What makes ``aviso serve`` on the JetStream backend refuse to start, and token auth
+"""What makes ``aviso-server serve`` on the JetStream backend refuse to start, and token auth
 (backends-admin-metrics.md §3.1, §3.2, §1.8; checklist §6 items 24–26; issue 3).
 
 The settings checks that only apply once the backend is selected run at backend
-construction, not in ``aviso config check``, so every case is a real ``aviso serve`` child.
+construction, not in ``aviso-server config check``, so every case is a real
+``aviso-server serve`` child.
 The refusals run four at a time (one module fixture starts and reaps them all); each test
 then asserts on its own case: non-zero exit, HTTP port never served, the key named.
 """

@@ -1,7 +1,7 @@
 """JetStream streams, messages and admin primitives against a real nats-server
 (backends-admin-metrics.md §3.3–§3.9, §4; checklist §6 items 13–21, 29–31, 35).
 
-One nats-server and one ``aviso serve`` per module; each test writes to its own topic
+One nats-server and one ``aviso-server serve`` per module; each test writes to its own topic
 bases, and streams are inspected directly with nats-py.
 """
 

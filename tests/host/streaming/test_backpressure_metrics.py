@@ -1,5 +1,5 @@
 """The backpressure counters (docs/metrics.md): a slow-consumer disconnect and the
-notifications the ``drop`` policy skipped, scraped from ``aviso serve``'s metrics listener.
+notifications the ``drop`` policy skipped, scraped from ``aviso-server serve``'s metrics listener.
 
 The frozen client and the publishing rounds are those of ``test_backpressure``.
 """
