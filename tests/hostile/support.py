@@ -1,0 +1,39 @@
+"""Helpers of the hostile-input suite."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+
+VALID_NOTIFY = {
+    "event_type": "river_gauge",
+    "identifier": {"basin": "rhine", "date": "20260402", "level": 3},
+    "payload": {"path": "/data/ok"},
+}
+
+
+def assert_still_serving(client: httpx.Client) -> None:
+    """The attack left the service usable: ``/health`` and a valid notify (whose value is
+    unique, then found by a replay) both answer."""
+    assert client.get("/health").status_code == 200
+    basin = f"alive{uuid.uuid4().hex[:12]}"
+    body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "basin": basin}}
+    answer = client.post("/api/v1/notification", json=body)
+    assert answer.status_code == 200, answer.text
+    replay = client.post(
+        "/api/v1/replay",
+        json={"event_type": "river_gauge", "identifier": {"basin": basin}, "from_id": "1"},
+    )
+    assert replay.status_code == 200
+    assert basin in replay.text
+
+
+def assert_client_error(answer: httpx.Response, status: int, code: str | None = None) -> None:
+    """A documented refusal: the expected 4xx in our JSON error shape with a request id."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers.get("x-request-id")
+    if code is not None:
+        body = answer.json()
+        assert body["code"] == code, body
+        assert body["request_id"] == answer.headers["x-request-id"]
