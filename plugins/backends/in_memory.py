@@ -50,6 +50,9 @@ DEFAULT_DUPLICATE_WINDOW_MAX_KEYS = 100_000
 RECORD_OVERHEAD_BYTES = 256
 """What one retained record costs beyond its text (objects, index entries), for the budget."""
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
+MAX_EXAMINED_PER_PAGE = 65_536
+"""Records one ``fetch_batch`` looks at before returning, matching or not: a sparse filter
+over a long stream is read in several pages, each a bounded slice of the event loop."""
 
 
 def stream_key(topic: str) -> str:
@@ -304,8 +307,10 @@ class InMemoryBackend(StorageBackend):
         # only as long as this call.
         matched: dict[str, bool] = {}
         records = log.records
+        first = log.start_index(start)
+        end = min(len(records), first + MAX_EXAMINED_PER_PAGE)
         # Indexing rather than slicing: a slice would copy the rest of the log per page.
-        for index in range(log.start_index(start), len(records)):
+        for index in range(first, end):
             record = records[index]
             if record.sequence not in alive:
                 continue
@@ -319,6 +324,10 @@ class InMemoryBackend(StorageBackend):
                 has_more = True
                 break
             page.append(record)
+        else:
+            if end < len(records):
+                # Stopped at the examination bound: resume after the last record looked at.
+                return Batch(page, has_more=True, next_sequence=records[end - 1].sequence + 1)
         return Batch(
             messages=page,
             has_more=has_more,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from aviso_builtins.backends import in_memory
 from aviso_builtins.backends.in_memory import (
     RECORD_OVERHEAD_BYTES,
     InMemoryBackend,
@@ -256,3 +257,29 @@ def test_removals_give_their_bytes_back() -> None:
     full, after_delete, after_wipe = run(scenario)
     assert full > after_delete > after_wipe == 0
     assert full - after_delete == full // 5
+
+
+# -- bounded pages ----------------------------------------------------------------------------
+
+
+def test_a_sparse_page_stops_at_the_examination_bound_and_resumes_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(in_memory, "MAX_EXAMINED_PER_PAGE", 10)
+
+    async def scenario(backend: InMemoryBackend) -> list[tuple[list[int], bool, int | None]]:
+        for n in range(25):
+            await backend.publish(f"alpha.{'hit' if n in (3, 22) else 'miss'}", "null", {})
+        pattern = TopicPattern(("alpha", "hit"))
+        pages = []
+        cursor = StartCursor()
+        while True:
+            batch = await backend.fetch_batch(pattern, cursor, 5)
+            pages.append(
+                ([r.sequence for r in batch.messages], batch.has_more, batch.next_sequence)
+            )
+            if not batch.has_more:
+                return pages
+            cursor = StartCursor(from_sequence=batch.next_sequence)
+
+    assert run(scenario) == [([4], True, 11), ([], True, 21), ([23], False, 24)]
