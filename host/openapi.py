@@ -139,10 +139,10 @@ optional key.
 _AGGREGATE_REQUEST_DESCRIPTION = """\
 The watch body plus `group_by` (required: identifier fields of the event type, each at most
 once; schema-less event types in permissive mode may name keys of their own identifier)
-and `debounce_ms` (optional, 0 to 60000, default 1000). Without `from_id` or `from_date`
-the counts cover all retained history. `group_by` and `debounce_ms` of the wrong JSON type
-are `INVALID_REQUEST_SHAPE`; unknown, repeated or no fields and an out-of-range
-`debounce_ms` are `INVALID_AGGREGATE_REQUEST`.
+and `debounce_ms` (optional, `limits.min_aggregate_debounce_ms` (default 100) to 60000,
+default 1000). Without `from_id` or `from_date` the counts cover all retained history.
+`group_by` and `debounce_ms` of the wrong JSON type are `INVALID_REQUEST_SHAPE`; unknown,
+repeated or no fields and an out-of-range `debounce_ms` are `INVALID_AGGREGATE_REQUEST`.
 """
 
 
@@ -312,7 +312,8 @@ def _notify_operation() -> Doc:
                     "characters). With the JetStream backend a re-send with the same key "
                     "inside the stream's duplicate window (2 minutes by default) is answered "
                     "200 but not stored again, so retries cannot duplicate a notification. "
-                    "The in-memory backend stores every request."
+                    "The in-memory backend does the same within "
+                    "notification_backend.in_memory.duplicate_window (2 minutes by default)."
                 ),
                 "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
             }
@@ -446,6 +447,9 @@ A Server-Sent Events stream framed exactly like a watch (see `POST /api/v1/watch
   (`stream_processing_failed`) right after the snapshot say that its history was incomplete.
 * `heartbeat` and `connection-closing` (`end_of_stream`, `max_duration_reached`,
   `server_shutdown`) as on a watch.
+* A stream that would count more groups than `limits.max_aggregate_groups` (default 1000)
+  ends with `error` (`aggregate_group_limit_reached`, with `max_groups`) and
+  `connection-closing` of the same reason; no incomplete counts are sent.
 """
 
 _AGGREGATE_TRANSCRIPT = (
@@ -892,7 +896,8 @@ def _body_schemas() -> Doc:
                 },
                 "debounce_ms": {
                     "type": ["integer", "null"],
-                    "minimum": 0,
+                    # limits.min_aggregate_debounce_ms, by default.
+                    "minimum": 100,
                     "maximum": 60000,
                     "default": 1000,
                     "description": "The window that coalesces changes into one update.",

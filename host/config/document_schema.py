@@ -132,7 +132,12 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "max_payload_bytes": _POSITIVE,
                     "max_polygon_vertices": _POSITIVE,
                     "max_aggregate_groups": _POSITIVE,
-                    "min_aggregate_debounce_ms": _COUNT,
+                    # Above the largest debounce_ms allowed, every aggregate would be refused.
+                    "min_aggregate_debounce_ms": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": 60000,
+                    },
                 },
             },
         },

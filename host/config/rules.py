@@ -22,7 +22,12 @@ from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import StorageBackend
 
 # Limits the in-memory backend cannot honour at 0 (aviso-server silently treats 0 as 1).
-_IN_MEMORY_POSITIVE = ("max_history_per_topic", "max_topics")
+_IN_MEMORY_POSITIVE = (
+    "max_history_per_topic",
+    "max_topics",
+    "max_bytes",
+    "duplicate_window_max_keys",
+)
 
 # A zero here stalls or spins the streaming loops instead of meaning anything useful.
 _WATCH_POSITIVE = (

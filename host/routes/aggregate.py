@@ -57,8 +57,10 @@ def _group_by(extras: dict[str, Any]) -> list[str]:
     return value
 
 
-def _debounce_ms(extras: dict[str, Any]) -> int:
-    value = extras.get("debounce_ms", DEFAULT_DEBOUNCE_MS)
+def _debounce_ms(extras: dict[str, Any], minimum: int) -> int:
+    # A configured minimum above the default raises the default with it: a request
+    # without debounce_ms is never refused.
+    value = extras.get("debounce_ms", max(DEFAULT_DEBOUNCE_MS, minimum))
     if isinstance(value, bool) or not isinstance(value, int):
         raise invalid_type(ENDPOINT, value, "an integer")
     return value
@@ -68,19 +70,20 @@ def _debounce_ms(extras: dict[str, Any]) -> int:
 async def aggregate(request: Request) -> ASGIApp:
     service = service_of(request)
     body = parse_body(await read_body(request), ENDPOINT, AGGREGATE_FIELDS)
+    limits = service.settings.limits
     group_by = _group_by(dict(body.extras))
-    debounce_ms = _debounce_ms(dict(body.extras))
+    debounce_ms = _debounce_ms(dict(body.extras), limits.min_aggregate_debounce_ms)
     schema = schema_for(service, body)
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
         point = spatial_point(body.identifier)
         replay = replay_start(body, ENDPOINT) or ALL_HISTORY
-        check_debounce(debounce_ms)
+        check_debounce(debounce_ms, limits.min_aggregate_debounce_ms)
         stream_filter = plan_stream_filter(
             schema, body.event_type, body.identifier, ENDPOINT.operation, point
         )
-        counts = plan_group_counts(schema, body.identifier, group_by)
+        counts = plan_group_counts(schema, body.identifier, group_by, limits.max_aggregate_groups)
     except InvalidValue as exc:
         raise validation_error(ENDPOINT, exc.message, exc.details) from exc
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)

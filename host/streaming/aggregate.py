@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from bisect import insort
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,8 +37,13 @@ from aviso_plugins.types import InvalidValue, StorageBackend, StoredNotification
 AGGREGATE = b"aggregate"
 DEFAULT_DEBOUNCE_MS = 1000
 MAX_DEBOUNCE_MS = 60_000
+GROUP_LIMIT_REACHED = frames.GROUP_LIMIT_REACHED
 
 GroupKey = tuple[str | None, ...]
+
+
+class GroupLimitReached(Exception):
+    """Counting a notification would create one group more than the stream may hold."""
 
 
 def _value_order(value: str | None) -> tuple[int, int, str]:
@@ -49,20 +55,38 @@ def _value_order(value: str | None) -> tuple[int, int, str]:
     return (2, 0, value)
 
 
-class GroupCounts:
-    """Distinct notifications per group of ``group_by`` values."""
+def _group_order(key: GroupKey) -> tuple[tuple[int, int, str], ...]:
+    return tuple(_value_order(value) for value in key)
 
-    def __init__(self, group_by: Sequence[str], positions: Mapping[str, int]) -> None:
+
+class GroupCounts:
+    """Distinct notifications per group of ``group_by`` values, at most ``max_groups``.
+
+    Rendering costs what changed, not what is held: groups are kept in their output order
+    as they appear, and each group's JSON is rebuilt only when its count changed, so an
+    update is a join of cached texts.
+    """
+
+    def __init__(
+        self, group_by: Sequence[str], positions: Mapping[str, int], max_groups: int
+    ) -> None:
         self.group_by = tuple(group_by)
+        self.max_groups = max_groups
         # Topic token index of each grouped field in the topic: the fallback for records
         # stored without an identifier (other writers), as CloudEvents rebuild it.
         self._positions = {field: positions[field] for field in group_by if field in positions}
         self._seen: set[tuple[str, str]] = set()
         self._counts: dict[GroupKey, int] = {}
+        self._order: list[GroupKey] = []
+        self._texts: dict[GroupKey, str] = {}
+        self._dirty: set[GroupKey] = set()
         self.last_sequence: int | None = None
 
     def add(self, record: StoredNotification) -> bool:
-        """Count ``record``; ``True`` when a count changed (its identifier is new)."""
+        """Count ``record``; ``True`` when a count changed (its identifier is new).
+
+        Raises :class:`GroupLimitReached` instead of creating group ``max_groups + 1``.
+        """
         self.last_sequence = record.sequence
         metadata = record.metadata
         identity = (
@@ -71,9 +95,16 @@ class GroupCounts:
         )
         if identity in self._seen:
             return False
-        self._seen.add(identity)
         key = self._group_of(record)
-        self._counts[key] = self._counts.get(key, 0) + 1
+        count = self._counts.get(key)
+        if count is None:
+            if len(self._counts) >= self.max_groups:
+                raise GroupLimitReached
+            insort(self._order, key, key=_group_order)
+            count = 0
+        self._seen.add(identity)
+        self._counts[key] = count + 1
+        self._dirty.add(key)
         return True
 
     def _group_of(self, record: StoredNotification) -> GroupKey:
@@ -91,21 +122,23 @@ class GroupCounts:
             values.append(value)
         return tuple(values)
 
-    def body(self) -> dict[str, Any]:
-        ordered = sorted(self._counts.items(), key=lambda item: [_value_order(v) for v in item[0]])
-        return {
-            "group_by": list(self.group_by),
-            "groups": [
-                {"count": count, "values": dict(zip(self.group_by, key, strict=True))}
-                for key, count in ordered
-            ],
-            "total": len(self._seen),
-            "last_sequence": self.last_sequence,
-        }
+    def json_text(self, extra: Mapping[str, Any]) -> str:
+        """The event's JSON (compact, keys sorted, as :func:`dumps` writes it): the counts
+        plus ``extra`` members, whose keys must sort after ``groups``."""
+        for key in self._dirty:
+            values = dict(zip(self.group_by, key, strict=True))
+            self._texts[key] = dumps({"count": self._counts[key], "values": values})
+        self._dirty.clear()
+        tail = dumps({**extra, "last_sequence": self.last_sequence, "total": len(self._seen)})
+        groups = ",".join([self._texts[key] for key in self._order])
+        return f'{{"group_by":{dumps(list(self.group_by))},"groups":[{groups}],{tail[1:]}'
 
 
 def plan_group_counts(
-    schema: EventSchema | None, identifier: Mapping[str, Any], group_by: Sequence[str]
+    schema: EventSchema | None,
+    identifier: Mapping[str, Any],
+    group_by: Sequence[str],
+    max_groups: int,
 ) -> GroupCounts:
     """Validate ``group_by`` against the event type's identifier fields.
 
@@ -130,13 +163,15 @@ def plan_group_counts(
             )
         if field in group_by[:index]:
             raise InvalidValue(f"group_by names field '{field}' more than once")
-    return GroupCounts(group_by, positions)
+    return GroupCounts(group_by, positions, max_groups)
 
 
-def check_debounce(debounce_ms: int) -> None:
-    if not 0 <= debounce_ms <= MAX_DEBOUNCE_MS:
+def check_debounce(debounce_ms: int, minimum: int) -> None:
+    """``minimum`` is ``limits.min_aggregate_debounce_ms``: a shorter window would let one
+    stream render its counts for every notification."""
+    if not minimum <= debounce_ms <= MAX_DEBOUNCE_MS:
         raise InvalidValue(
-            f"debounce_ms must be between 0 and {MAX_DEBOUNCE_MS}. Got: {debounce_ms}"
+            f"debounce_ms must be between {minimum} and {MAX_DEBOUNCE_MS}. Got: {debounce_ms}"
         )
 
 
@@ -197,7 +232,8 @@ class AggregateStream(EventStream):
         high_water = await self._replay_history(self._cursor)
         self._holding = False
         self._next_heartbeat = first_heartbeat
-        if high_water is None:  # stopped while counting: end with only the close event
+        if high_water is None or self._control.stop_reason == GROUP_LIMIT_REACHED:
+            # Stopped while counting: no snapshot, only why the stream ends.
             self._out.clear()
             return await self._close()
         self._out[:0] = self._aggregate("snapshot")
@@ -214,10 +250,14 @@ class AggregateStream(EventStream):
         watch's live loop at its end, and :meth:`_tick` then writes one update for it.
         """
         accepts = self._filter.accepts
-        for record in records:
-            if accepts(record):
-                self._changed |= self._counts.add(record)
-                self._through = record.sequence
+        try:
+            for record in records:
+                if accepts(record):
+                    self._changed |= self._counts.add(record)
+                    self._through = record.sequence
+        except GroupLimitReached:
+            self._control.stop(GROUP_LIMIT_REACHED)
+            return
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
             self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
@@ -230,21 +270,35 @@ class AggregateStream(EventStream):
             self._out += self._aggregate("update")
         super()._tick()
 
+    def _wake_at(self) -> float:
+        # The group limit stops the stream from inside the live loop's own counting, where
+        # no wake-up follows: the loop must not sleep until its next timer.
+        if self._control.stop_reason is not None:
+            return -math.inf
+        return super()._wake_at()
+
     async def _close(self) -> None:
         if self._window is not None:
             self._window.cancel()
+        if self._control.stop_reason == GROUP_LIMIT_REACHED:
+            # No counts follow (one missing a group would read as complete); the error
+            # says which limit was reached and what to change.
+            self._out += frames.aggregate_group_limit_reached(
+                self._topic, self._counts.max_groups, self._control.request_id
+            )
         await super()._close()
 
     def _aggregate(self, kind: str) -> bytes:
         self._changed = False
-        body = {
-            **self._counts.body(),
-            "type": kind,
-            "topic": self._topic,
-            "timestamp": now_whole_seconds(),
-            "request_id": self._control.request_id,
-        }
-        return frames.frame(AGGREGATE, dumps(body).encode())
+        text = self._counts.json_text(
+            {
+                "type": kind,
+                "topic": self._topic,
+                "timestamp": now_whole_seconds(),
+                "request_id": self._control.request_id,
+            }
+        )
+        return frames.frame(AGGREGATE, text.encode())
 
     async def _flush(self) -> None:
         if not self._holding:

@@ -20,6 +20,7 @@ _PRECEDENCE = {
     "client_gone": 0,
     "end_of_stream": 1,
     "slow_consumer": 2,
+    "aggregate_group_limit_reached": 2,
     "max_duration_reached": 3,
     # Above the maximum duration: reconnecting with the same credential would fail, and
     # the client must know that before it tries.

@@ -26,7 +26,12 @@ CLOSE_MESSAGES = {
     "slow_consumer": "Client did not keep up; reconnect with from_id to resume",
     "auth_expired": "Authentication expired",
     "access_revoked": "Access to this stream was revoked",
+    "aggregate_group_limit_reached": "Aggregate exceeded its group limit",
 }
+GROUP_LIMIT_REACHED = "aggregate_group_limit_reached"
+"""The ``error`` code and ``connection-closing`` reason of an aggregate stream over
+``limits.max_aggregate_groups``: reconnecting would fail the same way, so it is none of the
+reasons a client reconnects on."""
 
 
 def frame(event: bytes, data: bytes) -> bytes:
@@ -102,6 +107,21 @@ def batch_failed(topic: str, message: str, request_id: str) -> bytes:
         {
             "error": "stream_processing_failed",
             "message": message,
+            "topic": topic,
+            "request_id": request_id,
+        },
+    )
+
+
+def aggregate_group_limit_reached(topic: str, max_groups: int, request_id: str) -> bytes:
+    return _control(
+        ERROR,
+        {
+            "error": GROUP_LIMIT_REACHED,
+            "message": f"The aggregate would count more than {max_groups} groups "
+            "(limits.max_aggregate_groups); narrow the identifier filter or group by fewer "
+            "fields",
+            "max_groups": max_groups,
             "topic": topic,
             "request_id": request_id,
         },

@@ -1,11 +1,20 @@
 """The embedded default backend: process-local history and fan-out.
 
-Retention is kept per encoded topic (a bounded deque each) under one process-wide sequence
-counter. For paging, every stream (first topic token) also has an append-only log in
-sequence order, so a replay batch is a bisect plus a short forward scan instead of a sort
-of everything retained; records that retention dropped are skipped and compacted away
-lazily. Live subscribers are indexed by their pattern's literal leading tokens
-(``aviso_plugins.fanout``) so a publish only looks at the watchers that could match it.
+Sequences are numbered per stream (topic base, compared case-insensitively like JetStream's
+upper-cased stream names): an unfiltered reader of one event type sees 1, 2, 3, ... with no
+holes other than removed history, as on JetStream. Numbering never restarts: wipes and
+deletes remove messages, the stream and its counter stay (a JetStream purge).
+
+Retention is kept per encoded topic (a bounded deque each), and over all retained records a
+byte budget (``max_bytes``) evicts the oldest first. For paging, every stream also has an
+append-only log in sequence order, so a replay batch is a bisect plus a short forward scan
+instead of a sort of everything retained; records that retention dropped are skipped and
+compacted away lazily. Live subscribers are indexed by their pattern's literal leading
+tokens (``aviso_plugins.fanout``) so a publish only looks at the watchers that could match it.
+
+A publish carrying a message id (``Nats-Msg-Id``) already seen on the same stream within
+``duplicate_window`` is dropped and answered with the first one's sequence, as JetStream
+does; the remembered ids are bounded in count as well as in time.
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
 from aviso_plugins.fanout import SubscriberIndex
-from aviso_plugins.topics import TopicPattern, decode_token, encode_token
+from aviso_plugins.literals import parse_duration
+from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
     BackendContext,
     Batch,
     LiveSink,
@@ -32,17 +43,66 @@ from aviso_plugins.types import (
 logger = logging.getLogger("aviso.in_memory")
 
 _COUNT = {"type": "integer", "minimum": 0}
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_DUPLICATE_WINDOW = "2m"
+"""JetStream's own default window, so that both backends drop the same re-sends."""
+DEFAULT_DUPLICATE_WINDOW_MAX_KEYS = 100_000
+RECORD_OVERHEAD_BYTES = 256
+"""What one retained record costs beyond its text (objects, index entries), for the budget."""
+_MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
+MAX_EXAMINED_PER_PAGE = 65_536
+"""Records one ``fetch_batch`` looks at before returning, matching or not: a sparse filter
+over a long stream is read in several pages, each a bounded slice of the event loop."""
+
+
+def stream_key(topic: str) -> str:
+    """The stream a topic (or a stream name) belongs to: its decoded base, in lower case."""
+    return decode_token(topic.split(".", 1)[0]).lower()
+
+
+def _text_bytes(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
+def record_bytes(record: StoredNotification) -> int:
+    """A record's charge against ``max_bytes``: its UTF-8 text plus a fixed overhead."""
+    size = RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(record.topic)
+    for key, value in record.metadata.items():
+        size += _text_bytes(key) + _text_bytes(value)
+    return size
+
+
+def duplicate_window_seconds(options: Mapping[str, Any]) -> int:
+    """``duplicate_window`` checked as ``notification_backend.jetstream.duplicate_window`` is."""
+
+    def fail(reason: str) -> ValueError:
+        return ValueError(f"notification_backend.in_memory.duplicate_window: {reason}")
+
+    try:
+        seconds = parse_duration(options.get("duplicate_window", DEFAULT_DUPLICATE_WINDOW))
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    if seconds <= 0:
+        raise fail("must be greater than 0")
+    if seconds > _MAX_WINDOW_SECONDS:
+        raise fail("too long (JetStream counts it in int64 nanoseconds)")
+    return seconds
 
 
 class _StreamLog:
-    """Records of one stream in sequence (and so storage-time) order, dead ones included."""
+    """One stream: its records in sequence (and so storage-time) order, dead ones included
+    until compaction, the live ones by sequence, and its own sequence counter."""
 
-    __slots__ = ("records", "sequences", "times")
+    __slots__ = ("alive", "last_sequence", "pruned", "records", "sequences", "times")
 
     def __init__(self) -> None:
         self.records: list[StoredNotification] = []
         self.sequences: list[int] = []
         self.times: list[int] = []
+        self.alive: dict[int, StoredNotification] = {}
+        self.last_sequence = 0
+        self.pruned = 0
+        """The highest sequence removed from this stream's history (0: none)."""
 
     def append(self, record: StoredNotification) -> None:
         self.records.append(record)
@@ -55,13 +115,18 @@ class _StreamLog:
             index = max(index, bisect_left(self.times, start.from_time_ns))
         return index
 
-    def keep_only(self, alive: Mapping[int, StoredNotification]) -> None:
-        records = [record for record in self.records if record.sequence in alive]
-        self.records.clear()
-        self.sequences.clear()
-        self.times.clear()
-        for record in records:
-            self.append(record)
+    def forget(self, record: StoredNotification) -> None:
+        self.alive.pop(record.sequence, None)
+        self.pruned = max(self.pruned, record.sequence)
+        # Compact once dead entries dominate, keeping the log's size proportional to what
+        # is retained (amortised O(1) per removal).
+        if len(self.records) > 2 * len(self.alive) + 1024:
+            records = [record for record in self.records if record.sequence in self.alive]
+            self.records.clear()
+            self.sequences.clear()
+            self.times.clear()
+            for kept in records:
+                self.append(kept)
 
 
 class _Subscriber:
@@ -89,21 +154,34 @@ class InMemoryBackend(StorageBackend):
         "properties": {
             "max_history_per_topic": _COUNT,
             "max_topics": _COUNT,
+            "max_bytes": _COUNT,
+            "duplicate_window": {"type": "string"},
+            "duplicate_window_max_keys": _COUNT,
             "enable_metrics": {"type": "boolean"},
         },
     }
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)
-        self._max_history = max(1, int(context.options.get("max_history_per_topic", 1)))
-        self._max_topics = max(1, int(context.options.get("max_topics", 10000)))
+        options = context.options
+        self._max_history = max(1, int(options.get("max_history_per_topic", 1)))
+        self._max_topics = max(1, int(options.get("max_topics", 10000)))
+        self._max_bytes = max(1, int(options.get("max_bytes", DEFAULT_MAX_BYTES)))
+        self._window = float(duplicate_window_seconds(options))
+        self._max_ids = max(
+            1, int(options.get("duplicate_window_max_keys", DEFAULT_DUPLICATE_WINDOW_MAX_KEYS))
+        )
         # Topic -> retained history. Insertion order is refreshed on every publish, so the
         # first entry is always the topic whose newest message is oldest (evicted first).
         self._topics: OrderedDict[str, deque[StoredNotification]] = OrderedDict()
-        self._alive: dict[int, StoredNotification] = {}
         self._logs: dict[str, _StreamLog] = {}
-        self._pruned: dict[str, int] = {}
-        self._sequence = 0
+        # Every retained record in publish order (dead ones skipped lazily): the byte
+        # budget evicts from the left.
+        self._by_age: deque[tuple[_StreamLog, StoredNotification]] = deque()
+        self._retained = 0
+        self._bytes = 0
+        # (stream, message id) -> (sequence, expiry on the monotonic clock), oldest first.
+        self._ids: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
         self._last_time_ns = 0
         self._subscribers: SubscriberIndex[_Subscriber] = SubscriberIndex()
 
@@ -111,14 +189,34 @@ class InMemoryBackend(StorageBackend):
     def live_buffer_size(self) -> int:
         return min(max(self._max_history * self._max_topics, 1024), 65536)
 
+    @property
+    def retained_bytes(self) -> int:
+        """What the retained records charge against ``max_bytes``."""
+        return self._bytes
+
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        self._sequence += 1
+        key = stream_key(topic)
+        log = self._logs.get(key)
+        if log is None:
+            log = self._logs[key] = _StreamLog()
+        message_id = metadata.get(MESSAGE_ID_METADATA)
+        if message_id is not None:
+            now = time.monotonic()
+            self._expire_ids(now)
+            seen = self._ids.get((key, message_id))
+            if seen is not None:
+                # As JetStream: the re-send is dropped (not stored, not fanned out) and
+                # acknowledged with the sequence of the first one, even if that is gone.
+                return StoredNotification(seen[0], topic, payload, time.time_ns(), metadata)
+        log.last_sequence += 1
         # Storage times never go backwards (even if the wall clock does) so that a stream's
         # log stays sorted by time as well as by sequence.
         self._last_time_ns = max(time.time_ns(), self._last_time_ns + 1)
-        record = StoredNotification(self._sequence, topic, payload, self._last_time_ns, metadata)
+        record = StoredNotification(log.last_sequence, topic, payload, self._last_time_ns, metadata)
+        if message_id is not None:
+            self._remember(key, message_id, record.sequence, now)
         history = self._topics.pop(topic, None)
         if history is None:
             if len(self._topics) >= self._max_topics:
@@ -128,28 +226,61 @@ class InMemoryBackend(StorageBackend):
             self._forget((history.popleft(),))
         history.append(record)
         self._topics[topic] = history
-        self._alive[record.sequence] = record
-        base = decode_token(topic.split(".", 1)[0])
-        self._log(base).append(record)
+        log.alive[record.sequence] = record
+        log.append(record)
+        self._by_age.append((log, record))
+        self._retained += 1
+        self._bytes += record_bytes(record)
+        self._enforce_budget(record)
         self._fan_out(record)
         return record
 
-    def _log(self, base: str) -> _StreamLog:
-        log = self._logs.get(base)
-        if log is None:
-            log = self._logs[base] = _StreamLog()
-        return log
+    def _expire_ids(self, now: float) -> None:
+        ids = self._ids
+        while ids:
+            first = next(iter(ids.values()))
+            if first[1] > now:
+                return
+            ids.popitem(last=False)
+
+    def _remember(self, key: str, message_id: str, sequence: int, now: float) -> None:
+        if len(self._ids) >= self._max_ids:
+            # The count bound: the oldest id is forgotten before its time is up.
+            self._ids.popitem(last=False)
+        self._ids[(key, message_id)] = (sequence, now + self._window)
+
+    def _enforce_budget(self, newest: StoredNotification) -> None:
+        """Evict the oldest records until the budget holds; the newest is always kept (it
+        has just been acknowledged as readable)."""
+        by_age = self._by_age
+        while self._bytes > self._max_bytes and by_age:
+            log, record = by_age[0]
+            if record is newest:
+                return
+            by_age.popleft()
+            if log.alive.get(record.sequence) is not record:
+                continue  # already removed by other retention
+            history = self._topics[record.topic]
+            # The oldest retained record is the oldest of its topic too.
+            history.popleft()
+            if not history:
+                del self._topics[record.topic]
+            self._forget((record,))
 
     def _forget(self, records: Iterable[StoredNotification]) -> None:
         for record in records:
-            self._alive.pop(record.sequence, None)
-            base = decode_token(record.topic.split(".", 1)[0]).lower()
-            self._pruned[base] = max(self._pruned.get(base, 0), record.sequence)
-        # Compact once dead entries dominate, keeping the logs' size proportional to what
-        # is retained (amortised O(1) per publish).
-        if sum(len(log.records) for log in self._logs.values()) > 2 * len(self._alive) + 1024:
-            for log in self._logs.values():
-                log.keep_only(self._alive)
+            log = self._logs[stream_key(record.topic)]
+            if log.alive.get(record.sequence) is not record:
+                continue
+            log.forget(record)
+            self._retained -= 1
+            self._bytes -= record_bytes(record)
+        if len(self._by_age) > 2 * self._retained + 1024:
+            self._by_age = deque(
+                (log, record)
+                for log, record in self._by_age
+                if log.alive.get(record.sequence) is record
+            )
 
     def _fan_out(self, record: StoredNotification) -> None:
         for subscriber in self._subscribers.candidates(record.topic):
@@ -162,42 +293,41 @@ class InMemoryBackend(StorageBackend):
                     logger.exception("live delivery to a watcher failed")
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
-        logs = self._logs.values() if pattern.base is None else (self._logs.get(pattern.base),)
+        if pattern.base is None:
+            raise ValueError("history is read per stream: the pattern's base must be literal")
+        log = self._logs.get(pattern.base.lower())
+        if log is None:
+            return Batch(messages=[], has_more=False, next_sequence=None)
         page: list[StoredNotification] = []
         has_more = False
-        alive = self._alive
+        alive = log.alive
         # Records of one topic repeat throughout a log, and decoding a topic to match it is
         # most of a page's cost, so each topic is matched once per page. The cache holds at
         # most the retained topics (dead records are skipped before matching) and lives
         # only as long as this call.
         matched: dict[str, bool] = {}
-        for log in logs:
-            if log is None:
+        records = log.records
+        first = log.start_index(start)
+        end = min(len(records), first + MAX_EXAMINED_PER_PAGE)
+        # Indexing rather than slicing: a slice would copy the rest of the log per page.
+        for index in range(first, end):
+            record = records[index]
+            if record.sequence not in alive:
                 continue
-            records = log.records
-            # Each log contributes up to ``limit`` records of its own: when several logs are
-            # merged, the page is the first ``limit`` of their union, which can interleave.
-            taken = 0
-            # Indexing rather than slicing: a slice would copy the rest of the log per page.
-            for index in range(log.start_index(start), len(records)):
-                record = records[index]
-                if record.sequence not in alive:
-                    continue
-                topic = record.topic
-                accepted = matched.get(topic)
-                if accepted is None:
-                    accepted = matched[topic] = pattern.matches(topic)
-                if not accepted:
-                    continue
-                if taken == limit:
-                    has_more = True
-                    break
-                page.append(record)
-                taken += 1
-        if pattern.base is None:
-            page.sort(key=lambda record: record.sequence)
-            has_more = has_more or len(page) > limit
-            page = page[:limit]
+            topic = record.topic
+            accepted = matched.get(topic)
+            if accepted is None:
+                accepted = matched[topic] = pattern.matches(topic)
+            if not accepted:
+                continue
+            if len(page) == limit:
+                has_more = True
+                break
+            page.append(record)
+        else:
+            if end < len(records):
+                # Stopped at the examination bound: resume after the last record looked at.
+                return Batch(page, has_more=True, next_sequence=records[end - 1].sequence + 1)
         return Batch(
             messages=page,
             has_more=has_more,
@@ -214,25 +344,23 @@ class InMemoryBackend(StorageBackend):
         self._subscribers.discard(subscriber.pattern, subscriber)
 
     async def wipe_stream(self, name: str) -> None:
-        prefix = encode_token(name.lower()) + "."
-        for topic in [topic for topic in self._topics if topic.lower().startswith(prefix)]:
+        key = name.lower()
+        for topic in [topic for topic in self._topics if stream_key(topic) == key]:
             self._forget(self._topics.pop(topic))
 
     async def wipe_all(self) -> None:
-        self._forget(tuple(self._alive.values()))
+        for history in self._topics.values():
+            self._forget(history)
         self._topics.clear()
-        self._logs.clear()
 
     async def pruned_through(self, stream: str) -> int:
-        return self._pruned.get(stream.lower(), 0)
+        log = self._logs.get(stream.lower())
+        return log.pruned if log is not None else 0
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
-        key = encode_token(stream.lower())
-        record = self._alive.get(sequence)
+        log = self._logs.get(stream.lower())
+        record = log.alive.get(sequence) if log is not None else None
         if record is None:
-            return False
-        topic = record.topic.lower()
-        if topic != key and not topic.startswith(key + "."):
             return False
         history = self._topics[record.topic]
         history.remove(record)

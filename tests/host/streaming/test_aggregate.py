@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from aviso_host.streaming.aggregate import GroupCounts, plan_group_counts
+from aviso_host.encoding import dumps
+from aviso_host.streaming.aggregate import GroupCounts, GroupLimitReached, plan_group_counts
 from aviso_plugins.topics import build_topic
 from aviso_plugins.types import InvalidValue, StoredNotification
 from tests.conformance.helpers import (
@@ -52,6 +53,8 @@ CONFIG: dict[str, Any] = {
     },
     # Small batches: a snapshot is counted over several history pages.
     "watch_endpoint": {"replay_batch_size": 3, "replay_batch_delay_ms": 0},
+    # debounce_ms 0 lets the live tests see one update per notification.
+    "limits": {"min_aggregate_debounce_ms": 0},
 }
 
 
@@ -379,12 +382,16 @@ def _record(
     return StoredNotification(sequence, build_topic(tokens), "null", 0, metadata)
 
 
+def _body(grouping: GroupCounts) -> dict[str, Any]:
+    return json.loads(grouping.json_text({}))
+
+
 def test_records_without_a_stored_identifier_are_grouped_by_their_topic_tokens() -> None:
-    grouping = GroupCounts(["step", "param"], {"run": 1, "step": 2})
+    grouping = GroupCounts(["step", "param"], {"run": 1, "step": 2}, max_groups=10)
     assert grouping.add(_record(1, ["fcagg", "r", "6"], None))
     assert not grouping.add(_record(2, ["fcagg", "r", "6"], None))  # same topic: same one
     assert grouping.add(_record(3, ["fcagg", "r", "12"], {"run": "r", "step": "12"}))
-    assert grouping.body() == {
+    assert _body(grouping) == {
         "group_by": ["step", "param"],
         "groups": [
             {"count": 1, "values": {"step": "6", "param": None}},
@@ -396,8 +403,45 @@ def test_records_without_a_stored_identifier_are_grouped_by_their_topic_tokens()
 
 
 def test_schema_less_event_types_group_by_their_own_identifier_keys() -> None:
-    grouping = plan_group_counts(None, {"b": "*", "a": "x"}, ["b"])
+    grouping = plan_group_counts(None, {"b": "*", "a": "x"}, ["b"], max_groups=10)
     grouping.add(_record(1, ["adhoc", "x", "2"], None))
-    assert grouping.body()["groups"] == [{"count": 1, "values": {"b": "2"}}]
+    assert _body(grouping)["groups"] == [{"count": 1, "values": {"b": "2"}}]
     with pytest.raises(InvalidValue, match="Allowed fields: a, b"):
-        plan_group_counts(None, {"b": "*", "a": "x"}, ["c"])
+        plan_group_counts(None, {"b": "*", "a": "x"}, ["c"], max_groups=10)
+
+
+def test_the_event_text_is_what_dumps_writes_and_changes_only_where_counts_did() -> None:
+    grouping = GroupCounts(["step", "param"], {"run": 1, "step": 2, "param": 3}, max_groups=10)
+    steps = ["12", "6", "x", "6", "0"]
+    for sequence, (step, param) in enumerate(zip(steps, "aabcb", strict=True), start=1):
+        grouping.add(_record(sequence, ["fcagg", "r", step, param], None))
+    extra = {"request_id": "r-1", "timestamp": "2026-04-02T08:00:00Z", "topic": "t", "type": "x"}
+    first = grouping.json_text(extra)
+    expected_groups = [
+        {"count": 1, "values": {"param": "b", "step": "0"}},
+        {"count": 1, "values": {"param": "a", "step": "6"}},
+        {"count": 1, "values": {"param": "c", "step": "6"}},
+        {"count": 1, "values": {"param": "a", "step": "12"}},
+        {"count": 1, "values": {"param": "b", "step": "x"}},
+    ]
+    expected = {
+        **extra,
+        "group_by": ["step", "param"],
+        "groups": expected_groups,
+        "total": 5,
+        "last_sequence": 5,
+    }
+    assert first == dumps(expected)
+    grouping.add(_record(6, ["fcagg", "s", "6", "a"], None))
+    expected_groups[1]["count"] = 2
+    assert grouping.json_text(extra) == dumps({**expected, "total": 6, "last_sequence": 6})
+
+
+def test_a_group_beyond_the_limit_is_refused_and_not_counted() -> None:
+    grouping = GroupCounts(["step"], {"run": 1, "step": 2}, max_groups=2)
+    grouping.add(_record(1, ["fcagg", "r", "0"], None))
+    grouping.add(_record(2, ["fcagg", "r", "6"], None))
+    assert grouping.add(_record(3, ["fcagg", "s", "6"], None))  # an existing group grows
+    with pytest.raises(GroupLimitReached):
+        grouping.add(_record(4, ["fcagg", "r", "12"], None))
+    assert [group["count"] for group in _body(grouping)["groups"]] == [1, 2]

@@ -42,7 +42,6 @@ async def _page_through(backend: InMemoryBackend, pattern: TopicPattern, limit: 
         ("gauge", "rhine", None),
         ("gauge", None, "3"),
         ("gauge", None, None),
-        (None, "rhine", "3"),
         ("gauge", "rhine"),
         ("river", None, None),
     ],

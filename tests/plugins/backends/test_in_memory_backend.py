@@ -1,0 +1,285 @@
+"""The in-memory backend's numbering, de-duplication and byte budget, driven in-process.
+
+Issue #12: sequences are consecutive per stream (an unfiltered pyaviso listener needs N,
+N+1, ...) and an ``Idempotency-Key`` (stored as ``Nats-Msg-Id``) is honoured as JetStream
+honours it. Issue #11: retained notifications are bounded in bytes, oldest evicted first and
+reported as pruned history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import pytest
+
+from aviso_builtins.backends import in_memory
+from aviso_builtins.backends.in_memory import (
+    RECORD_OVERHEAD_BYTES,
+    InMemoryBackend,
+    record_bytes,
+)
+from aviso_plugins.topics import TopicPattern
+from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
+    BackendContext,
+    StartCursor,
+    StoredNotification,
+)
+
+T = TypeVar("T")
+
+
+def run(scenario: Callable[[InMemoryBackend], Awaitable[T]], **options: Any) -> T:
+    backend = InMemoryBackend(BackendContext({"max_history_per_topic": 1000, **options}, {}))
+    return asyncio.run(scenario(backend))
+
+
+def keyed(message_id: str) -> Mapping[str, str]:
+    return {MESSAGE_ID_METADATA: message_id}
+
+
+async def history(backend: InMemoryBackend, base: str, depth: int = 1) -> list[int]:
+    pattern = TopicPattern((base, *([None] * depth)))
+    batch = await backend.fetch_batch(pattern, StartCursor(), 100_000)
+    return [record.sequence for record in batch.messages]
+
+
+class Collecting:
+    def __init__(self) -> None:
+        self.records: list[StoredNotification] = []
+
+    def deliver(self, record: StoredNotification) -> None:
+        self.records.append(record)
+
+    def end(self, reason: str) -> None:
+        raise AssertionError(reason)
+
+
+# -- numbering ----------------------------------------------------------------------------
+
+
+def test_each_stream_numbers_its_own_notifications_from_one() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[tuple[str, int]]:
+        topics = ["alpha.1", "beta.1", "alpha.2", "beta.2", "Alpha.3", "gamma.1", "alpha.4"]
+        return [(topic, (await backend.publish(topic, "null", {})).sequence) for topic in topics]
+
+    assert run(scenario) == [
+        ("alpha.1", 1),
+        ("beta.1", 1),
+        ("alpha.2", 2),
+        ("beta.2", 2),
+        # Streams are case-insensitive, like JetStream's upper-cased stream names.
+        ("Alpha.3", 3),
+        ("gamma.1", 1),
+        ("alpha.4", 4),
+    ]
+
+
+def test_wipes_and_deletes_never_restart_or_reuse_a_stream_s_numbers() -> None:
+    async def scenario(backend: InMemoryBackend) -> dict[str, Any]:
+        for n in range(3):
+            await backend.publish(f"alpha.{n}", "null", {})
+        await backend.publish("beta.0", "null", {})
+        assert await backend.delete_message("ALPHA", 3)
+        after_delete = (await backend.publish("alpha.9", "null", {})).sequence
+        await backend.wipe_stream("alpha")
+        after_wipe = (await backend.publish("alpha.9", "null", {})).sequence
+        await backend.wipe_all()
+        return {
+            "after_delete": after_delete,
+            "after_wipe": after_wipe,
+            "after_wipe_all": (await backend.publish("alpha.9", "null", {})).sequence,
+            "beta_after_wipe_all": (await backend.publish("beta.0", "null", {})).sequence,
+            "alpha_pruned": await backend.pruned_through("alpha"),
+            "beta_pruned": await backend.pruned_through("BETA"),
+            "alpha": await history(backend, "alpha"),
+        }
+
+    assert run(scenario) == {
+        "after_delete": 4,
+        "after_wipe": 5,
+        "after_wipe_all": 6,
+        "beta_after_wipe_all": 2,
+        "alpha_pruned": 5,
+        "beta_pruned": 1,
+        "alpha": [6],
+    }
+
+
+def test_deletes_address_a_sequence_within_its_stream_only() -> None:
+    async def scenario(backend: InMemoryBackend) -> tuple[bool, bool, list[int], list[int]]:
+        await backend.publish("alpha.1", "null", {})
+        await backend.publish("beta.1", "null", {})
+        missing = await backend.delete_message("gamma", 1)
+        deleted = await backend.delete_message("beta", 1)
+        return missing, deleted, await history(backend, "alpha"), await history(backend, "beta")
+
+    assert run(scenario) == (False, True, [1], [])
+
+
+def test_history_is_read_per_stream() -> None:
+    async def scenario(backend: InMemoryBackend) -> None:
+        await backend.fetch_batch(TopicPattern((None, "x")), StartCursor(), 10)
+
+    with pytest.raises(ValueError, match="per stream"):
+        run(scenario)
+
+
+# -- de-duplication -------------------------------------------------------------------------
+
+
+def test_a_resent_message_id_is_dropped_and_answered_with_the_first_sequence() -> None:
+    async def scenario(backend: InMemoryBackend) -> dict[str, Any]:
+        watcher = Collecting()
+        await backend.subscribe(TopicPattern(("alpha", None)), watcher)
+        first = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        # Same id on another subject of the same stream: still a duplicate (per stream).
+        again = await backend.publish("alpha.2", '{"n":2}', keyed("k1"))
+        other = await backend.publish("alpha.2", '{"n":3}', keyed("k2"))
+        # Same id on another stream: not a duplicate there.
+        elsewhere = await backend.publish("beta.1", "null", keyed("k1"))
+        return {
+            "sequences": [first.sequence, again.sequence, other.sequence, elsewhere.sequence],
+            "stored": await history(backend, "alpha"),
+            "delivered": [record.sequence for record in watcher.records],
+        }
+
+    assert run(scenario) == {"sequences": [1, 1, 2, 1], "stored": [1, 2], "delivered": [1, 2]}
+
+
+def test_the_window_outlives_the_first_message_as_on_jetstream() -> None:
+    async def scenario(backend: InMemoryBackend) -> tuple[int, int, list[int]]:
+        await backend.publish("alpha.1", "null", keyed("k1"))
+        assert await backend.delete_message("alpha", 1)
+        after_delete = (await backend.publish("alpha.1", "null", keyed("k1"))).sequence
+        await backend.wipe_all()
+        after_wipe = (await backend.publish("alpha.1", "null", keyed("k1"))).sequence
+        return after_delete, after_wipe, await history(backend, "alpha")
+
+    assert run(scenario) == (1, 1, [])
+
+
+def test_an_id_is_forgotten_once_the_window_has_passed() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[int]:
+        first = await backend.publish("alpha.1", "null", keyed("k1"))
+        time.sleep(1.05)  # lets the 1 s window pass (not synchronisation)
+        second = await backend.publish("alpha.1", "null", keyed("k1"))
+        return [first.sequence, second.sequence]
+
+    assert run(scenario, duplicate_window="1s") == [1, 2]
+
+
+def test_the_window_is_bounded_in_count() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[int]:
+        for key in ("a", "b", "c"):
+            await backend.publish("alpha.1", "null", keyed(key))
+        # "a" was the oldest of three ids with room for two: forgotten, so stored again.
+        resent = [await backend.publish("alpha.1", "null", keyed(key)) for key in ("c", "a")]
+        return [record.sequence for record in resent]
+
+    assert run(scenario, duplicate_window="1h", duplicate_window_max_keys=2) == [3, 4]
+
+
+@pytest.mark.parametrize(
+    ("window", "reason"),
+    [
+        ("0s", "must be greater than 0"),
+        ("10 minutes", "invalid duration"),
+        ("2mo", "invalid duration"),
+        ("999999999999w", "too long"),
+    ],
+)
+def test_an_unusable_window_is_refused_naming_the_key(window: str, reason: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        InMemoryBackend(BackendContext({"duplicate_window": window}, {}))
+    assert str(refused.value).startswith("notification_backend.in_memory.duplicate_window: ")
+    assert reason in str(refused.value)
+
+
+# -- byte budget ------------------------------------------------------------------------------
+
+
+PAYLOAD = '"' + "x" * 998 + '"'
+
+
+def test_the_byte_budget_evicts_the_oldest_first_and_reports_the_gap() -> None:
+    one = record_bytes(StoredNotification(1, "alpha.0", PAYLOAD, 0, {}))
+
+    async def scenario(backend: InMemoryBackend) -> dict[str, Any]:
+        # Interleaved streams and topics: eviction follows publish order across all of them.
+        for n in range(10):
+            await backend.publish(f"{'alpha' if n % 2 else 'beta'}.{n % 3}", PAYLOAD, {})
+        return {
+            "alpha": await history(backend, "alpha"),
+            "beta": await history(backend, "beta"),
+            "alpha_pruned": await backend.pruned_through("alpha"),
+            "beta_pruned": await backend.pruned_through("beta"),
+            "within_budget": backend.retained_bytes <= 4 * one,
+        }
+
+    outcome = run(scenario, max_bytes=4 * one)
+    # Publishes 7..10 survive: alpha's 4th and 5th (n = 7, 9), beta's 4th and 5th (n = 6, 8).
+    assert outcome == {
+        "alpha": [4, 5],
+        "beta": [4, 5],
+        "alpha_pruned": 3,
+        "beta_pruned": 3,
+        "within_budget": True,
+    }
+
+
+def test_the_newest_notification_is_kept_even_over_the_budget() -> None:
+    async def scenario(backend: InMemoryBackend) -> tuple[list[int], int]:
+        await backend.publish("alpha.1", "null", {})
+        await backend.publish("alpha.2", PAYLOAD, {})
+        return await history(backend, "alpha"), backend.retained_bytes
+
+    stored, retained = run(scenario, max_bytes=RECORD_OVERHEAD_BYTES)
+    assert stored == [2]
+    assert retained > RECORD_OVERHEAD_BYTES
+
+
+def test_removals_give_their_bytes_back() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[int]:
+        seen = []
+        for n in range(5):
+            await backend.publish(f"alpha.{n}", PAYLOAD, {"identifier": "{}"})
+        seen.append(backend.retained_bytes)
+        await backend.delete_message("alpha", 1)
+        seen.append(backend.retained_bytes)
+        await backend.wipe_stream("alpha")
+        seen.append(backend.retained_bytes)
+        return seen
+
+    full, after_delete, after_wipe = run(scenario)
+    assert full > after_delete > after_wipe == 0
+    assert full - after_delete == full // 5
+
+
+# -- bounded pages ----------------------------------------------------------------------------
+
+
+def test_a_sparse_page_stops_at_the_examination_bound_and_resumes_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(in_memory, "MAX_EXAMINED_PER_PAGE", 10)
+
+    async def scenario(backend: InMemoryBackend) -> list[tuple[list[int], bool, int | None]]:
+        for n in range(25):
+            await backend.publish(f"alpha.{'hit' if n in (3, 22) else 'miss'}", "null", {})
+        pattern = TopicPattern(("alpha", "hit"))
+        pages = []
+        cursor = StartCursor()
+        while True:
+            batch = await backend.fetch_batch(pattern, cursor, 5)
+            pages.append(
+                ([r.sequence for r in batch.messages], batch.has_more, batch.next_sequence)
+            )
+            if not batch.has_more:
+                return pages
+            cursor = StartCursor(from_sequence=batch.next_sequence)
+
+    assert run(scenario) == [([4], True, 11), ([], True, 21), ([23], False, 24)]
