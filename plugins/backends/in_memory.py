@@ -27,6 +27,7 @@ from aviso_plugins.types import (
     StartCursor,
     StorageBackend,
     StoredNotification,
+    UnknownStream,
 )
 
 logger = logging.getLogger("aviso.in_memory")
@@ -214,6 +215,8 @@ class InMemoryBackend(StorageBackend):
         self._subscribers.discard(subscriber.pattern, subscriber)
 
     async def wipe_stream(self, name: str) -> None:
+        if name.lower() not in {base.lower() for base in self._logs}:
+            raise UnknownStream(name)
         prefix = encode_token(name.lower()) + "."
         for topic in [topic for topic in self._topics if topic.lower().startswith(prefix)]:
             self._forget(self._topics.pop(topic))
