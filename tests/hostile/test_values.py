@@ -7,8 +7,6 @@ answered 200 is returned unchanged by a replay, a filtered replay and a filtered
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
 import uuid
@@ -31,7 +29,7 @@ from tests.conformance.helpers import (
 from tests.hostile.support import VALID_NOTIFY, assert_client_error, assert_still_serving
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import running_server
-from tests.support.tokens import SECRET, b64url, claims_for, sign
+from tests.support.tokens import claims_for, sign, sign_raw
 
 NOTIFY = "/api/v1/notification"
 AGGREGATE = "/api/v1/aggregate"
@@ -368,13 +366,6 @@ def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def _raw_token(payload: bytes) -> str:
-    """A correctly signed token whose payload is any bytes (``sign`` takes claims only)."""
-    head, body = b64url(b'{"alg":"HS256"}'), b64url(payload)
-    mac = hmac.new(SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{b64url(mac)}"
-
-
 def _read_protected(client: httpx.Client, headers: dict[str, str]) -> httpx.Response:
     body = {"event_type": "protected_feed", "identifier": {"name": "n"}, "from_id": "1"}
     return client.post(REPLAY, json=body, headers=headers)
@@ -386,10 +377,10 @@ def _read_protected(client: httpx.Client, headers: dict[str, str]) -> httpx.Resp
         sign({"alg": "HS256"}, claims_for("alice", nbf=int(time.time()) + 3_600)),
         sign({"alg": "HS256"}, claims_for("alice", iat=int(time.time()) + 365 * 86_400)),
         sign({"alg": "HS256"}, claims_for("alice", nbf="soon")),
-        _raw_token(b"[" * 20_000 + b"]" * 20_000),
-        _raw_token(b'{"sub":"a","exp":9999999999,"x":' + b"[" * 65 + b"]" * 65 + b"}"),
-        _raw_token(b"not json at all"),
-        _raw_token(b'{"sub":"a","exp":9999999999,"roles":{"a":1}}'),
+        sign_raw(b"[" * 20_000 + b"]" * 20_000),
+        sign_raw(b'{"sub":"a","exp":9999999999,"x":' + b"[" * 65 + b"]" * 65 + b"}"),
+        sign_raw(b"not json at all"),
+        sign_raw(b'{"sub":"a","exp":9999999999,"roles":{"a":1}}'),
     ],
     ids=["nbf-future", "iat-future", "nbf-string", "deep", "depth-65", "non-json", "bad-roles"],
 )

@@ -13,7 +13,7 @@ from aviso_builtins.auth.auth_o_tron import locate_token
 from aviso_builtins.auth.headers import bearer_token, direct_credential
 from aviso_builtins.auth.tokens import TokenVerifier, is_jwt_shaped
 from aviso_plugins.types import AuthError, MalformedCredentials
-from tests.support.tokens import SECRET, b64url, claims_for, mint, sign
+from tests.support.tokens import SECRET, b64url, claims_for, mint, sign, sign_raw
 
 TOKEN = mint("alice", "lab", ["reader"])
 
@@ -173,14 +173,6 @@ def test_missing_user_claims(verifier: TokenVerifier) -> None:
 # -- issue #11: time claims and hostile payloads ------------------------------------------
 
 
-def _signed_raw(payload: bytes, header: bytes = b'{"alg":"HS256"}') -> str:
-    head, body = b64url(header), b64url(payload)
-    signature = b64url(
-        hmac.new(SECRET.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    )
-    return f"{head}.{body}.{signature}"
-
-
 NOW = 1_800_000_000
 
 
@@ -209,7 +201,7 @@ def test_nbf_and_iat_share_the_exp_leeway(
     fixed_clock_verifier: TokenVerifier, changes: dict[str, object], accepted: bool
 ) -> None:
     claims = {"sub": "alice", "iat": NOW, "exp": NOW + 3600, **changes}
-    token = _signed_raw(json.dumps(claims).encode())
+    token = sign_raw(json.dumps(claims).encode())
     if accepted:
         assert fixed_clock_verifier.caller(token).username == "alice"
     else:
@@ -221,13 +213,13 @@ def test_nbf_and_iat_share_the_exp_leeway(
 @pytest.mark.parametrize(
     "token",
     [
-        _signed_raw(b"[" * 100_000 + b"]" * 100_000),
-        _signed_raw(b'{"sub":"a","exp":9999999999,"x":' + b"[" * 9 + b"]" * 9 + b"}"),
-        _signed_raw(b'{"sub":"a","exp":9999999999}', header=b"[" * 100_000 + b"]" * 100_000),
-        _signed_raw(b"not json"),
-        _signed_raw(b"\xff\xfe"),
-        _signed_raw(b'{"sub":"a","exp":9999999999,"pad":"' + b"x" * 60_000 + b'","roles":7}'),
-        _signed_raw(b'{"sub":"a","exp":9999999999,"attributes":{"k":{"n":1}}}'),
+        sign_raw(b"[" * 100_000 + b"]" * 100_000),
+        sign_raw(b'{"sub":"a","exp":9999999999,"x":' + b"[" * 9 + b"]" * 9 + b"}"),
+        sign_raw(b'{"sub":"a","exp":9999999999}', header=b"[" * 100_000 + b"]" * 100_000),
+        sign_raw(b"not json"),
+        sign_raw(b"\xff\xfe"),
+        sign_raw(b'{"sub":"a","exp":9999999999,"pad":"' + b"x" * 60_000 + b'","roles":7}'),
+        sign_raw(b'{"sub":"a","exp":9999999999,"attributes":{"k":{"n":1}}}'),
     ],
     ids=["deep-payload", "just-over-depth", "deep-header", "non-json", "non-utf8", "huge", "types"],
 )
@@ -239,4 +231,4 @@ def test_malformed_tokens_are_401_not_500(fixed_clock_verifier: TokenVerifier, t
 
 def test_nesting_at_the_depth_limit_is_accepted(fixed_clock_verifier: TokenVerifier) -> None:
     claims = b'{"sub":"a","exp":9999999999,"x":' + b"[" * 7 + b"]" * 7 + b"}"
-    assert fixed_clock_verifier.caller(_signed_raw(claims)).username == "a"
+    assert fixed_clock_verifier.caller(sign_raw(claims)).username == "a"
