@@ -8,22 +8,21 @@ admin body, a JWT payload) are measured here first and refused above ``limits.ma
 from __future__ import annotations
 
 import re
+from itertools import accumulate
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
+# The closing quote is optional so that an unterminated string runs to the end in one match:
+# rescanning it from every later quote would be quadratic.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def exceeds_json_depth(text: str, limit: int) -> bool:
     """True when arrays/objects nest more than ``limit`` levels (strings are skipped).
 
-    Malformed text is measured as well as it can be; the parser refuses it afterwards.
+    Malformed text is measured as well as it can be; the parser refuses it afterwards. Every
+    step is a regular expression or a C-level iteration: a body of a few hundred kilobytes
+    is measured in milliseconds.
     """
-    depth = 0
-    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
-        if bracket.group() in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return bool(brackets) and max(accumulate(map(_STEP.__getitem__, brackets))) > limit

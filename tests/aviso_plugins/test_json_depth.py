@@ -16,6 +16,7 @@ from aviso_plugins.json_depth import exceeds_json_depth
         ('["[[[[[[", "{{{{"]', 1),
         ('["\\"[[[[", []]', 2),
         ("[]" * 1000, 1),
+        ('["unterminated \\" [[[[', 1),
         ("[" * 10_000 + "]" * 10_000, 10_000),
     ],
 )
