@@ -11,12 +11,13 @@ import logging
 import re
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response
 from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
 from aviso_host.logs import log_event
+from aviso_host.requests import BodyTooLarge, read_body
 from aviso_host.routes.common import request_id_of, service_of
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.json_depth import exceeds_json_depth
@@ -87,7 +88,7 @@ async def _stream_name(request: Request) -> str:
     if content_type != "application/json":
         raise ValueError("Content-Type must be application/json")
     try:
-        text = (await request.body()).decode("utf-8")
+        text = (await read_body(request)).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError("the body is not UTF-8") from exc
     limit = service_of(request).settings.limits.max_json_depth
@@ -113,6 +114,8 @@ async def wipe_stream(request: Request) -> Response:
         name = await _stream_name(request)
     except ValueError as exc:
         return refused(400, f"Json deserialize error: {exc}")
+    except BodyTooLarge:
+        return PlainTextResponse("Payload Too Large", status_code=413)
     key = _stream_key(service.catalog, name)
     if key is None:
         return refused(400, f"stream_name {_INVALID_NAME}")

@@ -311,6 +311,13 @@ def test_wipe_stream_refuses_what_cannot_name_a_stream(
     assert_still_serving(hostile)
 
 
+def test_wipe_stream_body_is_bounded(hostile: httpx.Client) -> None:
+    padding = b" " * 300_000  # over limits.max_body_bytes (256 KiB), valid JSON otherwise
+    answer = _wipe(hostile, b'{"stream_name":"nosuchstream"' + padding + b"}")
+    assert answer.status_code == 413
+    assert_still_serving(hostile)
+
+
 def test_wipe_of_an_unknown_stream_is_404(hostile: httpx.Client) -> None:
     body = _admin_refusal(_wipe(hostile, b'{"stream_name":"nosuchstream"}'), 404)
     assert body["message"] == "Stream not found"
