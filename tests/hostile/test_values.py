@@ -21,6 +21,7 @@ from tests.conformance.auth_support import document as auth_document
 from tests.conformance.helpers import (
     REPLAY,
     WATCH,
+    is_ce,
     open_stream,
     read_stream,
     unique_basin,
@@ -159,7 +160,7 @@ REFUSED = {
 
 
 def _notifications(events: list[Any]) -> list[dict[str, Any]]:
-    return [event.data for event in events if event.name in ("replay", "live")]
+    return [event.data for event in events if is_ce(event)]
 
 
 @pytest.mark.parametrize("label", sorted(CARRIED))
@@ -167,21 +168,21 @@ def test_an_acknowledged_value_is_readable(hostile: httpx.Client, label: str) ->
     basin = f"{unique_basin()}{CARRIED[label]}"
     day = unique_date()
     identifier = {"basin": basin, "date": day, "level": 4}
-    answer = hostile.post(NOTIFY, json={"event_type": "river_gauge", "identifier": identifier})
-    assert answer.status_code == 200, answer.text
+    exact = {"event_type": "river_gauge", "identifier": {"basin": basin}}
+    with open_stream(hostile, WATCH, exact) as live:
+        live.until_kind("live-notification/connection_established")
+        answer = hostile.post(NOTIFY, json={"event_type": "river_gauge", "identifier": identifier})
+        assert answer.status_code == 200, answer.text
+        event = live.until(is_ce)
+        assert event.data["data"]["identifier"]["basin"] == basin
 
-    exact = {"event_type": "river_gauge", "identifier": {"basin": basin}, "from_id": "1"}
-    everything_that_day = {
-        "event_type": "river_gauge",
-        "identifier": {"basin": "*", "date": day},
-        "from_id": "1",
-    }
+    everything_that_day = {"event_type": "river_gauge", "identifier": {"basin": "*", "date": day}}
     for body in (exact, everything_that_day):
-        events = read_stream(hostile, REPLAY, body).events
+        events = read_stream(hostile, REPLAY, {**body, "from_id": "1"}).events
         [data] = _notifications(events)
         assert data["data"]["identifier"]["basin"] == basin
-    with open_stream(hostile, WATCH, exact) as watch:
-        event = watch.until(lambda event: event.name in ("replay", "live"))
+    with open_stream(hostile, WATCH, {**exact, "from_id": "1"}) as watch:
+        event = watch.until(is_ce)
         assert event.data["data"]["identifier"]["basin"] == basin
 
 
