@@ -9,7 +9,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 WILDCARD = "*"
-_ENCODE = str.maketrans({"%": "%25", ".": "%2E", "*": "%2A", ">": "%3E"})
+# The four reserved characters of the spec, plus the whitespace a NATS subject can never
+# hold (the protocol line splits on space and tab and ends at CR/LF). No aviso server could
+# ever store a subject with those four raw, so escaping them changes no existing subject;
+# decoders already accept any ``%XX``.
+_ENCODE = str.maketrans(
+    {
+        "%": "%25",
+        ".": "%2E",
+        "*": "%2A",
+        ">": "%3E",
+        " ": "%20",
+        "\t": "%09",
+        "\r": "%0D",
+        "\n": "%0A",
+    }
+)
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -18,7 +33,7 @@ class TopicDecodeError(ValueError):
 
 
 def encode_token(token: str) -> str:
-    """Escape the four reserved characters ``. * > %``; everything else is kept."""
+    """Escape the reserved characters ``. * > %`` and space, tab, CR, LF; keep the rest."""
     return token.translate(_ENCODE)
 
 

@@ -214,7 +214,10 @@ class StorageBackend(ABC):
 
     @abstractmethod
     async def wipe_stream(self, name: str) -> None:
-        """Remove every message of one stream (topic base); the stream stays usable."""
+        """Remove every message of one stream (topic base); the stream stays usable.
+
+        Raise :class:`UnknownStream` when the backend holds no stream of that name.
+        """
 
     @abstractmethod
     async def wipe_all(self) -> None:
@@ -255,6 +258,10 @@ class Caller:
     expires_at: float | None = None
     """When the credential expires (seconds since the epoch, a JWT's ``exp``): streams it
     opened are closed then. ``None``: it does not expire."""
+
+
+class UnknownStream(LookupError):
+    """A backend holds no stream of the name an admin operation gave (answered 404)."""
 
 
 class AuthError(Exception):

@@ -7,7 +7,8 @@ outside the topic, constraint objects, the spatial filter).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aviso_host.encoding import dumps
@@ -27,6 +28,24 @@ from aviso_plugins.types import (
 WILDCARD = "*"
 NOTIFY_VALIDATION_CODE = "INVALID_NOTIFICATION_REQUEST"
 
+DEFAULT_MAX_VALUE_BYTES = 1_024
+"""``limits.max_identifier_value_bytes`` when no settings are at hand (Spark's planner)."""
+DEFAULT_MAX_PAYLOAD_BYTES = 262_144
+"""``limits.max_payload_bytes`` likewise."""
+MAX_TOPIC_BYTES = 3_072
+"""An encoded topic (or watch pattern) longer than this is refused on every backend: NATS
+carries the subject in a protocol line of at most 4096 bytes (``max_control_line``), next to
+the JetStream API prefix, the consumer name and the reply inbox."""
+MAX_BASE_CHARS = 255
+"""JetStream refuses longer stream names, and a schema-less event type is its own stream."""
+TOPIC_BASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*", re.ASCII)
+# NATS stores a subject holding these, but a consumer filter on it never matches (DEL) or
+# breaks the connection (vertical tab, form feed). aviso-server could have stored them raw,
+# so escaping them would change existing subjects: they are refused instead, on every
+# backend alike. Unpaired surrogates have no UTF-8 form at all.
+_UNCARRIABLE = re.compile("[\x0b\x0c\x7f\ud800-\udfff]")
+_UNCARRIABLE_NAMES = {"\x0b": "a vertical tab", "\x0c": "a form feed", "\x7f": "DEL"}
+
 
 def scalar_text(field: str, value: Any, operation: str) -> str:
     """The text a handler sees for one JSON value (objects are constraints, handled apart)."""
@@ -43,6 +62,92 @@ def scalar_text(field: str, value: Any, operation: str) -> str:
     return json_scalar_text(value)
 
 
+# -- limits on values --------------------------------------------------------------------
+
+
+def check_value_text(field: str, text: str, max_bytes: int) -> None:
+    """One identifier value (or key, or constraint operand) as text: size and characters."""
+    # Every character is at least one byte, so a long text is refused without encoding it.
+    if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise InvalidValue(
+            f"Field '{field}' value is longer than {max_bytes} bytes "
+            "(limits.max_identifier_value_bytes)"
+        )
+    found = _UNCARRIABLE.search(text)
+    if found is not None:
+        char = found.group()
+        name = _UNCARRIABLE_NAMES.get(char, f"an unpaired surrogate (U+{ord(char):04X})")
+        raise InvalidValue(
+            f"Field '{field}' value contains {name}; identifier values may not contain "
+            "vertical tab, form feed, DEL or unpaired surrogates"
+        )
+
+
+def check_identifier_values(
+    schema: EventSchema | None, identifier: Mapping[str, Any], max_bytes: int
+) -> None:
+    """Every key and every scalar inside every value, constraint operands included.
+
+    The schema's polygon is left to the vertex limit and the topic size: a polygon of a
+    few dozen vertices already exceeds a value limit sized for names and dates.
+    """
+    spatial = schema.spatial_field if schema is not None else None
+    for key, value in identifier.items():
+        if len(key.encode("utf-8", "surrogatepass")) > max_bytes:
+            # Not echoed: the key is the oversized thing.
+            raise InvalidValue(
+                f"An identifier key is longer than {max_bytes} bytes "
+                "(limits.max_identifier_value_bytes)"
+            )
+        check_value_text(key, key, max_bytes)
+        if spatial is not None and key == spatial.field:
+            continue
+        for text in _scalar_texts(value):
+            check_value_text(key, text, max_bytes)
+
+
+def _scalar_texts(value: Any) -> Iterator[str]:
+    # An explicit stack: the nesting of a constraint operand is the client's choice.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif item is not None:
+            yield json_scalar_text(item)
+
+
+def check_topic_size(encoded: str) -> None:
+    size = len(encoded.encode("utf-8", "surrogatepass"))
+    if size > MAX_TOPIC_BYTES:
+        raise InvalidValue(
+            f"The identifier makes a topic of {size} bytes once encoded; topics are limited "
+            f"to {MAX_TOPIC_BYTES} bytes"
+        )
+
+
+def check_topic_base(event_type: str) -> None:
+    """A schema-less event type is its own topic base and JetStream stream."""
+    if len(event_type) > MAX_BASE_CHARS or not TOPIC_BASE.fullmatch(event_type):
+        shown = event_type if len(event_type) <= 64 else event_type[:64] + "..."
+        raise InvalidValue(
+            f"event_type '{shown}' is not a valid topic base: it must match "
+            f"[A-Za-z0-9][A-Za-z0-9_-]* and have at most {MAX_BASE_CHARS} characters"
+        )
+
+
+def check_payload_size(serialised: str, max_bytes: int) -> None:
+    size = len(serialised.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise InvalidValue(
+            f"Payload is {size} bytes serialised; payloads are limited to {max_bytes} bytes "
+            "(limits.max_payload_bytes)"
+        )
+
+
 # -- notify ------------------------------------------------------------------------------
 
 
@@ -50,9 +155,12 @@ def plan_notification(
     schema: EventSchema | None, event_type: str, identifier: Mapping[str, Any], payload: Any
 ) -> PlannedNotification:
     if schema is None:
+        check_topic_base(event_type)
         canonical = _generic_notify_values(identifier)
         tokens = [event_type, *(canonical[key] for key in sorted(canonical))]
-        return PlannedNotification(build_topic(tokens), dumps(payload), _metadata(canonical))
+        topic = build_topic(tokens)
+        check_topic_size(topic)
+        return PlannedNotification(topic, dumps(payload), _metadata(canonical))
     for key in identifier:
         if key not in schema.fields:
             raise InvalidValue(f"Unknown field '{key}' provided for notify operation")
@@ -65,12 +173,13 @@ def plan_notification(
     }
     if schema.payload_required and payload is None:
         raise InvalidValue("Payload is required for notify operation based on schema configuration")
-    tokens = [schema.base, *(canonical[key] for key in schema.topic_fields)]
+    topic = build_topic([schema.base, *(canonical[key] for key in schema.topic_fields)])
+    check_topic_size(topic)
     metadata = _metadata(canonical)
     spatial = schema.spatial_field
     if spatial is not None:
         metadata.update(spatial_metadata(spatial, canonical[POLYGON]))
-    return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
+    return PlannedNotification(topic, dumps(payload), metadata)
 
 
 class CatalogPlanner:
@@ -80,8 +189,15 @@ class CatalogPlanner:
     rejected in Spark reads like the same notification refused by the server.
     """
 
-    def __init__(self, catalog: SchemaCatalog) -> None:
+    def __init__(
+        self,
+        catalog: SchemaCatalog,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
         self.catalog = catalog
+        self.max_value_bytes = max_value_bytes
+        self.max_payload_bytes = max_payload_bytes
 
     def plan(
         self, event_type: str, identifier: Mapping[str, Any], payload: Any
@@ -95,7 +211,10 @@ class CatalogPlanner:
                 "identifier.point is only supported for watch/replay endpoints, not /notification",
             )
         try:
-            return plan_notification(schema, event_type, identifier, payload)
+            check_identifier_values(schema, identifier, self.max_value_bytes)
+            planned = plan_notification(schema, event_type, identifier, payload)
+            check_payload_size(planned.payload, self.max_payload_bytes)
+            return planned
         except InvalidValue as exc:
             raise SinkRejected(NOTIFY_VALIDATION_CODE, exc.message) from exc
 
@@ -135,6 +254,10 @@ def plan_stream_filter(
     """``point`` was already parsed by the spatial sanity step (it runs before cursors)."""
     if schema is None:
         return _generic_stream_filter(event_type, identifier, point)
+    for key in identifier:
+        # ``point`` is the reserved watch/replay-only spatial filter, checked before.
+        if key not in schema.fields and key != POINT:
+            raise InvalidValue(f"Unknown field '{key}' provided for {operation} operation")
     values: dict[str, str] = {}
     requested: dict[str, str] = {}
     constraints: dict[str, ConstraintPredicate] = {}
@@ -159,6 +282,7 @@ def plan_stream_filter(
     pattern = TopicPattern.from_tokens(
         [schema.base, *(values.get(key, WILDCARD) for key in topic_fields)]
     )
+    check_topic_size(pattern.encoded)
     positions = {key: index + 1 for index, key in enumerate(topic_fields)}
     filters = [
         FieldFilter(key, positions.get(key), predicate) for key, predicate in constraints.items()
@@ -196,16 +320,16 @@ def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> Co
 def _generic_stream_filter(
     event_type: str, identifier: Mapping[str, Any], point: tuple[float, float] | None
 ) -> StreamFilter:
+    check_topic_base(event_type)
     requested: dict[str, str] = {}
     for key in sorted(identifier):
         value = identifier[key]
         if isinstance(value, dict):
             raise InvalidValue(f"Field '{key}' constraint object is not supported without schema")
         requested[key] = scalar_text(key, value, "watch")
-    tokens = [event_type, *requested.values()]
-    return StreamFilter(
-        event_type, TopicPattern.from_tokens(tokens), (), _spatial(point, None), requested
-    )
+    pattern = TopicPattern.from_tokens([event_type, *requested.values()])
+    check_topic_size(pattern.encoded)
+    return StreamFilter(event_type, pattern, (), _spatial(point, None), requested)
 
 
 def _spatial(

@@ -92,7 +92,11 @@ def _unknown_event_type(request_id: str) -> Doc:
 def _bad_request(**examples: Any) -> Doc:
     return _json_response(
         "The body could not be parsed, names an unknown event type (strict mode), or failed "
-        "validation. Parse failures carry the endpoint's own `error` label.",
+        "validation: an identifier key the schema does not declare, a schema-less event type "
+        "that is not a topic base, an identifier value or constraint operand over "
+        "`limits.max_identifier_value_bytes` (1024) or holding a vertical tab, form feed or "
+        "DEL, a topic over 3072 bytes, a payload over `limits.max_payload_bytes` (262144). "
+        "Parse failures carry the endpoint's own `error` label.",
         {"oneOf": [_schema("RequestError"), _schema("UnknownEventTypeError")]},
         **examples,
     )
@@ -643,7 +647,8 @@ def _admin_operations() -> Doc:
                         deleted=deleted(True, "Notification deleted"),
                     ),
                     "400": _json_response(
-                        "`notification_id` is not `<stream>@<positive sequence>`.",
+                        "`notification_id` is not `<stream>@<sequence>` with a topic base or "
+                        "event type and a sequence in 1..2^64-1.",
                         _schema("AdminNotificationResult"),
                         bad_format=deleted(
                             False,
@@ -654,6 +659,13 @@ def _admin_operations() -> Doc:
                             False,
                             "notification_id sequence must be greater than zero",
                             "gauge@0",
+                        ),
+                        bad_stream=deleted(
+                            False,
+                            "notification_id stream must be a topic base "
+                            "([A-Za-z0-9][A-Za-z0-9_-]*, at most 255 characters) or a "
+                            "configured event type",
+                            "gauge.x@1",
                         ),
                     ),
                     **_auth_responses(),
@@ -678,9 +690,9 @@ def _admin_operations() -> Doc:
                 "operationId": "wipeStream",
                 "summary": "Remove a stream's stored history",
                 "description": (
-                    "`stream_name` is the topic base; the upper-cased form (`GAUGE`) works on "
-                    "every backend. Schemas stay and open streams are not closed."
-                    + _ADMIN_DESCRIPTION
+                    "`stream_name` is a topic base in any case (`GAUGE`, `gauge`) or a "
+                    "configured event type (`river_gauge`). Schemas stay and open streams are "
+                    "not closed." + _ADMIN_DESCRIPTION
                 ),
                 "security": _ADMIN_CREDENTIALS,
                 "requestBody": {
@@ -696,16 +708,25 @@ def _admin_operations() -> Doc:
                     "200": _admin_result(
                         "Wiped.", wiped=wiped(True, "Successfully wiped stream: GAUGE")
                     ),
-                    "400": _response(
-                        "Unusable body (not JSON, no `stream_name`, or a `Content-Type` other "
-                        "than `application/json`); a plain-text framework message.",
-                        "text/plain",
-                        {"type": "string"},
+                    "400": _admin_result(
+                        "Unusable body (not JSON, nested deeper than `limits.max_json_depth`, "
+                        "no string `stream_name`, or a `Content-Type` other than "
+                        "`application/json`), or a `stream_name` that is neither a topic base "
+                        "nor a configured event type.",
+                        bad_name=wiped(
+                            False,
+                            "stream_name must be a topic base ([A-Za-z0-9][A-Za-z0-9_-]*, at "
+                            "most 255 characters) or a configured event type",
+                        ),
                     ),
                     **_auth_responses(),
+                    "404": _admin_result(
+                        "No such stream (a configured one never written to wipes as a no-op).",
+                        not_found=wiped(False, "Stream not found"),
+                    ),
                     "500": _admin_result(
                         "The backend failed.",
-                        backend_failure=wiped(False, "Failed to wipe stream: stream not found"),
+                        backend_failure=wiped(False, "Failed to wipe stream: timed out"),
                     ),
                 },
             },

@@ -50,6 +50,10 @@ def host_runtime(config_file: str | None) -> HostRuntime:
     if config_file:
         environ[CONFIG_FILE_ENV] = config_file
     settings = load_settings(registry, environ)
-    return HostRuntime(
-        registry, settings, CatalogPlanner(SchemaCatalog(settings, registry.field_handlers))
+    limits = settings.limits
+    planner = CatalogPlanner(
+        SchemaCatalog(settings, registry.field_handlers),
+        limits.max_identifier_value_bytes,
+        limits.max_payload_bytes,
     )
+    return HostRuntime(registry, settings, planner)

@@ -39,6 +39,8 @@ class AuthGate:
             # Configuration validation refuses this; settings built by hand must not slip by.
             raise PluginError(f"no installed plugin provides auth mode {auth.mode!r}")
         options = {item.name: getattr(auth, item.name) for item in fields(auth)}
+        # Token payloads are client JSON too: the same nesting limit as request bodies.
+        options["max_json_depth"] = settings.limits.max_json_depth
         used = {
             name
             for schema in settings.schemas.values()

@@ -1,6 +1,8 @@
 """DELETE /api/v1/admin/...: delete one notification, wipe one stream, wipe everything.
 
-Bodies are typed (declared key order, not sorted), as the contract specifies.
+Bodies are typed (declared key order, not sorted), as the contract specifies. A stream name
+is checked before any backend sees it (a topic base or a configured event type): NATS reads
+``*``, ``>``, dots and spaces in a stream name as syntax, not as a name.
 """
 
 from __future__ import annotations
@@ -13,11 +15,34 @@ from starlette.responses import PlainTextResponse, Response
 
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response
+from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
 from aviso_host.logs import log_event
+from aviso_host.requests import BodyTooLarge, read_body
 from aviso_host.routes.common import request_id_of, service_of
+from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins.types import UnknownStream
 
 _SEQUENCE = re.compile(r"\+?[0-9]+", re.ASCII)
 _U64_MAX = 2**64 - 1
+_INVALID_NAME = (
+    "must be a topic base ([A-Za-z0-9][A-Za-z0-9_-]*, at most "
+    f"{MAX_BASE_CHARS} characters) or a configured event type"
+)
+
+
+def _stream_key(catalog: SchemaCatalog, name: str) -> str | None:
+    """The stream an admin name addresses, or ``None`` when it cannot name one."""
+    key = catalog.resolve_stream_key(name)
+    if key in {schema.base for schema in catalog.schemas.values()}:
+        return key
+    if len(key) <= MAX_BASE_CHARS and TOPIC_BASE.fullmatch(key):
+        return key
+    return None
+
+
+def _is_configured(catalog: SchemaCatalog, key: str) -> bool:
+    return key.lower() in {schema.base.lower() for schema in catalog.schemas.values()}
 
 
 def _admin_body(
@@ -43,10 +68,11 @@ async def delete_notification(request: Request) -> Response:
     sequence = int(sequence_text)
     if sequence == 0:
         return answer(400, False, "notification_id sequence must be greater than zero")
+    key = _stream_key(service.catalog, name)
+    if key is None:
+        return answer(400, False, f"notification_id stream {_INVALID_NAME}")
     try:
-        deleted = await service.backend.delete_message(
-            service.catalog.resolve_stream_key(name), sequence
-        )
+        deleted = await service.backend.delete_message(key, sequence)
     except Exception as exc:
         log_event("admin.delete.failed", str(exc), logging.ERROR)
         return answer(500, False, f"Failed to delete notification: {exc}")
@@ -56,21 +82,49 @@ async def delete_notification(request: Request) -> Response:
     return answer(200, True, "Notification deleted")
 
 
+async def _stream_name(request: Request) -> str:
+    """``stream_name`` of a wipe body; ``ValueError`` says what is wrong with the body."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise ValueError("Content-Type must be application/json")
+    try:
+        text = (await read_body(request)).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError("the body is not UTF-8") from exc
+    limit = service_of(request).settings.limits.max_json_depth
+    if exceeds_json_depth(text, limit):
+        raise ValueError(f"the body nests deeper than {limit} levels (limits.max_json_depth)")
+    document = loads(text)
+    if not isinstance(document, dict) or "stream_name" not in document:
+        raise ValueError("the body must be an object with a stream_name member")
+    name = document["stream_name"]
+    if not isinstance(name, str):
+        raise ValueError("stream_name must be a string")
+    return name
+
+
 async def wipe_stream(request: Request) -> Response:
     service = service_of(request)
     await service.ensure_started()
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+    def refused(status: int, message: str) -> Response:
+        return json_response(_admin_body(request, False, message), status, sort_keys=False)
+
     try:
-        if content_type != "application/json":
-            raise ValueError("Content-Type must be application/json")
-        document = loads(await request.body())
-        name = document["stream_name"]
-        if not isinstance(name, str):
-            raise ValueError("stream_name must be a string")
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
-        return PlainTextResponse(f"Json deserialize error: {exc}", status_code=400)
+        name = await _stream_name(request)
+    except ValueError as exc:
+        return refused(400, f"Json deserialize error: {exc}")
+    except BodyTooLarge:
+        return PlainTextResponse("Payload Too Large", status_code=413)
+    key = _stream_key(service.catalog, name)
+    if key is None:
+        return refused(400, f"stream_name {_INVALID_NAME}")
     try:
-        await service.backend.wipe_stream(name)
+        await service.backend.wipe_stream(key)
+    except UnknownStream:
+        # A configured stream that was never written to does not exist yet: nothing to wipe.
+        if not _is_configured(service.catalog, key):
+            return refused(404, "Stream not found")
     except Exception as exc:
         log_event("admin.wipe_stream.failed", str(exc), logging.ERROR, stream=name)
         body = _admin_body(request, False, f"Failed to wipe stream: {exc}")

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.errors import Endpoint, validation_error
-from aviso_host.identifiers import plan_stream_filter
+from aviso_host.identifiers import check_identifier_values, plan_stream_filter
 from aviso_host.logs import log_event
 from aviso_host.metrics import AGGREGATE_ROUTE
 from aviso_host.requests import invalid_type, missing_field, parse_body, read_body
@@ -77,6 +77,9 @@ async def aggregate(request: Request) -> ASGIApp:
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
+        check_identifier_values(
+            schema, body.identifier, service.settings.limits.max_identifier_value_bytes
+        )
         point = spatial_point(body.identifier)
         replay = replay_start(body, ENDPOINT) or ALL_HISTORY
         check_debounce(debounce_ms, limits.min_aggregate_debounce_ms)

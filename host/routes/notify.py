@@ -19,7 +19,11 @@ from aviso_host.errors import (
     storage_error,
     validation_error,
 )
-from aviso_host.identifiers import plan_notification
+from aviso_host.identifiers import (
+    check_identifier_values,
+    check_payload_size,
+    plan_notification,
+)
 from aviso_host.logs import log_event
 from aviso_host.metrics import count_notification_as, counted_notification
 from aviso_host.routes.common import (
@@ -64,8 +68,11 @@ async def notify(request: Request) -> Response:
         )
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=True)
+    limits = service.settings.limits
     try:
+        check_identifier_values(schema, body.identifier, limits.max_identifier_value_bytes)
         planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
+        check_payload_size(planned.payload, limits.max_payload_bytes)
     except InvalidValue as exc:
         error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)
         return error_response(request, error, event_type=body.event_type)

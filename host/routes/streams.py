@@ -11,7 +11,7 @@ from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
-from aviso_host.identifiers import plan_stream_filter
+from aviso_host.identifiers import check_identifier_values, plan_stream_filter
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
@@ -98,6 +98,9 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
+        check_identifier_values(
+            schema, body.identifier, service.settings.limits.max_identifier_value_bytes
+        )
         point = spatial_point(body.identifier)
         replay = replay_start(body, endpoint)
         stream_filter = plan_stream_filter(

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from aviso_builtins.auth.auth_o_tron import AuthOTron
 from aviso_builtins.auth.headers import direct_credential
-from aviso_builtins.auth.tokens import TokenVerifier
+from aviso_builtins.auth.tokens import DEFAULT_MAX_JSON_DEPTH, TokenVerifier
 from aviso_plugins import hookimpl
 from aviso_plugins.types import AuthProvider, Caller
 
@@ -23,7 +23,10 @@ class DirectAuthProvider(AuthProvider):
     def __init__(self, options: Mapping[str, Any]) -> None:
         super().__init__(options)
         self._auth_o_tron = AuthOTron(options["auth_o_tron_url"], options["timeout_ms"])
-        self._verifier = TokenVerifier(options["jwt_secret"])
+        self._verifier = TokenVerifier(
+            options["jwt_secret"],
+            max_json_depth=options.get("max_json_depth", DEFAULT_MAX_JSON_DEPTH),
+        )
 
     async def start(self) -> None:
         await self._auth_o_tron.start()

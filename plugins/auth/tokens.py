@@ -2,8 +2,9 @@
 
 PyJWT checks the JOSE envelope (base64url, header, ``alg`` allow-list, constant-time
 signature compare); the claims are decoded here, because the contract is stricter than
-PyJWT about types (``exp`` must be a JSON integer, not ``"123"`` or ``1.5``) and looser
-about what it ignores (``aud``, ``iss``, ``nbf``).
+PyJWT about types (``exp``, ``nbf`` and ``iat`` must be JSON integers, not ``"123"`` or
+``1.5``) and looser about what it ignores (``aud``, ``iss``). ``exp``, ``nbf`` and ``iat``
+share one leeway for clock skew. Whatever the token holds, a defect is a 401, never a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import jwt
 from jwt.algorithms import HMACAlgorithm
 
+from aviso_plugins.json_depth import exceeds_json_depth
 from aviso_plugins.types import AuthError, Caller
 
 INVALID_TOKEN = "Invalid or expired token"
@@ -25,6 +27,8 @@ MISSING_USER = "Token is missing required user claims"
 
 ALGORITHM = "HS256"
 CLOCK_SKEW_SECONDS = 60
+DEFAULT_MAX_JSON_DEPTH = 64
+"""``limits.max_json_depth``, which the host passes to auth providers as ``max_json_depth``."""
 RECOMMENDED_SECRET_BYTES = 32
 _EXACT_FLOAT_LIMIT = 2**53
 
@@ -49,9 +53,15 @@ class _HS256(HMACAlgorithm):
 class TokenVerifier:
     """Turns an HS256 JWT signed with ``jwt_secret`` into a :class:`Caller`."""
 
-    def __init__(self, secret: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        secret: str,
+        clock: Callable[[], float] = time.time,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    ) -> None:
         self._key = secret.encode()
         self._clock = clock
+        self._max_json_depth = max_json_depth
         self._jws = jwt.PyJWS(algorithms=[])
         self._jws.register_algorithm(ALGORITHM, _HS256(HMACAlgorithm.SHA256))
         if len(self._key) < RECOMMENDED_SECRET_BYTES:
@@ -64,8 +74,13 @@ class TokenVerifier:
         """Validate ``token``; raise :class:`AuthError` (401) on any defect."""
         try:
             payload = self._jws.decode_complete(token, key=self._key, algorithms=[ALGORITHM])
-            claims = json.loads(payload["payload"])
-        except (jwt.PyJWTError, ValueError) as exc:
+            text = payload["payload"].decode("utf-8")
+            if exceeds_json_depth(text, self._max_json_depth):
+                raise AuthError(401, INVALID_TOKEN)
+            claims = json.loads(text)
+        # RecursionError: a header nested too deep for PyJWT's own parser (the payload is
+        # measured before parsing).
+        except (jwt.PyJWTError, ValueError, RecursionError) as exc:
             raise AuthError(401, INVALID_TOKEN) from exc
         if not isinstance(claims, dict) or not self._claims_valid(claims):
             raise AuthError(401, INVALID_TOKEN)
@@ -83,11 +98,16 @@ class TokenVerifier:
         )
 
     def _claims_valid(self, claims: Mapping[str, Any]) -> bool:
+        now = self._clock()
         exp = claims.get("exp")
-        if not _is_integer(exp) or exp < self._clock() - CLOCK_SKEW_SECONDS:
+        if not _is_integer(exp) or exp < now - CLOCK_SKEW_SECONDS:
             return False
-        if "iat" in claims and not _is_integer(claims["iat"]):
-            return False
+        # Not valid yet, or issued in the future: both beyond the same leeway as ``exp``.
+        for name in ("nbf", "iat"):
+            if name in claims and (
+                not _is_integer(claims[name]) or claims[name] > now + CLOCK_SKEW_SECONDS
+            ):
+                return False
         # Optional strings may be null (absent); lists and maps default only when missing.
         for name in ("username", "sub", "realm", "iss"):
             if claims.get(name) is not None and not isinstance(claims[name], str):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_builtins.auth.headers import bearer_token
-from aviso_builtins.auth.tokens import TokenVerifier
+from aviso_builtins.auth.tokens import DEFAULT_MAX_JSON_DEPTH, TokenVerifier
 from aviso_plugins import hookimpl
 from aviso_plugins.types import AuthProvider, Caller
 
@@ -20,7 +20,10 @@ class TrustedProxyAuthProvider(AuthProvider):
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         super().__init__(options)
-        self._verifier = TokenVerifier(options["jwt_secret"])
+        self._verifier = TokenVerifier(
+            options["jwt_secret"],
+            max_json_depth=options.get("max_json_depth", DEFAULT_MAX_JSON_DEPTH),
+        )
 
     async def authenticate(self, authorization: str | None) -> Caller | None:
         if authorization is None:

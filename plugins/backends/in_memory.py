@@ -38,6 +38,7 @@ from aviso_plugins.types import (
     StartCursor,
     StorageBackend,
     StoredNotification,
+    UnknownStream,
 )
 
 logger = logging.getLogger("aviso.in_memory")
@@ -345,6 +346,8 @@ class InMemoryBackend(StorageBackend):
 
     async def wipe_stream(self, name: str) -> None:
         key = name.lower()
+        if key not in self._logs:
+            raise UnknownStream(name)
         for topic in [topic for topic in self._topics if stream_key(topic) == key]:
             self._forget(self._topics.pop(topic))
 

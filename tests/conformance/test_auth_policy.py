@@ -156,7 +156,10 @@ def test_item_34_per_stream_roles_never_grant_admin(client: httpx.Client) -> Non
 def test_item_34_admin_may_wipe(client: httpx.Client) -> None:
     headers = {**as_user("admin-user"), "Content-Type": "application/json"}
     response = client.request(
-        "DELETE", "/api/v1/admin/wipe/stream", headers=headers, content=b'{"stream_name":"x"}'
+        "DELETE",
+        "/api/v1/admin/wipe/stream",
+        headers=headers,
+        content=b'{"stream_name":"protected_feed"}',
     )
     assert response.status_code == 200, response.text
 

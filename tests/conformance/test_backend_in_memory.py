@@ -310,11 +310,13 @@ def test_item_34_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
     assert event["sequence"] > highest
 
 
-def test_item_35_wipe_unknown_stream_on_in_memory_is_200(http: httpx.Client) -> None:
+def test_item_35_wipe_unknown_stream_on_in_memory_is_404(http: httpx.Client) -> None:
+    # Issue #11: an unknown stream is 404 on both backends (it was 200 here, 500 on JetStream).
     mars(http)
     response = wipe_stream(http, b'{"stream_name":"NO_SUCH_STREAM"}')
-    assert response.status_code == 200
-    assert admin_body(response, WIPE_KEYS)["success"] is True
+    assert response.status_code == 404
+    body = admin_body(response, WIPE_KEYS)
+    assert body == {**body, "success": False, "message": "Stream not found"}
     assert len(replay_mars(http)) == 1
 
 

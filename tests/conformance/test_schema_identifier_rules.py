@@ -6,6 +6,7 @@ Filtering semantics are observed through replays (watch shares the same pipeline
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,15 +136,16 @@ def test_item_33_optional_field_absent_is_wildcard_live(gauge: Harness) -> None:
     assert [ce["data"]["identifier"]["obs_date"] for ce in received] == ["20010101", "20020202"]
 
 
-def test_item_34_undeclared_key_ignored_on_streams(gauge: Harness) -> None:
+def test_item_34_undeclared_key_refused_on_streams(gauge: Harness) -> None:
+    # current-upstream §5: 0.13 refuses undeclared keys that 0.7.1 ignored, and the answer
+    # does not echo anything stored.
     identifier = gauge_identifier()
     gauge.notify_ok("river_gauge", identifier)
     query = {"basin": "rhine", "station": identifier["station"], "sensor": "x"}
-    assert gauge.stream_status(WATCH, "river_gauge", query) == 200
-    assert gauge.stream_status(REPLAY, "river_gauge", query) == 200
-    [seen] = gauge.replay_identifiers("river_gauge", query)
-    assert seen["station"] == identifier["station"]
-    assert "sensor" not in seen
+    for path, operation in ((WATCH, "watch"), (REPLAY, "replay")):
+        error = gauge.rejected(path, "river_gauge", query)
+        assert error["message"] == f"Unknown field 'sensor' provided for {operation} operation"
+        assert identifier["station"] not in json.dumps(error)
 
 
 def test_item_35_station_star_matches_every_station(gauge: Harness) -> None:

@@ -29,6 +29,7 @@ from aviso_plugins.types import (
     StorageBackend,
     StoredNotification,
     Subscription,
+    UnknownStream,
 )
 
 logger = logging.getLogger("aviso.jetstream")
@@ -226,7 +227,10 @@ class JetStreamBackend(StorageBackend):
 
     async def wipe_stream(self, name: str) -> None:
         js, _ = self._require()
-        await js.purge_stream(name.upper())
+        try:
+            await js.purge_stream(stream_name(name))
+        except NotFoundError as exc:
+            raise UnknownStream(name) from exc
 
     async def wipe_all(self) -> None:
         js, _ = self._require()

@@ -41,9 +41,10 @@ def filter_subject(pattern: TopicPattern) -> str:
     Wildcards become NATS single-token wildcards, and so does any literal token that needed
     escaping, because a stored subject may spell an escape in lower case (``%2e``). Other
     literal tokens stay exact: every aviso writer (this one and the reference) escapes only
-    ``. * > %`` with upper-case hex, and a filter of wildcards only would make a selective
-    replay read the whole stream. A foreign subject escaping a plain character (``%41``
-    for ``A``) is therefore not found by an exact-token replay (documented limitation).
+    ``. * > %`` (this one also space, tab, CR, LF) with upper-case hex, and a filter of
+    wildcards only would make a selective replay read the whole stream. A foreign subject
+    escaping a plain character (``%41`` for ``A``) is therefore not found by an exact-token
+    replay (documented limitation).
     """
     return ".".join(
         "*" if token is None or "%" in (encoded := encode_token(token)) else encoded

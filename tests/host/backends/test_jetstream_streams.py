@@ -559,19 +559,20 @@ def test_item_31_a_message_deleted_through_one_form_is_not_found_through_the_oth
     _assert_admin(_delete(client, f"DISS@{first}"), 404, NOT_FOUND, f"DISS@{first}")
 
 
-def test_item_35_wipe_of_unknown_stream_fails_with_500(
+def test_item_35_wipe_of_unknown_stream_is_404(
     module_nats: NatsServer, client: httpx.Client
 ) -> None:
+    # Issue #11: 404 (the reference, and this suite before, answered 500).
     unknown = unique("NOSUCH").upper()
     response = client.request("DELETE", "/api/v1/admin/wipe/stream", json={"stream_name": unknown})
-    assert response.status_code == 500, response.text
+    assert response.status_code == 404, response.text
     body = response.json()
     assert body["success"] is False, body
-    assert body["message"].startswith("Failed to wipe stream:"), body
+    assert body["message"] == "Stream not found", body
     assert body["request_id"] == response.headers["x-request-id"]
     assert unknown not in stream_names(module_nats.url)
 
-    # A known stream wipes fine and keeps working (the 500 is about the name only).
+    # A known stream wipes fine and keeps working (the 404 is about the name only).
     event_type = unique("wipe")
     notify_ok(client, event_type, {"n": 1})
     name = event_type.upper()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from aviso_builtins.auth.auth_o_tron import locate_token
 from aviso_builtins.auth.headers import bearer_token, direct_credential
 from aviso_builtins.auth.tokens import TokenVerifier, is_jwt_shaped
 from aviso_plugins.types import AuthError, MalformedCredentials
-from tests.support.tokens import SECRET, b64url, claims_for, mint, sign
+from tests.support.tokens import SECRET, b64url, claims_for, mint, sign, sign_raw
 
 TOKEN = mint("alice", "lab", ["reader"])
 
@@ -167,3 +168,67 @@ def test_payload_must_be_an_object(verifier: TokenVerifier) -> None:
 def test_missing_user_claims(verifier: TokenVerifier) -> None:
     with pytest.raises(AuthError, match="Token is missing required user claims"):
         verifier.caller(mint("alice", omit=["username", "sub"]))
+
+
+# -- issue #11: time claims and hostile payloads ------------------------------------------
+
+
+NOW = 1_800_000_000
+
+
+@pytest.fixture
+def fixed_clock_verifier() -> TokenVerifier:
+    return TokenVerifier(SECRET, clock=lambda: float(NOW), max_json_depth=8)
+
+
+@pytest.mark.parametrize(
+    ("changes", "accepted"),
+    [
+        ({"nbf": NOW + 3600}, False),
+        ({"nbf": NOW + 61}, False),
+        ({"nbf": NOW + 60}, True),
+        ({"nbf": NOW - 3600}, True),
+        ({"nbf": "0"}, False),
+        ({"nbf": 1.5}, False),
+        ({"iat": NOW + 365 * 86400}, False),
+        ({"iat": NOW + 61}, False),
+        ({"iat": NOW + 60}, True),
+        ({"iat": 10**400}, False),
+        ({"exp": 10**400}, True),
+    ],
+)
+def test_nbf_and_iat_share_the_exp_leeway(
+    fixed_clock_verifier: TokenVerifier, changes: dict[str, object], accepted: bool
+) -> None:
+    claims = {"sub": "alice", "iat": NOW, "exp": NOW + 3600, **changes}
+    token = sign_raw(json.dumps(claims).encode())
+    if accepted:
+        assert fixed_clock_verifier.caller(token).username == "alice"
+    else:
+        with pytest.raises(AuthError) as failure:
+            fixed_clock_verifier.caller(token)
+        assert (failure.value.status, failure.value.message) == (401, "Invalid or expired token")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        sign_raw(b"[" * 100_000 + b"]" * 100_000),
+        sign_raw(b'{"sub":"a","exp":9999999999,"x":' + b"[" * 9 + b"]" * 9 + b"}"),
+        sign_raw(b'{"sub":"a","exp":9999999999}', header=b"[" * 100_000 + b"]" * 100_000),
+        sign_raw(b"not json"),
+        sign_raw(b"\xff\xfe"),
+        sign_raw(b'{"sub":"a","exp":9999999999,"pad":"' + b"x" * 60_000 + b'","roles":7}'),
+        sign_raw(b'{"sub":"a","exp":9999999999,"attributes":{"k":{"n":1}}}'),
+    ],
+    ids=["deep-payload", "just-over-depth", "deep-header", "non-json", "non-utf8", "huge", "types"],
+)
+def test_malformed_tokens_are_401_not_500(fixed_clock_verifier: TokenVerifier, token: str) -> None:
+    with pytest.raises(AuthError) as failure:
+        fixed_clock_verifier.caller(token)
+    assert failure.value.status == 401
+
+
+def test_nesting_at_the_depth_limit_is_accepted(fixed_clock_verifier: TokenVerifier) -> None:
+    claims = b'{"sub":"a","exp":9999999999,"x":' + b"[" * 7 + b"]" * 7 + b"}"
+    assert fixed_clock_verifier.caller(sign_raw(claims)).username == "a"
