@@ -29,7 +29,7 @@ from aviso_host.metrics import SseConnection
 from aviso_host.schemas import EventSchema
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
-from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_host.streaming.stream import EventStream, ReplayOutcome, ReplayStart
 from aviso_plugins.topics import TopicDecodeError, decode_token
 from aviso_plugins.types import InvalidValue, StorageBackend, StoredNotification, Subscription
 
@@ -146,7 +146,8 @@ class AggregateStream(EventStream):
     Shape: ``aggregate``/``snapshot`` first (held back while history is counted, so any
     ``history_gap``, ``notification_replay_limit_reached`` or ``stream_processing_failed``
     of the count follows it), then ``heartbeat`` and ``aggregate``/``update`` events, then
-    ``connection-closing`` as on a watch.
+    ``connection-closing`` as on a watch. A count that was capped or failed is not continued
+    live: its snapshot and flag are followed by ``end_of_stream``.
     """
 
     def __init__(
@@ -181,6 +182,7 @@ class AggregateStream(EventStream):
             reauthorisation=reauthorisation,
         )
         self._counts = counts
+        self._replay_start = replay
         self._cursor = replay.cursor
         self._debounce = debounce_ms / 1000
         self._changed = False
@@ -194,33 +196,48 @@ class AggregateStream(EventStream):
             return await self._close()
         first_heartbeat, self._next_heartbeat = self._next_heartbeat, math.inf
         self._holding = True
-        high_water = await self._replay_history(self._cursor)
+        try:
+            end = await self._resolve_end(self._replay_start)
+        except Exception as exc:
+            self._replay_failed(exc)
+            outcome = ReplayOutcome.FAILED
+        else:
+            outcome = await self._replay_through(self._cursor, end)
         self._holding = False
         self._next_heartbeat = first_heartbeat
-        if high_water is None:  # stopped while counting: end with only the close event
+        if outcome is ReplayOutcome.STOPPED:  # stopped while counting: only the close event
             self._out.clear()
             return await self._close()
         self._out[:0] = self._aggregate("snapshot")
-        if self._live is None:  # no live feed: the snapshot is all there is
+        # No live feed, a capped or a failed count: the snapshot is all there is (counts
+        # that go on from an incomplete history would be wrong without saying so).
+        if self._live is None or outcome is not ReplayOutcome.COMPLETED:
             self._control.stop("end_of_stream")
             return await self._close()
-        await self._follow_live(high_water)
+        await self._follow_live(self._seam())
         await self._close()
 
-    def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
+    def _emit(
+        self, event: bytes, records: Iterable[StoredNotification], budget: int | None = None
+    ) -> int:
         """Count instead of render (history pages and live records both come through here).
 
         Live, the first change after an update opens the debounce window: a timer wakes the
         watch's live loop at its end, and :meth:`_tick` then writes one update for it.
         """
         accepts = self._filter.accepts
+        counted = 0
         for record in records:
             if accepts(record):
                 self._changed |= self._counts.add(record)
                 self._through = record.sequence
+                counted += 1
+                if counted == budget:
+                    break
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
             self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
+        return counted
 
     def _tick(self) -> None:
         """The update of a debounce window that has ended, then the heartbeat if due."""
