@@ -291,9 +291,7 @@ def failing(failing_server: RunningServer) -> Iterator[httpx.Client]:
 
 @pytest.mark.parametrize("path", [REPLAY, WATCH])
 @pytest.mark.parametrize("when", ["failing-now", "failing-later"])
-def test_a_failed_history_read_ends_the_stream(
-    failing: httpx.Client, path: str, when: str
-) -> None:
+def test_a_failed_history_read_ends_the_stream(failing: httpx.Client, path: str, when: str) -> None:
     basin = f"{when}-{unique_basin()}"
     for level in range(3):
         gauge(failing, basin, level)
@@ -327,9 +325,7 @@ def cap_settings() -> dict[str, Any]:
 
 
 @pytest.fixture
-def capped_server(
-    cap_settings: dict[str, Any], for_backend: ForBackend
-) -> Iterator[RunningServer]:
+def capped_server(cap_settings: dict[str, Any], for_backend: ForBackend) -> Iterator[RunningServer]:
     document = with_changes(API_EXAMPLE, watch_endpoint=cap_settings)
     with running_server(for_backend(document)) as server:
         yield server
