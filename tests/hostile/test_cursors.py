@@ -43,9 +43,7 @@ def _refused(hostile: httpx.Client, path: str, body: dict[str, Any], prefix: str
 @pytest.mark.parametrize("path", list(ENDPOINTS))
 @pytest.mark.parametrize("value", [BEYOND_U64, HUGE_NUMBER], ids=["beyond-u64", "5000-digits"])
 def test_from_id_out_of_range(hostile: httpx.Client, path: str, value: str) -> None:
-    _refused(
-        hostile, path, _body(path, from_id=value), "from_id must be a valid positive integer"
-    )
+    _refused(hostile, path, _body(path, from_id=value), "from_id must be a valid positive integer")
 
 
 @pytest.mark.parametrize("value", [BEYOND_U64, HUGE_NUMBER], ids=["beyond-u64", "5000-digits"])
