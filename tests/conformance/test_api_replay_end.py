@@ -418,3 +418,41 @@ def test_a_watch_starting_beyond_history_goes_live(capped: httpx.Client) -> None
         live = stream.until_kind("live-notification")
     assert live.data["data"]["identifier"]["level"] == "7"
     assert live.data["sequence"] > sequences[-1]
+
+
+@pytest.mark.parametrize(
+    "cap_settings",
+    [{"max_queue_bytes": 2048, "replay_batch_size": 1, "replay_batch_delay_ms": 200}],
+    ids=["tiny-live-buffer"],
+)
+def test_a_live_buffer_overflow_during_the_replay_loses_nothing(capped: httpx.Client) -> None:
+    """Records stored above ``H`` while a watch replays wait in its live buffer; when that
+    overflows, the replay reads what the buffer dropped before the watch goes live."""
+    basin = unique_basin()
+    for n in range(2):
+        gauge(capped, basin, 1, payload={"n": n})
+    numbers: list[int] = []
+
+    def notifications(count: int) -> Any:
+        def seen(event: Any) -> bool:
+            if event.name in ("replay", "live-notification") and "specversion" in event.data:
+                numbers.append(event.data["data"]["payload"]["n"])
+            return len(numbers) >= count
+
+        return seen
+
+    body = {**_body(basin, from_id="0"), "identifier": {"basin": basin, "level": 1}}
+    with open_stream(capped, WATCH, body) as stream:
+        stream.until_kind("replay-control/replay_started")
+        # Each record costs over 512 bytes of the 2048-byte buffer: most of these overflow.
+        for n in range(2, 12):
+            gauge(capped, basin, 1, payload={"n": n})
+        stream.until(notifications(12))
+        gauge(capped, basin, 1, payload={"n": 12})
+        stream.until(notifications(13))
+    assert numbers == list(range(13)), "every notification once, in order"
+    kinds = [event.kind for event in stream.events if event.name != "heartbeat"]
+    switch = kinds.index("replay-control/replay_completed")
+    assert set(kinds[1:switch]) == {"replay"}
+    assert set(kinds[switch + 1 :]) == {"live-notification"}
+    assert switch > 3, "the dropped records were replayed"
