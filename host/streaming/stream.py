@@ -174,19 +174,23 @@ class EventStream:
             await self._flush()
             await self._follow_live(0)
             return await self._close()
-        try:
-            end = await self._resolve_end(self._replay)
-        except Exception as exc:
-            # The opening still goes first: the client must see the stream open to read why
-            # it ends.
-            self._out += self._replay_started(None)
-            self._replay_failed(exc)
-            self._control.stop("end_of_stream")
-            return await self._close()
-        self._out += self._replay_started(end if self._replay.has_end else None)
+        replay = self._replay
+        # The opening goes out at once; only an end point must be resolved before it (it is
+        # announced in it). A failed resolution still follows the opening, as an error.
+        end: int | None = None
+        failure: Exception | None = None
+        if replay.has_end:
+            end, failure = await self._try_resolve_end(replay)
+        self._out += self._replay_started(end)
         self._tick()
         await self._flush()
-        outcome = await self._replay_through(self._replay.cursor, end)
+        if not replay.has_end:
+            end, failure = await self._try_resolve_end(replay)
+        if failure is not None:
+            self._replay_failed(failure)
+            self._control.stop("end_of_stream")
+            return await self._close()
+        outcome = await self._replay_through(replay.cursor, end)
         if outcome is ReplayOutcome.STOPPED:
             return await self._close()
         if outcome is not ReplayOutcome.COMPLETED:
@@ -210,6 +214,12 @@ class EventStream:
             self._control.request_id,
             end_sequence,
         )
+
+    async def _try_resolve_end(self, replay: ReplayStart) -> tuple[int | None, Exception | None]:
+        try:
+            return await self._resolve_end(replay), None
+        except Exception as exc:
+            return None, exc
 
     async def _resolve_end(self, replay: ReplayStart) -> int | None:
         """Capture ``H`` and turn the end point into a sequence (``None``: no end known).

@@ -316,6 +316,30 @@ def test_a_failed_history_read_ends_the_stream(failing: httpx.Client, path: str,
     assert result.ended, "a watch whose replay failed never goes live"
 
 
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [(REPLAY, {"to_id": "5"}), (REPLAY, {"to_date": "2030-01-01T00:00:00Z"}), (WATCH, {})],
+    ids=["replay-to-id", "replay-to-date", "watch"],
+)
+def test_a_failed_bound_resolution_still_opens_then_ends(
+    failing: httpx.Client, path: str, fields: dict[str, str]
+) -> None:
+    basin = f"failing-bound-{unique_basin()}"
+    gauge(failing, basin, 1)
+    result = read_stream(failing, path, _body(basin, from_id="0", **fields))
+    events = [event for event in result.events if event.name != "heartbeat"]
+    assert [event.kind for event in events] == [
+        "replay-control/replay_started",
+        "error",
+        "connection-closing",
+    ]
+    assert events[0].data["end_sequence"] is None
+    assert events[1].data["error"] == "stream_processing_failed"
+    assert events[1].data["request_id"] == events[0].data["request_id"]
+    assert events[-1].data["reason"] == "end_of_stream"
+    assert result.ended
+
+
 # -- section 3: the replay cap ------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 Subclasses of both built-in backends registered through a real plugin, so the host's own
 replay-failure path runs against each real store. A pattern whose second token starts with
 ``failing-now`` fails at its first history page, one starting with ``failing-later`` after
-its first page; everything else behaves like the backend it extends.
+its first page, one starting with ``failing-bound`` when its history bound is asked for;
+everything else behaves like the backend it extends.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ class _FailingHistory:
                 return True
             served.add(pattern)
         return False
+
+    async def history_bound(self, pattern: TopicPattern) -> int | None:
+        if len(pattern.tokens) > 1 and (pattern.tokens[1] or "").startswith("failing-bound"):
+            raise ConnectionError(FAILURE)
+        return await super().history_bound(pattern)  # type: ignore[misc]
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
         if self._fail_now(pattern):
