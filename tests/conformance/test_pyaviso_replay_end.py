@@ -27,10 +27,10 @@ AVISO = shutil.which("aviso")
 pytestmark = pytest.mark.skipif(AVISO is None, reason="pyaviso's aviso command is not installed")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def mars_server(for_backend: ForBackend) -> Iterator[RunningServer]:
-    """A ``mars`` schema on a topic base of its own, so its sequences start at 1 on a
-    fresh JetStream stream."""
+    """A fresh server with a ``mars`` schema on a topic base of its own, so that its
+    sequences start at 1 on both backends."""
     base = f"mars{uuid.uuid4().hex[:8]}"
     schema = {
         "topic": {"base": base, "key_order": ["class", "step"]},
@@ -85,3 +85,15 @@ def test_aviso_replay_from_until(mars_server: RunningServer, tmp_path: Path) -> 
     received = _notifications(result.stdout)
     assert [event["sequence"] for event in received] == [1, 2], result.stdout
     assert {event["identifier"]["class"] for event in received} == {"od"}
+
+
+def test_aviso_replay_until_a_date(mars_server: RunningServer, tmp_path: Path) -> None:
+    """A date ``--until`` is sent as ``to_date``: everything stored so far is before it."""
+    with httpx.Client(base_url=mars_server.url, timeout=10.0) as client:
+        body = {"event_type": "mars", "identifier": {"class": "rd", "step": 1}}
+        assert post(client, NOTIFY, body).status_code == 200
+    arguments = ("--event", "mars", "--identifier", "class=rd", "--from", "0")
+    result = _aviso(mars_server, tmp_path, "replay", *arguments, "--until", "2099-01-01T00:00:00Z")
+    assert result.returncode == 0, result.stderr
+    received = _notifications(result.stdout)
+    assert [event["identifier"]["class"] for event in received] == ["rd"], result.stdout
