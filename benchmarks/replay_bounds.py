@@ -9,7 +9,9 @@ With N notifications stored (default 1,000,000, in-memory), in one run:
 (b) start-up of a replay bounded by ``to_date`` at the middle, against the unbounded one;
 (c) the backend's ``to_date`` resolution (``first_sequence_after``) with N stored against the
     same call with N/1000 stored, and against one linear pass over the N storage times: a
-    search stays near 1x of the small store and far below the pass.
+    search stays near 1x of the small store and far below the pass;
+(d) the same resolution on JetStream (a nats-server of its own), M stored (default 100,000)
+    against M/1000 (``--jetstream-count 0`` skips it).
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ import asyncio
 import json
 import statistics
 import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
 import httpx
 
 from aviso_builtins.backends.in_memory import InMemoryBackend
+from aviso_builtins.backends.jetstream import JetStreamBackend
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import BackendContext
+from tests.support.nats import nats_server
 from tests.support.server import RunningServer, load_yaml, running_server
 
 RUNS = 100
@@ -102,11 +108,50 @@ def wait_for_no_streams(server: RunningServer) -> None:
         time.sleep(0.01)
 
 
-async def resolution_seconds(backend: InMemoryBackend, time_ns: int) -> float:
+async def resolution_seconds(
+    backend: Any, time_ns: int, pattern: TopicPattern = PATTERN, runs: int = RUNS
+) -> float:
     opened = time.perf_counter()
-    for _ in range(RUNS):
-        await backend.first_sequence_after(PATTERN, time_ns)
-    return (time.perf_counter() - opened) / RUNS
+    for _ in range(runs):
+        await backend.first_sequence_after(pattern, time_ns)
+    return (time.perf_counter() - opened) / runs
+
+
+async def publish_times(backend: Any, base: str, count: int) -> list[int]:
+    """``count`` notifications on ``base``, 500 in flight; their (local) storage times."""
+    times: list[int] = []
+    for first in range(0, count, 500):
+        records = await asyncio.gather(
+            *(
+                backend.publish(f"{base}.run{n % TOPICS}", f'{{"n":{n}}}', {})
+                for n in range(first, min(first + 500, count))
+            )
+        )
+        times.extend(record.time_ns for record in records)
+    return times
+
+
+async def jetstream_resolution(url: str, count: int) -> dict[str, float]:
+    backend = JetStreamBackend(BackendContext(options={"nats_url": url}, storage_policies={}))
+    await backend.start()
+    try:
+        figures = {}
+        for name, base, stored in (
+            ("js_small", "small", max(count // 1000, 1)),
+            ("js_large", "large", count),
+        ):
+            times = await publish_times(backend, base, stored)
+            pattern = TopicPattern((base, None))
+            seconds = await resolution_seconds(backend, times[len(times) // 2], pattern, 20)
+            figures[f"{name}_us"] = seconds * 1e6
+        return figures
+    finally:
+        await backend.shutdown()
+
+
+def jetstream_figures(count: int) -> dict[str, float]:
+    with TemporaryDirectory() as folder, nats_server(Path(folder)) as server:
+        return asyncio.run(jetstream_resolution(server.url, count))
 
 
 def linear_pass_seconds(times: list[int], time_ns: int) -> float:
@@ -151,10 +196,14 @@ def replay_start_up(count: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--count", type=int, default=1_000_000)
-    count = parser.parse_args().count
+    parser.add_argument("--jetstream-count", type=int, default=100_000)
+    arguments = parser.parse_args()
+    count, js_count = arguments.count, arguments.jetstream_count
 
     figures = replay_start_up(count)
     figures.update(asyncio.run(resolution(count)))
+    if js_count:
+        figures.update(jetstream_figures(js_count))
     print(f"{count:,} notifications stored (in-memory, {TOPICS} topics of one stream)")
     print(
         "(a) to_id at the middle:   replay_started "
@@ -178,6 +227,13 @@ def main() -> None:
         f"middle takes {figures['scan_us']:.0f} us "
         f"(search / pass {figures['large_us'] / figures['scan_us']:.5f})"
     )
+    if js_count:
+        print(
+            f"(d) JetStream to_date resolution: {figures['js_large_us']:.0f} us with "
+            f"{js_count:,} stored vs {figures['js_small_us']:.0f} us with "
+            f"{max(js_count // 1000, 1):,} "
+            f"(ratio {figures['js_large_us'] / figures['js_small_us']:.2f})"
+        )
     print(json.dumps(figures))
 
 
