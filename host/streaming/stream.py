@@ -4,13 +4,15 @@ Shape (see the streaming chapter): an opening control event, then for cursor str
 history in batches, then (watch only) the live feed; heartbeats, the maximum duration and
 server shutdown are enforced here and nowhere else.
 
-A cursor stream resolves its history bound once, before its opening event: ``H``, the last
-sequence allocated when the stream started (captured after the live subscription exists, so
-the replay covers ``<= H`` and the live feed ``> H`` with nothing missed or repeated), and
-the end point of a replay (``to_id`` / ``to_date``) as a sequence ``<= H``. A replay that is
-capped (``max_historical_notifications``) or fails ends the stream with ``end_of_stream``
-and no ``replay_completed``; a watch then never goes live. Events are accumulated and written in
-one ``send`` per batch or wake-up, which is what makes replay fast.
+A cursor stream resolves its history bound once: ``H``, the last sequence allocated when the
+stream started (captured after the live subscription exists, so the replay covers ``<= H``
+and the live feed ``> H`` with nothing missed or repeated), and the end point of a replay
+(``to_id`` / ``to_date``) as a sequence ``<= H``, announced in the opening event. A replay
+that is capped (``max_historical_notifications``) or fails ends the stream with
+``end_of_stream`` and no ``replay_completed``; a watch then never goes live.
+
+Events are accumulated and written in one ``send`` per batch or wake-up, which is what makes
+replay fast.
 """
 
 from __future__ import annotations
