@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.types import ASGIApp
@@ -50,6 +51,8 @@ _BOTH_CURSORS = (
     "Use from_id for sequence-based replay or from_date for time-based replay."
 )
 
+_Cursor = TypeVar("_Cursor", int, datetime)
+
 _BOTH_ENDS = (
     "Cannot specify both to_id and to_date. Please provide only one replay end parameter. "
     "Use to_id for a sequence-based end or to_date for a time-based end."
@@ -90,11 +93,8 @@ def replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
     refused = end_point_refused(body, endpoint)
     if refused is not None:
         raise InvalidValue(refused)
-    try:
-        from_id = parse_from_id(body.from_id) if body.from_id is not None else None
-        from_date = parse_from_date(body.from_date) if body.from_date is not None else None
-    except CursorError as exc:
-        raise InvalidValue(str(exc)) from exc
+    from_id = _parsed(parse_from_id, body.from_id)
+    from_date = _parsed(parse_from_date, body.from_date)
     if from_id is not None and from_date is not None:
         raise InvalidValue(_BOTH_CURSORS)
     if from_id is None and from_date is None:
@@ -116,6 +116,15 @@ def replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
     )
 
 
+def _parsed(parse: Callable[[str], _Cursor], raw: str | None) -> _Cursor | None:
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except CursorError as exc:
+        raise InvalidValue(str(exc)) from exc
+
+
 def _replay_end(
     body: RequestBody, from_id: int | None, from_date: datetime | None
 ) -> tuple[int | None, datetime | None]:
@@ -123,11 +132,8 @@ def _replay_end(
     kind than the start is never compared with it (the replay may then be empty)."""
     if body.to_id is not None and body.to_date is not None:
         raise InvalidValue(_BOTH_ENDS)
-    try:
-        to_id = parse_to_id(body.to_id) if body.to_id is not None else None
-        to_date = parse_to_date(body.to_date) if body.to_date is not None else None
-    except CursorError as exc:
-        raise InvalidValue(str(exc)) from exc
+    to_id = _parsed(parse_to_id, body.to_id)
+    to_date = _parsed(parse_to_date, body.to_date)
     if to_id is not None and from_id is not None and to_id < from_id:
         raise InvalidValue(f"to_id ({to_id}) must not be lower than from_id ({from_id})")
     if to_date is not None and from_date is not None and to_date < from_date:
