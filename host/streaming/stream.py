@@ -38,6 +38,9 @@ from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistr
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification, Subscription
 
+RESOLVE_TIMEOUT_SECONDS = 5.0
+"""How long the history bound and end point may take to resolve before the stream fails."""
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -218,8 +221,14 @@ class EventStream:
         )
 
     async def _try_resolve_end(self, replay: ReplayStart) -> tuple[int | None, Exception | None]:
+        """Bounded, so that a stalled backend cannot hold the opening past the client's
+        deadline (pyaviso gives up 10 s after the request)."""
         try:
-            return await self._resolve_end(replay), None
+            async with asyncio.timeout(RESOLVE_TIMEOUT_SECONDS):
+                return await self._resolve_end(replay), None
+        except TimeoutError:
+            message = f"resolving the replay bounds took over {RESOLVE_TIMEOUT_SECONDS:g} s"
+            return None, TimeoutError(message)
         except Exception as exc:
             return None, exc
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_host.streaming.stream import RESOLVE_TIMEOUT_SECONDS
 from tests.conformance.helpers import (
     NOTIFY,
     REPLAY,
@@ -338,6 +339,21 @@ def test_a_failed_bound_resolution_still_opens_then_ends(
     assert events[1].data["request_id"] == events[0].data["request_id"]
     assert events[-1].data["reason"] == "end_of_stream"
     assert result.ended
+
+
+def test_a_stalled_bound_resolution_opens_within_the_clients_deadline(
+    failing: httpx.Client,
+) -> None:
+    """pyaviso gives up 10 s after the request: the resolution is bounded below that."""
+    basin = f"stalled-bound-{unique_basin()}"
+    gauge(failing, basin, 1)
+    result = read_stream(failing, REPLAY, _body(basin, from_id="0", to_id="9"), timeout=30)
+    assert result.kinds == ["replay-control/replay_started", "error", "connection-closing"]
+    assert result.events[0].data["end_sequence"] is None
+    assert result.events[1].data["message"] == (
+        f"resolving the replay bounds took over {RESOLVE_TIMEOUT_SECONDS:g} s"
+    )
+    assert result.events[-1].data["reason"] == "end_of_stream"
 
 
 # -- section 3: the replay cap ------------------------------------------------------------------

@@ -3,12 +3,14 @@
 Subclasses of both built-in backends registered through a real plugin, so the host's own
 replay-failure path runs against each real store. A pattern whose second token starts with
 ``failing-now`` fails at its first history page, one starting with ``failing-later`` after
-its first page, one starting with ``failing-bound`` when its history bound is asked for;
-everything else behaves like the backend it extends.
+its first page, one starting with ``failing-bound`` when its history bound is asked for,
+and one starting with ``stalled-bound`` never answers that question; everything else
+behaves like the backend it extends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -41,8 +43,11 @@ class _FailingHistory:
         return False
 
     async def history_bound(self, pattern: TopicPattern) -> int | None:
-        if len(pattern.tokens) > 1 and (pattern.tokens[1] or "").startswith("failing-bound"):
+        token = (pattern.tokens[1] if len(pattern.tokens) > 1 else None) or ""
+        if token.startswith("failing-bound"):
             raise ConnectionError(FAILURE)
+        if token.startswith("stalled-bound"):
+            await asyncio.Event().wait()
         return await super().history_bound(pattern)  # type: ignore[misc]
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
