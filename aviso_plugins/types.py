@@ -235,6 +235,32 @@ class StorageBackend(ABC):
         """
         return 0
 
+    async def history_bound(self, pattern: TopicPattern) -> int | None:
+        """``H``: the highest sequence allocated so far in the stream(s) ``pattern`` reads,
+        0 when none was. Must not scan history.
+
+        The host asks once per cursor stream, after the live subscription exists (watch) or
+        at set-up (replay): the replay reads ``<= H``, live delivery starts ``> H``, so the
+        seam between them neither loses nor repeats a record, and a replay's ``to_id`` is
+        capped at ``H``. The default, ``None``, means the backend cannot tell: the replay
+        then ends where the stored history ends and the seam is the last sequence it read.
+        """
+        return None
+
+    async def first_sequence_after(self, pattern: TopicPattern, time_ns: int) -> int | None:
+        """The first sequence stored strictly after ``time_ns`` (storage time, nanoseconds
+        since the epoch) among the records ``pattern`` reads, ``None`` when none is.
+
+        It resolves a replay's ``to_date`` (the replay ends just before it), so it must
+        search, not scan history; ``time_ns`` may lie far outside what the store can
+        represent (negative, or beyond 2262). A backend may answer for the whole stream
+        instead of the pattern (an earlier sequence that ends the replay at the same
+        records). The default reads a one-record history page from ``time_ns + 1``, which
+        is as fast as :meth:`fetch_batch` positions a time cursor.
+        """
+        batch = await self.fetch_batch(pattern, StartCursor(from_time_ns=time_ns + 1), 1)
+        return batch.messages[0].sequence if batch.messages else None
+
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
 

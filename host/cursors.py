@@ -1,4 +1,5 @@
-"""The start-cursor grammar of watch and replay: ``from_id`` and ``from_date``.
+"""The cursor grammar of watch and replay: ``from_id`` / ``from_date`` and the replay end
+point ``to_id`` / ``to_date``.
 
 Python's ``int()`` and ``datetime.fromisoformat`` accept far more than the contract allows
 (spaces, underscores, non-ASCII digits, date-only strings), so both are parsed with explicit
@@ -20,7 +21,9 @@ _DATETIME = re.compile(
     re.ASCII,
 )
 _U64_MAX = 2**64 - 1
+_U64_DIGITS = len(str(_U64_MAX))
 _I64_MAX = 2**63 - 1
+_I64_DIGITS = len(str(_I64_MAX))
 _EPOCH_START = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_EXAMPLES = (
     "Valid examples: '2025-06-09T13:15:00Z', '2025-06-09 13:15:00+00:00', "
@@ -33,13 +36,27 @@ class CursorError(ValueError):
 
 
 def parse_from_id(raw: str) -> int:
+    return _parse_id(raw, "from_id")
+
+
+def parse_to_id(raw: str) -> int:
+    return _parse_id(raw, "to_id")
+
+
+def _parse_id(raw: str, name: str) -> int:
     if not raw.strip():
         raise CursorError(
-            "from_id cannot be empty. Provide a valid sequence number or omit the field"
+            f"{name} cannot be empty. Provide a valid sequence number or omit the field"
         )
-    if not _FROM_ID.fullmatch(raw) or int(raw) > _U64_MAX:
+    # The length check comes first: int() refuses (with its own error) strings of
+    # thousands of digits, and nothing longer than u64's 20 digits can be in range.
+    if (
+        not _FROM_ID.fullmatch(raw)
+        or len(raw.lstrip("+").lstrip("0")) > _U64_DIGITS
+        or int(raw) > _U64_MAX
+    ):
         raise CursorError(
-            f"from_id must be a valid positive integer. Got: '{raw}'. "
+            f"{name} must be a valid positive integer. Got: '{raw}'. "
             "Valid examples: '1', '123', '9999'"
         )
     return int(raw)
@@ -47,18 +64,36 @@ def parse_from_id(raw: str) -> int:
 
 def parse_from_date(raw: str) -> datetime:
     """Return a timezone-aware UTC datetime (microsecond precision)."""
+    return _parse_date(raw, "from_date")
+
+
+def parse_to_date(raw: str) -> datetime:
+    return _parse_date(raw, "to_date")
+
+
+def _parse_date(raw: str, name: str) -> datetime:
     text = raw.strip()
     if not text:
         raise CursorError(
-            "from_date cannot be empty. Provide a valid datetime/timestamp or omit the field"
+            f"{name} cannot be empty. Provide a valid datetime/timestamp or omit the field"
         )
     try:
         return _parse_date_text(text)
     except ValueError as exc:
         raise CursorError(
-            f"from_date must be a valid datetime/timestamp. Got: '{raw}'. Error: {exc}. "
+            f"{name} must be a valid datetime/timestamp. Got: '{raw}'. Error: {exc}. "
             f"{_DATE_EXAMPLES}"
         ) from exc
+
+
+def rfc3339(moment: datetime) -> str:
+    """``+00:00`` form with as many fraction digits as needed (0, 3 or 6), as the reference
+    server prints a date in its messages."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    micro = moment.microsecond
+    if micro:
+        text += f".{micro // 1000:03d}" if micro % 1000 == 0 else f".{micro:06d}"
+    return text + "+00:00"
 
 
 def _parse_date_text(text: str) -> datetime:
@@ -79,15 +114,20 @@ def _parse_date_text(text: str) -> datetime:
     offset = match["offset"]
     if offset is None or offset in "Zz":
         return moment.replace(tzinfo=UTC)
+    hours, minutes = int(offset[1:3]), int(offset[4:6])
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"invalid timezone offset '{offset}'")
     sign = 1 if offset[0] == "+" else -1
-    delta = timedelta(hours=int(offset[1:3]), minutes=int(offset[4:6]))
-    return (moment - sign * delta).replace(tzinfo=UTC)
+    try:
+        return (moment - sign * timedelta(hours=hours, minutes=minutes)).replace(tzinfo=UTC)
+    except OverflowError as exc:
+        raise ValueError("date out of range once its timezone offset is applied") from exc
 
 
 def _from_epoch(text: str, digits: str) -> datetime:
-    value = int(digits)
-    if value > _I64_MAX:
+    if len(digits.lstrip("0")) > _I64_DIGITS or int(digits) > _I64_MAX:
         raise ValueError(f"failed to parse unix timestamp '{text}': number too large")
+    value = int(digits)
     significant = len(digits.lstrip("0")) or 1
     try:
         if significant <= 11:

@@ -133,6 +133,11 @@ raw body is always parsed as JSON. Bodies over 256 KiB are refused with 413.
 * `from_id`: watch/replay start cursor, a sequence number as a string (inclusive).
 * `from_date`: watch/replay start cursor, an RFC 3339 or space-separated datetime, or Unix
   seconds / milliseconds (inclusive).
+* `to_id` / `to_date`: replay only (at most one; refused with the endpoint's validation
+  error on watch, notify and aggregate): the end point, inclusive, in the same forms as
+  `from_id` / `from_date`. It is resolved once, when the replay starts, to a sequence no
+  later than the last one stored then; `to_date` compares storage times. An end of the same
+  kind before the start is refused; `from_id` equal to `to_id` replays one notification.
 * `payload`: notify only, any JSON, stored and delivered verbatim.
 
 Any other top-level key is refused (`UNKNOWN_FIELD`). `null` is the same as an absent
@@ -172,11 +177,17 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
 * `live-notification`: a live CloudEvent, or the `connection_established` control object
   (first event of a live-only watch).
 * `replay`: a historical CloudEvent.
-* `replay-control`: `replay_started` (first event of every replay), `replay_completed`,
-  `notification_replay_limit_reached`.
+* `replay-control`: `replay_started` (first event of every cursor stream, sent at once even
+  when the replay is empty or fails; `end_sequence` is the resolved `to_id` / `to_date`
+  as a sequence, `null` without an end point), `replay_completed`,
+  `notification_replay_limit_reached` (`max_allowed`, `message`, `timestamp`, `topic`):
+  `max_historical_notifications` matches were delivered and at least one more exists; the
+  stream then closes with `end_of_stream`, without `replay_completed` and without going
+  live. Resume with `from_id` after the last sequence received.
 * `heartbeat`: `{"timestamp", "topic"}`, on watch streams only.
-* `error`: `stream_processing_failed` (a history batch failed) or `CloudEvent creation
-  failed` (one notification could not be rendered); neither ends the stream.
+* `error`: `stream_processing_failed` (a history batch failed: the stream closes with
+  `end_of_stream`, without `replay_completed` and without going live) or `CloudEvent
+  creation failed` (one notification could not be rendered; the stream goes on).
 * `connection-closing`: the last event of a stream the server ends; `reason` is
   `end_of_stream`, `max_duration_reached` or `server_shutdown`; additively `auth_expired`
   (the caller's token reached its expiry) or `access_revoked` (a periodic ECPDS recheck
@@ -211,7 +222,7 @@ _LIVE_WATCH_TRANSCRIPT = (
 
 _REPLAY_TRANSCRIPT = (
     "event: replay-control\n"
-    'data: {"batch_size":100,"from_date":null,"from_sequence":57,'
+    'data: {"batch_size":100,"end_sequence":null,"from_date":null,"from_sequence":57,'
     '"request_id":"' + _RID_REPLAY + '","timestamp":"2026-04-02T08:05:12Z",'
     '"topic":"gauge.rhine.*.*","type":"replay_started"}\n\n'
     "event: replay\n"
@@ -410,9 +421,10 @@ def _replay_operation() -> Doc:
     return _stream_operation(
         "replay",
         "Replay stored notifications",
-        "Streams matching history from `from_id` or `from_date` (one is required) in "
-        "ascending sequence order, then closes with `end_of_stream`. No heartbeats, no "
-        "duration limit.",
+        "Streams matching history from `from_id` or `from_date` (one is required) up to "
+        "`to_id` / `to_date` (optional; otherwise the last notification stored when the "
+        "replay starts) in ascending sequence order, then closes with `end_of_stream`. No "
+        "heartbeats, no duration limit.",
         "Invalid Replay Request",
         _RID_REPLAY,
         {
@@ -425,6 +437,12 @@ def _replay_operation() -> Doc:
                 "event_type": "river_gauge",
                 "identifier": {"basin": "rhine"},
                 "from_date": "2026-04-01 06:30:00+00:00",
+            },
+            "window": {
+                "event_type": "river_gauge",
+                "identifier": {"basin": "rhine"},
+                "from_id": "57",
+                "to_id": "62",
             },
         },
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
@@ -891,6 +909,15 @@ def _body_schemas() -> Doc:
                 **nullable_text,
                 "description": "Start time (inclusive), e.g. "
                 '`"2026-04-01T00:00:00Z"` or `"1740509903"`.',
+            },
+            "to_id": {
+                **nullable_text,
+                "description": 'Replay only: end sequence (inclusive), e.g. `"62"`.',
+            },
+            "to_date": {
+                **nullable_text,
+                "description": "Replay only: end time (inclusive, storage time), same forms "
+                "as `from_date`.",
             },
             "payload": {"description": "Any JSON value; stored and delivered verbatim."},
         },

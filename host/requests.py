@@ -13,7 +13,7 @@ from aviso_host.encoding import loads
 from aviso_host.errors import ApiError, Endpoint, parse_error
 
 MAX_BODY_BYTES = 262_144
-ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "payload")
+ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "to_id", "to_date", "payload")
 
 
 class BodyTooLarge(Exception):
@@ -29,8 +29,11 @@ class RequestBody:
     payload: Any
     """``None`` when absent or JSON null (the two are the same thing)."""
     extras: Mapping[str, Any] = field(default_factory=dict)
-    """The endpoint's own members beyond the shared five, as sent (absent or null left out);
+    """The endpoint's own members beyond the shared ones, as sent (absent or null left out);
     the endpoint checks their types."""
+    to_id: str | None = None
+    to_date: str | None = None
+    """The replay end point; other endpoints refuse it with their own validation error."""
 
 
 async def read_body(request: Request) -> bytes:
@@ -76,7 +79,7 @@ def invalid_type(endpoint: Endpoint, value: Any, expected: str) -> ApiError:
 
 
 def parse_body(raw: bytes, endpoint: Endpoint, extra_fields: tuple[str, ...] = ()) -> RequestBody:
-    """``extra_fields``: top-level members this endpoint allows beyond the shared five."""
+    """``extra_fields``: top-level members this endpoint allows beyond the shared ones."""
     try:
         document = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -105,7 +108,7 @@ def _shape(document: Any, endpoint: Endpoint, extra_fields: tuple[str, ...]) -> 
         raise invalid_type(endpoint, document["event_type"], "a string")
     if not isinstance(document["identifier"], dict):
         raise invalid_type(endpoint, document["identifier"], "a map")
-    for name in ("from_id", "from_date"):
+    for name in ("from_id", "from_date", "to_id", "to_date"):
         value = document.get(name)
         if value is not None and not isinstance(value, str):
             raise invalid_type(endpoint, value, "a string")
@@ -115,5 +118,7 @@ def _shape(document: Any, endpoint: Endpoint, extra_fields: tuple[str, ...]) -> 
         from_id=document.get("from_id"),
         from_date=document.get("from_date"),
         payload=document.get("payload"),
+        to_id=document.get("to_id"),
+        to_date=document.get("to_date"),
         extras={name: document[name] for name in extra_fields if document.get(name) is not None},
     )

@@ -35,6 +35,7 @@ from aviso_host.routes.common import (
     schema_for,
     service_of,
 )
+from aviso_host.routes.streams import end_point_refused
 from aviso_host.schemas import POINT
 from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Caller, InvalidValue
 
@@ -66,6 +67,9 @@ async def notify(request: Request) -> Response:
             Endpoint.NOTIFY,
             "identifier.point is only supported for watch/replay endpoints, not /notification",
         )
+    refused = end_point_refused(body, Endpoint.NOTIFY)
+    if refused is not None:
+        raise validation_error(Endpoint.NOTIFY, refused)
     caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=True)
     limits = service.settings.limits

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
-from aviso_host.cursors import CursorError, parse_from_date, parse_from_id, to_ns
+from aviso_host.cursors import (
+    CursorError,
+    parse_from_date,
+    parse_from_id,
+    parse_to_date,
+    parse_to_id,
+    rfc3339,
+    to_ns,
+)
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
 from aviso_host.identifiers import check_identifier_values, plan_stream_filter
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
@@ -41,6 +51,22 @@ _BOTH_CURSORS = (
     "Use from_id for sequence-based replay or from_date for time-based replay."
 )
 
+_Cursor = TypeVar("_Cursor", int, datetime)
+
+_BOTH_ENDS = (
+    "Cannot specify both to_id and to_date. Please provide only one replay end parameter. "
+    "Use to_id for a sequence-based end or to_date for a time-based end."
+)
+
+_PATHS = {Endpoint.NOTIFY: "notification", Endpoint.WATCH: "watch", Endpoint.AGGREGATE: "aggregate"}
+
+
+def end_point_refused(body: RequestBody, endpoint: Endpoint) -> str | None:
+    """The message refusing ``to_id`` / ``to_date`` outside the replay endpoint."""
+    if endpoint is Endpoint.REPLAY or (body.to_id is None and body.to_date is None):
+        return None
+    return f"to_id and to_date are only supported for the replay endpoint, not /{_PATHS[endpoint]}"
+
 
 def spatial_point(identifier: dict[str, Any]) -> tuple[float, float] | None:
     """Spatial sanity (runs before the cursor rules)."""
@@ -64,20 +90,58 @@ def spatial_point(identifier: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def replay_start(body: RequestBody, endpoint: Endpoint) -> ReplayStart | None:
-    try:
-        from_id = parse_from_id(body.from_id) if body.from_id is not None else None
-        from_date = parse_from_date(body.from_date) if body.from_date is not None else None
-    except CursorError as exc:
-        raise InvalidValue(str(exc)) from exc
+    refused = end_point_refused(body, endpoint)
+    if refused is not None:
+        raise InvalidValue(refused)
+    from_id = _parsed(parse_from_id, body.from_id)
+    from_date = _parsed(parse_from_date, body.from_date)
     if from_id is not None and from_date is not None:
         raise InvalidValue(_BOTH_CURSORS)
-    if from_id is not None:
-        return ReplayStart(StartCursor(from_sequence=from_id), from_id, None)
-    if from_date is not None:
-        return ReplayStart(StartCursor(from_time_ns=to_ns(from_date)), None, from_date)
-    if endpoint is Endpoint.REPLAY:
-        raise InvalidValue(_MISSING_CURSOR)
-    return None
+    if from_id is None and from_date is None:
+        if endpoint is Endpoint.REPLAY:
+            raise InvalidValue(_MISSING_CURSOR)
+        return None
+    cursor = (
+        StartCursor(from_sequence=from_id)
+        if from_date is None
+        else StartCursor(from_time_ns=to_ns(from_date))
+    )
+    to_id, to_date = _replay_end(body, from_id, from_date)
+    return ReplayStart(
+        cursor,
+        from_id,
+        from_date,
+        to_sequence=to_id,
+        to_time_ns=to_ns(to_date) if to_date is not None else None,
+    )
+
+
+def _parsed(parse: Callable[[str], _Cursor], raw: str | None) -> _Cursor | None:
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except CursorError as exc:
+        raise InvalidValue(str(exc)) from exc
+
+
+def _replay_end(
+    body: RequestBody, from_id: int | None, from_date: datetime | None
+) -> tuple[int | None, datetime | None]:
+    """``to_id`` / ``to_date``, checked only once the start is valid. An end of the other
+    kind than the start is never compared with it (the replay may then be empty)."""
+    if body.to_id is not None and body.to_date is not None:
+        raise InvalidValue(_BOTH_ENDS)
+    to_id = _parsed(parse_to_id, body.to_id)
+    to_date = _parsed(parse_to_date, body.to_date)
+    if to_id is not None and from_id is not None and to_id < from_id:
+        raise InvalidValue(f"to_id ({to_id}) must not be lower than from_id ({from_id})")
+    if to_date is not None and from_date is not None and to_date < from_date:
+        raise InvalidValue(
+            f"to_date ({rfc3339(to_date)}) must not be earlier than "
+            f"from_date ({rfc3339(from_date)})"
+        )
+    return to_id, to_date
 
 
 async def open_live(

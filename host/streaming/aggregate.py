@@ -30,7 +30,7 @@ from aviso_host.metrics import SseConnection
 from aviso_host.schemas import EventSchema
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
-from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_host.streaming.stream import EventStream, ReplayOutcome, ReplayStart
 from aviso_plugins.topics import TopicDecodeError, decode_token
 from aviso_plugins.types import InvalidValue, StorageBackend, StoredNotification, Subscription
 
@@ -181,7 +181,8 @@ class AggregateStream(EventStream):
     Shape: ``aggregate``/``snapshot`` first (held back while history is counted, so any
     ``history_gap``, ``notification_replay_limit_reached`` or ``stream_processing_failed``
     of the count follows it), then ``heartbeat`` and ``aggregate``/``update`` events, then
-    ``connection-closing`` as on a watch.
+    ``connection-closing`` as on a watch. A count that was capped or failed is not continued
+    live: its snapshot and flag are followed by ``end_of_stream``.
     """
 
     def __init__(
@@ -216,6 +217,7 @@ class AggregateStream(EventStream):
             reauthorisation=reauthorisation,
         )
         self._counts = counts
+        self._replay_start = replay
         self._cursor = replay.cursor
         self._debounce = debounce_ms / 1000
         self._changed = False
@@ -229,38 +231,53 @@ class AggregateStream(EventStream):
             return await self._close()
         first_heartbeat, self._next_heartbeat = self._next_heartbeat, math.inf
         self._holding = True
-        high_water = await self._replay_history(self._cursor)
+        try:
+            end = await self._resolve_end(self._replay_start)
+        except Exception as exc:
+            self._replay_failed(exc)
+            outcome = ReplayOutcome.FAILED
+        else:
+            outcome = await self._replay_through(self._cursor, end)
         self._holding = False
         self._next_heartbeat = first_heartbeat
-        if high_water is None or self._control.stop_reason == GROUP_LIMIT_REACHED:
+        if outcome is ReplayOutcome.STOPPED or self._control.stop_reason == GROUP_LIMIT_REACHED:
             # Stopped while counting: no snapshot, only why the stream ends.
             self._out.clear()
             return await self._close()
         self._out[:0] = self._aggregate("snapshot")
-        if self._live is None:  # no live feed: the snapshot is all there is
+        # No live feed, a capped or a failed count: the snapshot is all there is (counts
+        # that go on from an incomplete history would be wrong without saying so).
+        if self._live is None or outcome is not ReplayOutcome.COMPLETED:
             self._control.stop("end_of_stream")
             return await self._close()
-        await self._follow_live(high_water)
+        await self._follow_live(self._seam())
         await self._close()
 
-    def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
+    def _emit(
+        self, event: bytes, records: Iterable[StoredNotification], budget: int | None = None
+    ) -> int:
         """Count instead of render (history pages and live records both come through here).
 
         Live, the first change after an update opens the debounce window: a timer wakes the
         watch's live loop at its end, and :meth:`_tick` then writes one update for it.
         """
         accepts = self._filter.accepts
+        counted = 0
         try:
             for record in records:
                 if accepts(record):
                     self._changed |= self._counts.add(record)
                     self._through = record.sequence
+                    counted += 1
+                    if counted == budget:
+                        break
         except GroupLimitReached:
             self._control.stop(GROUP_LIMIT_REACHED)
-            return
+            return counted
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
             self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
+        return counted
 
     def _tick(self) -> None:
         """The update of a debounce window that has ended, then the heartbeat if due."""

@@ -146,6 +146,9 @@ class LiveQueue:
         self.ended: str | None = None
         self.skipped = Skipped()
         self.first_seen: int | None = None
+        self.dropped_through = 0
+        """The highest sequence an overflow dropped before the stream went live (its replay
+        reads that far, so the drop loses nothing)."""
 
     def deliver(self, record: StoredNotification) -> None:
         if self.first_seen is None:
@@ -157,7 +160,9 @@ class LiveQueue:
             if self.live:
                 self._overflow(record)
                 return
-            self._bytes -= _size(self._items.popleft())
+            dropped = self._items.popleft()
+            self._bytes -= _size(dropped)
+            self.dropped_through = max(self.dropped_through, dropped.sequence)
         self._items.append(record)
         self._bytes += size
         self._control.wake()

@@ -61,7 +61,9 @@ def replay_started(
     from_date: datetime | None,
     batch_size: int,
     request_id: str,
+    end_sequence: int | None = None,
 ) -> bytes:
+    """``end_sequence``: the replay's resolved end point, ``None`` (JSON null) without one."""
     return _control(
         REPLAY_CONTROL,
         {
@@ -72,6 +74,7 @@ def replay_started(
             "batch_size": batch_size,
             "timestamp": now_whole_seconds(),
             "request_id": request_id,
+            "end_sequence": end_sequence,
         },
     )
 

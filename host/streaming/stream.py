@@ -2,8 +2,17 @@
 
 Shape (see the streaming chapter): an opening control event, then for cursor streams the
 history in batches, then (watch only) the live feed; heartbeats, the maximum duration and
-server shutdown are enforced here and nowhere else. Events are accumulated and written in
-one ``send`` per batch or wake-up, which is what makes replay fast.
+server shutdown are enforced here and nowhere else.
+
+A cursor stream resolves its history bound once: ``H``, the last sequence allocated when the
+stream started (captured after the live subscription exists, so the replay covers ``<= H``
+and the live feed ``> H`` with nothing missed or repeated), and the end point of a replay
+(``to_id`` / ``to_date``) as a sequence ``<= H``, announced in the opening event. A replay
+that is capped (``max_historical_notifications``) or fails ends the stream with
+``end_of_stream`` and no ``replay_completed``; a watch then never goes live.
+
+Events are accumulated and written in one ``send`` per batch or wake-up, which is what makes
+replay fast.
 """
 
 from __future__ import annotations
@@ -11,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 
 from starlette.types import Receive, Scope, Send
 
@@ -27,6 +37,9 @@ from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification, Subscription
+
+RESOLVE_TIMEOUT_SECONDS = 5.0
+"""How long the history bound and end point may take to resolve before the stream fails."""
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -44,6 +57,25 @@ class ReplayStart:
     cursor: StartCursor
     from_sequence: int | None
     from_date: datetime | None
+    to_sequence: int | None = None
+    """``to_id`` (inclusive), replay only."""
+    to_time_ns: int | None = None
+    """``to_date`` (inclusive, storage time), replay only."""
+
+    @property
+    def has_end(self) -> bool:
+        return self.to_sequence is not None or self.to_time_ns is not None
+
+
+class ReplayOutcome(Enum):
+    COMPLETED = "completed"
+    """Everything up to the end was read: ``replay_completed`` follows."""
+    LIMITED = "limited"
+    """The cap was filled and one more match exists; the limit event was written."""
+    FAILED = "failed"
+    """A history page could not be read; the error event was written."""
+    STOPPED = "stopped"
+    """The stream is stopping (shutdown, maximum duration, client gone)."""
 
 
 def _display(topic: str) -> str:
@@ -89,6 +121,13 @@ class EventStream:
         self._out = bytearray()
         self._through = 0
         """The highest sequence written to the client so far (the resume point minus one)."""
+        self._bound: int | None = None
+        """``H``: replay reads up to it, live delivers above it; ``None`` when the backend
+        cannot tell (the seam is then the last sequence the replay fetched)."""
+        self._fetched_through = 0
+        self._delivered = 0
+        """History notifications delivered so far (what ``max_historical_notifications``
+        caps, across every page of the request)."""
         # The event loop's clock, the one stream timers are scheduled on.
         self._now = asyncio.get_running_loop().time
         started = self._now()
@@ -136,71 +175,168 @@ class EventStream:
             self._out += frames.connection_established(
                 self._topic, self._settings.connection_max_duration_sec, request_id
             )
-        else:
-            self._out += frames.replay_started(
-                self._topic,
-                self._replay.from_sequence,
-                self._replay.from_date,
-                self._settings.replay_batch_size,
-                request_id,
-            )
+            self._tick()
+            await self._flush()
+            await self._follow_live(0)
+            return await self._close()
+        replay = self._replay
+        # The opening goes out at once; only an end point must be resolved before it (it is
+        # announced in it). A failed resolution still follows the opening, as an error.
+        end: int | None = None
+        failure: Exception | None = None
+        if replay.has_end:
+            end, failure = await self._try_resolve_end(replay)
+        self._out += self._replay_started(end)
         self._tick()
         await self._flush()
-        high_water = 0
-        if self._replay is not None:
-            replayed = await self._replay_history(self._replay.cursor)
-            if replayed is None:
-                return await self._close()
-            high_water = replayed
-            self._out += frames.replay_completed(self._topic)
-            if not self._is_watch or self._live is None:
-                self._control.stop("end_of_stream")
-                return await self._close()
-        await self._follow_live(high_water)
+        if not replay.has_end:
+            end, failure = await self._try_resolve_end(replay)
+        if failure is not None:
+            self._replay_failed(failure)
+            self._control.stop("end_of_stream")
+            return await self._close()
+        outcome = await self._replay_through(replay.cursor, end)
+        if outcome is ReplayOutcome.STOPPED:
+            return await self._close()
+        if outcome is not ReplayOutcome.COMPLETED:
+            self._control.stop("end_of_stream")
+            return await self._close()
+        self._out += frames.replay_completed(self._topic)
+        if not self._is_watch or self._live is None:
+            self._control.stop("end_of_stream")
+            return await self._close()
+        await self._follow_live(self._seam())
         await self._close()
 
-    async def _replay_history(self, cursor: StartCursor) -> int | None:
-        """Page through history; return the highest sequence fetched, ``None`` if stopped."""
-        settings = self._settings
-        remaining = settings.max_historical_notifications
-        high_water = 0
+    def _replay_started(self, end_sequence: int | None) -> bytes:
+        replay = self._replay
+        assert replay is not None
+        return frames.replay_started(
+            self._topic,
+            replay.from_sequence,
+            replay.from_date,
+            self._settings.replay_batch_size,
+            self._control.request_id,
+            end_sequence,
+        )
+
+    async def _try_resolve_end(self, replay: ReplayStart) -> tuple[int | None, Exception | None]:
+        """Bounded, so that a stalled backend cannot hold the opening past the client's
+        deadline (pyaviso gives up 10 s after the request)."""
+        try:
+            async with asyncio.timeout(RESOLVE_TIMEOUT_SECONDS):
+                return await self._resolve_end(replay), None
+        except TimeoutError:
+            message = f"resolving the replay bounds took over {RESOLVE_TIMEOUT_SECONDS:g} s"
+            return None, TimeoutError(message)
+        except Exception as exc:
+            return None, exc
+
+    async def _resolve_end(self, replay: ReplayStart) -> int | None:
+        """Capture ``H`` and turn the end point into a sequence (``None``: no end known).
+
+        Both are searches in the backend, never a scan of history.
+        """
+        pattern = self._filter.pattern
+        bound = self._bound = await self._backend.history_bound(pattern)
+        if bound is not None and self._live is not None:
+            self._live.discard_through(bound)
+        if replay.to_sequence is not None:
+            return replay.to_sequence if bound is None else min(replay.to_sequence, bound)
+        if replay.to_time_ns is not None:
+            after = await self._backend.first_sequence_after(pattern, replay.to_time_ns)
+            if after is not None:
+                end = max(after - 1, 0)
+                return end if bound is None else min(end, bound)
+        return bound
+
+    def _seam(self) -> int:
+        """Live records at or below this were (or will never be) replayed."""
+        return self._bound if self._bound is not None else self._fetched_through
+
+    async def _replay_through(self, cursor: StartCursor, end: int | None) -> ReplayOutcome:
+        """The replay up to ``end``, then, on a watch whose live buffer overflowed while it
+        replayed, the history the buffer lost (records above ``H``), so that the live feed
+        resumes exactly after it."""
         await self._check_gap(cursor)
+        outcome = await self._replay_history(cursor, end)
+        live = self._live
+        while (
+            outcome is ReplayOutcome.COMPLETED
+            and live is not None
+            and self._bound is not None
+            and live.dropped_through > self._bound
+        ):
+            start = StartCursor(from_sequence=self._bound + 1)
+            self._bound = live.dropped_through
+            outcome = await self._replay_history(start, self._bound)
+        return outcome
+
+    async def _replay_history(self, cursor: StartCursor, end: int | None) -> ReplayOutcome:
+        """Page through history up to ``end`` (inclusive; ``None``: as far as it goes).
+
+        At most ``max_historical_notifications`` matches are delivered; once they are, the
+        pages go on (still up to ``end``) only to find out whether one more exists.
+        """
+        settings = self._settings
+        cap = settings.max_historical_notifications
         while True:
             if self._stopping():
-                return None
+                return ReplayOutcome.STOPPED
             try:
-                if remaining == 0:
-                    probe = await self._backend.fetch_batch(self._filter.pattern, cursor, 1)
-                    if probe.messages:
-                        self._out += frames.replay_limit_reached(
-                            self._topic, settings.max_historical_notifications
-                        )
-                    return high_water
                 batch = await self._backend.fetch_batch(
-                    self._filter.pattern, cursor, min(settings.replay_batch_size, remaining)
+                    self._filter.pattern, cursor, settings.replay_batch_size
                 )
             except Exception as exc:
-                log_event(
-                    "stream.replay.batch_failed",
-                    f"history batch failed: {exc}",
-                    logging.ERROR,
-                    topic=self._topic,
-                )
-                self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
-                self._metrics.stream_error()
-                return high_water
-            remaining -= len(batch.messages)
-            if batch.last_sequence is not None:
-                high_water = batch.last_sequence
-                if self._live is not None:
-                    self._live.discard_through(high_water)
-            self._emit(frames.REPLAY, batch.messages)
-            if not batch.has_more or batch.next_sequence is None:
-                return high_water
+                self._replay_failed(exc)
+                return ReplayOutcome.FAILED
+            records = batch.messages
+            done = not batch.has_more or batch.next_sequence is None
+            if end is not None:
+                if records and records[-1].sequence > end:
+                    records = [record for record in records if record.sequence <= end]
+                if batch.next_sequence is None or batch.next_sequence > end:
+                    done = True
+            if records:
+                self._fetched_through = records[-1].sequence
+                if self._live is not None and self._bound is None:
+                    self._live.discard_through(self._fetched_through)
+            pending = iter(records)
+            if self._delivered < cap:
+                self._delivered += self._emit(frames.REPLAY, pending, cap - self._delivered)
+            if self._delivered >= cap and self._deliverable(pending):
+                self._out += frames.replay_limit_reached(self._topic, cap)
+                return ReplayOutcome.LIMITED
+            if done:
+                return ReplayOutcome.COMPLETED
+            assert batch.next_sequence is not None
             cursor = StartCursor(from_sequence=batch.next_sequence)
             self._tick()
             await self._flush()
             await self._pause(settings.replay_batch_delay_ms / 1000)
+
+    def _replay_failed(self, exc: Exception) -> None:
+        log_event(
+            "stream.replay.batch_failed",
+            f"history batch failed: {exc}",
+            logging.ERROR,
+            topic=self._topic,
+        )
+        self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
+        self._metrics.stream_error()
+
+    def _deliverable(self, records: Iterator[StoredNotification]) -> bool:
+        """Whether one of ``records`` would be delivered (matches and renders)."""
+        accepts = self._filter.accepts
+        for record in records:
+            if not accepts(record):
+                continue
+            try:
+                self._renderer.render(record)
+            except CloudEventError:
+                continue
+            return True
+        return False
 
     async def _check_gap(self, cursor: StartCursor) -> None:
         """Say so before anything else when the requested history has been pruned."""
@@ -299,7 +435,14 @@ class EventStream:
             self._tick()
             await self._flush()
 
-    def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
+    def _emit(
+        self, event: bytes, records: Iterable[StoredNotification], budget: int | None = None
+    ) -> int:
+        """Write the matching ``records``; return how many were delivered.
+
+        With a ``budget``, stop taking records from ``records`` once that many were
+        delivered (what is left of an iterator is then still unread).
+        """
         accepts = self._filter.accepts
         sent = 0
         for record in records:
@@ -314,7 +457,11 @@ class EventStream:
                     _display(record.topic), record.sequence, str(exc), self._control.request_id
                 )
                 self._metrics.stream_error()
+                continue
+            if sent == budget:
+                break
         self._metrics.events_sent(sent)
+        return sent
 
     async def _flush(self) -> None:
         if self._out and self._send is not None:

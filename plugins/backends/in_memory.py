@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
@@ -334,6 +334,25 @@ class InMemoryBackend(StorageBackend):
             has_more=has_more,
             next_sequence=page[-1].sequence + 1 if page else None,
         )
+
+    def _logs_of(self, pattern: TopicPattern) -> list[_StreamLog]:
+        if pattern.base is None:
+            return list(self._logs.values())
+        log = self._logs.get(pattern.base.lower())
+        return [log] if log is not None else []
+
+    async def history_bound(self, pattern: TopicPattern) -> int:
+        # The last number the stream allocated, whatever deletes or eviction removed since.
+        return max((log.last_sequence for log in self._logs_of(pattern)), default=0)
+
+    async def first_sequence_after(self, pattern: TopicPattern, time_ns: int) -> int | None:
+        # Answered for the whole stream: a bisect over its storage times, never a scan.
+        firsts = []
+        for log in self._logs_of(pattern):
+            index = bisect_right(log.times, time_ns)
+            if index < len(log.sequences):
+                firsts.append(log.sequences[index])
+        return min(firsts, default=None)
 
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> _Subscription:
         subscriber = _Subscriber(pattern, sink)

@@ -114,7 +114,8 @@ def test_item_08_unknown_top_level_field(client: httpx.Client) -> None:
     # §14.3: the sentence is fully reproducible.
     assert error["message"] == (
         "Request contains unknown fields: Unknown field 'colour' in request. "
-        'Allowed fields: ["event_type", "identifier", "from_id", "from_date", "payload"]'
+        'Allowed fields: ["event_type", "identifier", "from_id", "from_date", "to_id", '
+        '"to_date", "payload"]'
     )
 
 

@@ -221,6 +221,7 @@ def test_item_38_replay_transcript(client: httpx.Client) -> None:
     started = result.events[0].data
     assert set(started) == {
         "batch_size",
+        "end_sequence",
         "from_date",
         "from_sequence",
         "request_id",
@@ -232,6 +233,7 @@ def test_item_38_replay_transcript(client: httpx.Client) -> None:
     assert started["batch_size"] == 100
     assert started["from_sequence"] == first
     assert started["from_date"] is None
+    assert started["end_sequence"] is None, "no end point requested"
     assert started["topic"] == f"gauge.{basin}.*.*"
     sequences = result.sequences()
     assert sequences[0] == first
@@ -411,12 +413,13 @@ def test_item_44_replay_to_live_no_gap_no_duplicate(custom: httpx.Client) -> Non
 
 
 @_settings(replay_batch_size=10, replay_batch_delay_ms=500)
-def test_item_44_a_page_fetches_what_is_stored_then_live(custom: httpx.Client) -> None:
-    """Notifications stored during the pause after the first page all come with the second
-    page, which ends the replay (fewer than a batch): one stored after that arrives live.
+def test_item_44_the_replay_ends_at_its_bound_then_live(custom: httpx.Client) -> None:
+    """The replay reads what was stored when the watch opened (``H``, current-upstream §3);
+    notifications stored during its pause arrive live after ``replay_completed``, in order
+    and once each.
 
-    The deterministic form of item 44's switch to live under load (JetStream once fetched
-    only the previous page's ``num_pending``, so its replay never ended under a producer).
+    The deterministic form of item 44's switch to live under load (a replay that chased a
+    producer never ended).
     """
     basin = unique_basin()
     for n in range(12):
@@ -435,16 +438,16 @@ def test_item_44_a_page_fetches_what_is_stored_then_live(custom: httpx.Client) -
         stream.until(notifications(10))  # the first page; the 500 ms pause starts
         for n in range(12, 15):
             gauge(custom, basin, 1, payload={"n": n})
-        stream.until(notifications(12))  # the second page has been fetched
+        stream.until(notifications(12))  # the second page ends the replay at H
         gauge(custom, basin, 1, payload={"n": 15})
         stream.until(notifications(16))
     kinds = [event.kind for event in stream.events if event.name != "heartbeat"]
     assert numbers == list(range(16))
     assert kinds == [
         "replay-control/replay_started",
-        *["replay"] * 15,
+        *["replay"] * 12,
         "replay-control/replay_completed",
-        "live-notification",
+        *["live-notification"] * 4,
     ]
 
 
@@ -459,7 +462,6 @@ def test_item_45_history_cap_reached(custom: httpx.Client) -> None:
         "replay",
         "replay",
         "replay-control/notification_replay_limit_reached",
-        "replay-control/replay_completed",
         "connection-closing",
     ]
     limit = result.events[3].data
@@ -472,24 +474,23 @@ def test_item_45_history_cap_reached(custom: httpx.Client) -> None:
 
 
 @_settings(max_historical_notifications=2)
-def test_item_45_history_cap_on_a_watch_then_live(custom: httpx.Client) -> None:
+def test_item_45_history_cap_on_a_watch_ends_it(custom: httpx.Client) -> None:
+    """current-upstream §3: a capped watch never goes live; the client must resume."""
     basin = unique_basin()
     for level in range(5):
         gauge(custom, basin, level)
     with open_stream(custom, WATCH, _from(basin, from_id="0")) as stream:
-        stream.until_kind("replay-control/replay_completed")
-        gauge(custom, basin, 9)
-        live = stream.until_kind("live-notification")
-    kinds = [event.kind for event in stream.events if event.name != "heartbeat"]
+        events = stream.to_end()
+    kinds = [event.kind for event in events if event.name != "heartbeat"]
     assert kinds == [
         "replay-control/replay_started",
         "replay",
         "replay",
         "replay-control/notification_replay_limit_reached",
-        "replay-control/replay_completed",
-        "live-notification",
+        "connection-closing",
     ]
-    assert live.data["data"]["identifier"]["level"] == "9"
+    assert events[-1].data["reason"] == "end_of_stream"
+    assert stream.ended
 
 
 @_settings(max_historical_notifications=2)
@@ -556,7 +557,6 @@ def test_item_49_control_timestamps_are_whole_seconds(custom: httpx.Client) -> N
     assert {
         "replay-control/replay_started",
         "replay-control/notification_replay_limit_reached",
-        "replay-control/replay_completed",
         "connection-closing",
         "live-notification/connection_established",
         "heartbeat",

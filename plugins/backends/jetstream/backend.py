@@ -218,6 +218,22 @@ class JetStreamBackend(StorageBackend):
             keeper.forget(pattern.base)  # deleted behind our back: recreate it once
             return await self._live.join(pattern, sink)
 
+    async def history_bound(self, pattern: TopicPattern) -> int:
+        js, keeper = self._require()
+        assert pattern.base is not None
+        try:
+            name = await keeper.ensure(pattern.base)
+            return (await js.stream_info(name)).state.last_seq
+        except NotFoundError:
+            keeper.forget(pattern.base)  # deleted behind our back: recreate it once
+            return (await js.stream_info(await keeper.ensure(pattern.base))).state.last_seq
+
+    async def first_sequence_after(self, pattern: TopicPattern, time_ns: int) -> int | None:
+        # Answered for the whole stream (the consumer's start-time search is unfiltered).
+        _, keeper = self._require()
+        assert pattern.base is not None and self._history is not None
+        return await self._history.first_after(await keeper.ensure(pattern.base), time_ns)
+
     async def pruned_through(self, stream: str) -> int:
         # Messages below the stream's first sequence are gone; interior removals (the
         # one-per-subject limit, single deletes) are not visible here and not reported.

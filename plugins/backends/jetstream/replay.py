@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
+from nats.js.errors import APIError
 
 from aviso_builtins.backends.jetstream.messages import to_record
 from aviso_plugins.types import StartCursor, StoredNotification
@@ -129,7 +130,9 @@ class HistoryReaders:
         )
         if start.from_time_ns is not None:
             config.deliver_policy = api.DeliverPolicy.BY_START_TIME
-            config.opt_start_time = datetime.fromtimestamp(start.from_time_ns / 1e9, UTC)
+            # Nothing is stored before 1970, and nats-server misreads earlier start times
+            # (it delivered nothing for year 1500).
+            config.opt_start_time = datetime.fromtimestamp(max(start.from_time_ns, 0) / 1e9, UTC)
         elif start.from_sequence:
             config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
             config.opt_start_seq = start.from_sequence
@@ -141,6 +144,42 @@ class HistoryReaders:
         reader = _Reader(self._js, stream, info.name, info.num_pending)
         await reader.listen()
         return reader
+
+    async def first_after(self, stream: str, time_ns: int) -> int | None:
+        """The first sequence of ``stream`` stored strictly after ``time_ns``.
+
+        A consumer positioned by start time is the server's own search (no message is
+        read): right after creation it reports the sequence before its start as delivered,
+        and how many messages follow. Its start time is sent with nanosecond precision,
+        which nats-py's configuration type (microseconds) cannot carry.
+        """
+        start_ns = time_ns + 1
+        if start_ns > LAST_NATS_TIME_NS:
+            return None
+        config = api.ConsumerConfig(
+            name=self._js._nc._nuid.next().decode(),
+            ack_policy=api.AckPolicy.NONE,
+            deliver_policy=api.DeliverPolicy.BY_START_TIME,
+            inactive_threshold=READER_IDLE_SECONDS,
+            mem_storage=True,
+        )
+        body = config.as_dict()
+        body["opt_start_time"] = _nanosecond_rfc3339(max(start_ns, 0))
+        request = json.dumps({"stream_name": stream, "config": body}).encode()
+        answer = await self._js._nc.request(
+            f"{self._js._prefix}.CONSUMER.CREATE.{stream}.{config.name}", request, FETCH_TIMEOUT
+        )
+        response = json.loads(answer.data)
+        if "error" in response:
+            raise APIError.from_error(response["error"])
+        info = api.ConsumerInfo.from_response(response)
+        try:
+            await self._js.delete_consumer(stream, info.name)
+        except Exception as exc:  # it expires on its own after READER_IDLE_SECONDS
+            logger.debug("deleting time-lookup consumer %s failed: %s", info.name, exc)
+        if not info.num_pending or info.delivered is None:
+            return None
+        return (info.delivered.stream_seq or 0) + 1
 
     def _keep(self, subject: str, next_sequence: int, reader: _Reader) -> None:
         self._kept[(subject, next_sequence)] = reader
@@ -158,3 +197,9 @@ class HistoryReaders:
     async def close_all(self) -> None:
         while self._kept:
             await self._close(self._kept.popitem()[1])
+
+
+def _nanosecond_rfc3339(time_ns: int) -> str:
+    seconds, nanoseconds = divmod(time_ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{nanoseconds:09d}Z"
