@@ -7,6 +7,7 @@ on every backend).
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from tests.host.streaming.test_aggregate import (
     AGGREGATE,
     CONFIG,
     counts,
+    next_aggregate,
     publish,
     request,
     snapshot,
@@ -134,9 +136,9 @@ def _fill(server: RunningServer, run: str) -> None:
 
 
 def test_health_and_notify_answer_while_a_heavy_snapshot_is_counted() -> None:
-    """Proven by events: the notify sent after ``/health`` answered is part of the snapshot,
-    so both were served while the snapshot was still being counted (the snapshot reads
-    history up to the end of the stream at every page)."""
+    """Proven by events: ``/health`` and a notify are both answered before the snapshot of
+    100,000 stored notifications arrives (a reader thread flags its arrival); the notify,
+    stored after the stream's history bound, then comes as the first live update."""
     document = with_changes(
         CONFIG,
         notification_backend={"kind": "in_memory", "in_memory": {"max_topics": 2 * STORED}},
@@ -152,9 +154,23 @@ def test_health_and_notify_answer_while_a_heavy_snapshot_is_counted() -> None:
     with running_server(document) as server, httpx.Client(base_url=server.url) as http:
         _fill(server, run)
         with open_stream(http, AGGREGATE, body, timeout=httpx.Timeout(60.0)) as stream:
+            arrived = threading.Event()
+            snapshots: list[dict[str, Any]] = []
+
+            def read_snapshot() -> None:
+                snapshots.append(snapshot(stream))
+                arrived.set()
+
+            reader = threading.Thread(target=read_snapshot, daemon=True)
+            reader.start()
             # The response head is sent before counting starts.
             assert http.get("/health").status_code == 200
             publish(http, run, 0, param="during")
-            data = snapshot(stream)
-    assert data["total"] == STORED + 1
-    assert counts(data)[("during",)] == 1
+            answered_while_counting = not arrived.is_set()
+            reader.join(120)
+            assert snapshots, "the snapshot arrived"
+            update = next_aggregate(stream)
+    assert answered_while_counting
+    assert snapshots[0]["total"] == STORED
+    assert update["total"] == STORED + 1
+    assert counts(update)[("during",)] == 1
