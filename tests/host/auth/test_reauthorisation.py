@@ -19,7 +19,7 @@ import pytest
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.plugins import discover
 from aviso_host.streaming.control import StreamControl
-from tests.conformance.auth_support import NOTIFY, REPLAY, WATCH, body, document, read_body
+from tests.conformance.auth_support import REPLAY, WATCH, body, document, read_body
 from tests.conformance.helpers import LiveStream, open_stream, request_id_header
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import FakeEcpds, fake_ecpds
