@@ -152,7 +152,7 @@ class Listening:
                     if text in line:
                         return line
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.process.poll() is not None and self._drained():
+                if remaining <= 0 or (self.process.poll() is not None and self._drained()):
                     raise AssertionError(f"no {text!r} on stderr: {''.join(self.stderr_lines)}")
                 self._stderr_changed.wait(min(remaining, 0.5))
 
