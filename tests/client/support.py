@@ -27,6 +27,8 @@ COMMAND_TIMEOUT = 60.0
 WAIT = 30.0
 """Bound on waiting for one expected output line of a running listener."""
 STOP_GRACE = 15.0
+SUBSCRIBED = '"event.name":"client.watch.subscribed"'
+"""pyaviso's debug log event (``aviso -v``) for each stream it opened and confirmed."""
 
 CONFIG = {
     "application": {"host": "127.0.0.1", "port": 0, "base_url": "http://aviso.test"},
@@ -143,14 +145,14 @@ class Listening:
             left.append(self.stdout.get_nowait())
         return [line for line in left if line.startswith("{")]
 
-    def wait_stderr(self, text: str, timeout: float = WAIT) -> str:
-        """Wait until a stderr line contains ``text``; return it."""
+    def wait_stderr(self, text: str, timeout: float = WAIT, count: int = 1) -> str:
+        """Wait until ``count`` stderr lines contain ``text``; return the last of them."""
         deadline = time.monotonic() + timeout
         with self._stderr_changed:
             while True:
-                for line in self.stderr_lines:
-                    if text in line:
-                        return line
+                found = [line for line in self.stderr_lines if text in line]
+                if len(found) >= count:
+                    return found[count - 1]
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (self.process.poll() is not None and self._drained()):
                     raise AssertionError(f"no {text!r} on stderr: {''.join(self.stderr_lines)}")
@@ -163,6 +165,14 @@ class Listening:
         """Wait until every listener has confirmed its stream."""
         self.wait_stderr("Listening for", timeout)
 
+    def subscribed(self, times: int, timeout: float = WAIT) -> None:
+        """Wait for the ``times``-th confirmed stream (reconnects included; needs ``-v``)."""
+        self.wait_stderr(SUBSCRIBED, timeout, times)
+
+    def count(self, text: str) -> int:
+        with self._stderr_changed:
+            return sum(text in line for line in self.stderr_lines)
+
     def stop(self) -> int:
         """One SIGINT (graceful: pending state is flushed), then the exit code."""
         if self.process.poll() is None:
@@ -172,16 +182,21 @@ class Listening:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait(STOP_GRACE)
-        for thread in self._threads:
-            thread.join(STOP_GRACE)
+        self._close_pipes()
         return code
 
     def exited(self, timeout: float = WAIT) -> int:
         """Wait for the listener to stop by itself (a fatal error); its exit code."""
         code = self.process.wait(timeout)
+        self._close_pipes()
+        return code
+
+    def _close_pipes(self) -> None:
         for thread in self._threads:
             thread.join(STOP_GRACE)
-        return code
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 @contextmanager
