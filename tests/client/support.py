@@ -9,6 +9,7 @@ the test waits for has arrived.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -238,3 +239,30 @@ def publish(url: str, name: str, count: int, start: int = 0, **identifier: Any) 
 
 def payloads(notifications: list[dict[str, Any]]) -> list[Any]:
     return [notification["payload"]["n"] for notification in notifications]
+
+
+class ServerEvent(logging.Handler):
+    """Set once the in-process server logs ``event_name`` (e.g. a backpressure decision)."""
+
+    def __init__(self, event_name: str) -> None:
+        super().__init__()
+        self.event_name = event_name
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "fields", {}).get("event_name") == self.event_name:
+            self.seen.set()
+
+
+@contextmanager
+def server_event(event_name: str) -> Iterator[threading.Event]:
+    handler = ServerEvent(event_name)
+    logger = logging.getLogger("aviso")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield handler.seen
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
