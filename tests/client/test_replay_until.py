@@ -82,9 +82,9 @@ def test_a_replay_reconnected_mid_window_keeps_its_end(tmp_path: Path) -> None:
     reconnects with ``from_id`` = cursor + 1 and ``to_id`` = the first ``end_sequence``, and
     stops at the end although more was published meanwhile."""
     doc = document("trusted_proxy")
-    doc["watch_endpoint"] = {"replay_batch_size": 1, "replay_batch_delay_ms": 500}
+    # One notification a second: the 3 s token expires inside the 6-notification window.
+    doc["watch_endpoint"] = {"replay_batch_size": 1, "replay_batch_delay_ms": 1000}
     credentials = tmp_path / "credentials.yaml"
-    credentials.write_text(json.dumps({"bearer": {"token": mint("reader-user", exp_offset=2)}}))
     admin = bearer(mint("admin-user", "localrealm", ["admin"]))
     with (
         running_server(doc) as server,
@@ -98,6 +98,7 @@ def test_a_replay_reconnected_mid_window_keeps_its_end(tmp_path: Path) -> None:
 
         for n in range(8):
             send(n)
+        credentials.write_text(json.dumps({"bearer": {"token": mint("reader-user", exp_offset=3)}}))
         with pyaviso.AvisoClient(
             base_url=server.url, auth=pyaviso.ConfigFile(credentials)
         ) as client:
