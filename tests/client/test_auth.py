@@ -81,32 +81,44 @@ def test_a_wrong_password_is_a_clean_failure_without_a_retry_storm(
     assert 1 <= len(aot.requests()) <= MAX_AUTH_REQUESTS
 
 
+def _write_credentials(path: Path, token: str) -> None:
+    """pyaviso's credentials file, replaced atomically (the client may read it at any time)."""
+    staged = path.with_suffix(".staged")
+    staged.write_text(json.dumps({"bearer": {"token": token}}))
+    staged.replace(path)
+
+
 def test_an_expired_token_is_refreshed_and_the_stream_resumes(tmp_path: Path) -> None:
     credentials = tmp_path / "credentials.yaml"
-    expiring = mint("reader-user", "localrealm", ["reader"], exp_offset=3)
-    credentials.write_text(json.dumps({"bearer": {"token": expiring}}))
     admin = bearer(mint("admin-user", "localrealm", ["admin"]))
     with (
         running_server(document("trusted_proxy")) as server,
         httpx.Client(base_url=server.url, headers=admin) as producer,
-        pyaviso.AvisoClient(base_url=server.url, auth=pyaviso.ConfigFile(credentials)) as client,
         server_event("stream.auth.expired") as expired,
-        client.listen("protected_feed", filter={"name": "n1"}) as live,
     ):
 
         def send(n: int) -> None:
             body = {"event_type": "protected_feed", "identifier": {"name": "n1"}, "payload": n}
             assert producer.post("/api/v1/notification", json=body).status_code == 200
 
-        send(1)
-        assert next(live).payload == 1
-        # The user renews the token; the old one is still in use until the server ends the
-        # stream at its expiry (end_of_stream, cause auth_expired).
-        renewed = mint("reader-user", "localrealm", ["reader"])
-        credentials.write_text(json.dumps({"bearer": {"token": renewed}}))
-        assert expired.wait(30.0)
-        send(2)
-        assert next(live).payload == 2
+        # Minted only now, with room to renew it (below) before it expires.
+        _write_credentials(credentials, mint("reader-user", "localrealm", ["reader"], exp_offset=6))
+        with (
+            pyaviso.AvisoClient(
+                base_url=server.url, auth=pyaviso.ConfigFile(credentials)
+            ) as client,
+            # From the start of history: notification 1 arrives whenever the stream opens.
+            client.listen("protected_feed", filter={"name": "n1"}, start_from=0) as live,
+        ):
+            send(1)
+            assert next(live).payload == 1
+            # The user renews the token; the old one is still in use until the server ends the
+            # stream at its expiry (end_of_stream, cause auth_expired).
+            assert not expired.is_set()
+            _write_credentials(credentials, mint("reader-user", "localrealm", ["reader"]))
+            assert expired.wait(30.0)
+            send(2)
+            assert next(live).payload == 2
 
 
 def test_a_revoked_destination_stops_the_listener_with_403(tmp_path: Path) -> None:
@@ -116,12 +128,20 @@ def test_a_revoked_destination_stops_the_listener_with_403(tmp_path: Path) -> No
         user = "revocable-client-user"
         ecpds.set_answer(user, ENTITLED)
         token = mint(user, "localrealm", ["reader"])
-        with (
-            running_server(doc) as server,
-            pyaviso.AvisoClient(base_url=server.url, auth=pyaviso.Bearer(token)) as client,
-            client.listen("dissemination_ecpds", filter={"destination": "CIP"}) as live,
-        ):
-            ecpds.set_answer(user, REVOKED)
-            with pytest.raises(pyaviso.HttpError) as failure:
-                next(live)
+        admin = bearer(mint("admin-user", "localrealm", ["admin"]))
+        with running_server(doc) as server:
+            where = {"destination": "CIP", "class": "od"}
+            body = {"event_type": "dissemination_ecpds", "identifier": where}
+            sent = httpx.post(f"{server.url}/api/v1/notification", json=body, headers=admin)
+            assert sent.status_code == 200, sent.text
+            with (
+                pyaviso.AvisoClient(base_url=server.url, auth=pyaviso.Bearer(token)) as client,
+                client.listen(
+                    "dissemination_ecpds", filter={"destination": "CIP"}, start_from=0
+                ) as live,
+            ):
+                next(live)  # admitted and streaming
+                ecpds.set_answer(user, REVOKED)
+                with pytest.raises(pyaviso.HttpError) as failure:
+                    next(live)
     assert failure.value.status == 403

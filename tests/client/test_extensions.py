@@ -75,7 +75,7 @@ def test_a_slow_consumer_reconnects_from_its_cursor_and_loses_nothing(
 ) -> None:
     with (
         _client(disconnecting) as client,
-        client.listen("feed", filter={"name": name}) as live,
+        client.listen("feed", filter={"name": name}, start_from=0) as live,
         server_event("stream.backpressure.disconnect") as cut,
     ):
         publish(disconnecting.url, name, 1)
@@ -98,7 +98,7 @@ def test_the_drop_report_does_not_stop_a_filtered_listener(
 
     with (
         _client(dropping) as client,
-        client.listen("feed", filter={"name": name}) as live,
+        client.listen("feed", filter={"name": name}, start_from=0) as live,
         server_event("stream.backpressure.dropping") as dropping_started,
     ):
         publish(dropping.url, name, 1)

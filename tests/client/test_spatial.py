@@ -84,7 +84,9 @@ def test_point_clouds(spatial_server: RunningServer, name: str) -> None:
     cloud = [[1, 1], [50, 50], [1, 1]]  # duplicates allowed, order kept
     with pyaviso.AvisoClient(base_url=spatial_server.url, auth=pyaviso.Anonymous()) as client:
         client.notify(event_type="cloud", identifier={"name": name, "point_cloud": cloud})
-        with client.listen("cloud", filter={"name": name, "polygon": AROUND_FIFTY}) as live:
+        where = {"name": name, "polygon": AROUND_FIFTY}
+        with client.listen("cloud", filter=where, start_from=0) as live:
+            assert _pairs(next(live).identifier["point_cloud"]) == _pairs(cloud)
             client.notify(
                 event_type="cloud", identifier={"name": name, "point_cloud": [[-55, -55]]}
             )
