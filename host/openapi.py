@@ -189,9 +189,13 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
   `end_of_stream`, without `replay_completed` and without going live) or `CloudEvent
   creation failed` (one notification could not be rendered; the stream goes on).
 * `connection-closing`: the last event of a stream the server ends; `reason` is
-  `end_of_stream`, `max_duration_reached` or `server_shutdown`; additively `auth_expired`
-  (the caller's token reached its expiry) or `access_revoked` (a periodic ECPDS recheck
-  denied the destination).
+  `end_of_stream`, `max_duration_reached` or `server_shutdown`. When the server ends a
+  stream for a reason of its own, `reason` is `end_of_stream` (clients reconnect from their
+  cursor) and `cause` says why: `slow_consumer` (with `resume_from_sequence`),
+  `auth_expired` (the caller's token reached its expiry) or `access_revoked` (a periodic
+  ECPDS recheck denied the destination).
+* `notifications-skipped`: `{"type":"notifications_skipped", "topic", "skipped",
+  "first_skipped_sequence", "last_skipped_sequence", "timestamp"}` (`on_backpressure: drop`).
 
 CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
 `datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,

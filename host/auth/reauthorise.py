@@ -24,6 +24,7 @@ from aviso_plugins.types import AuthError, Caller, StreamAuthoriser
 
 AUTH_EXPIRED = "auth_expired"
 ACCESS_REVOKED = "access_revoked"
+EXPIRED_CREDENTIAL = "Authentication expired"
 
 
 @dataclass
@@ -138,9 +139,17 @@ def reauthorisation(
     identifier: Mapping[str, str],
     control: StreamControl,
 ) -> Reauthorisation | None:
-    """What may end this admitted stream's authorisation; ``None`` when nothing can."""
+    """What may end this admitted stream's authorisation; ``None`` when nothing can.
+
+    Raises the 401 for a credential already past its expiry (admitted by the clock-skew
+    leeway): its stream would end at once with ``auth_expired``, which clients answer by
+    reconnecting at once with the same credential, a loop until the leeway runs out. A 401
+    instead makes them refresh it (pyaviso refreshes once, then stops).
+    """
     if gate is None or caller is None:
         return None
+    if caller.expires_at is not None and caller.expires_at <= time.time():
+        raise gate.failure(401, EXPIRED_CREDENTIAL)
     rechecks: list[_Recheck] = []
     loop_now = asyncio.get_running_loop().time()
     stream_auth = schema.settings.auth if schema is not None else None

@@ -18,16 +18,23 @@ REPLAY_CONTROL = b"replay-control"
 HEARTBEAT = b"heartbeat"
 ERROR = b"error"
 CLOSING = b"connection-closing"
+SKIPPED = b"notifications-skipped"
 
 CLOSE_MESSAGES = {
     "end_of_stream": "Stream completed",
     "max_duration_reached": "Connection reached maximum duration",
     "server_shutdown": "Server is shutting down gracefully",
+    "aggregate_group_limit_reached": "Aggregate exceeded its group limit",
+}
+CLOSE_CAUSES = {
     "slow_consumer": "Client did not keep up; reconnect with from_id to resume",
     "auth_expired": "Authentication expired",
     "access_revoked": "Access to this stream was revoked",
-    "aggregate_group_limit_reached": "Aggregate exceeded its group limit",
 }
+"""Our own reasons to end a stream. On the wire they are ``reason: end_of_stream`` with the
+precise ``cause``: ECMWF's client (pyaviso) treats any other reason as a fatal protocol error,
+while on ``end_of_stream`` it reconnects from its cursor, which is right for all three (a
+slow consumer resumes, an expired token is refreshed on the 401, a revoked one meets 403)."""
 GROUP_LIMIT_REACHED = "aggregate_group_limit_reached"
 """The ``error`` code and ``connection-closing`` reason of an aggregate stream over
 ``limits.max_aggregate_groups``: reconnecting would fail the same way, so it is none of the
@@ -147,13 +154,16 @@ def cloudevent_failed(topic: str, sequence: int, message: str, request_id: str) 
 def connection_closing(
     topic: str, reason: str, request_id: str, resume_from_sequence: int | None = None
 ) -> bytes:
+    cause = reason if reason in CLOSE_CAUSES else None
     body: dict[str, Any] = {
-        "reason": reason,
-        "message": CLOSE_MESSAGES[reason],
+        "reason": "end_of_stream" if cause else reason,
+        "message": CLOSE_CAUSES[reason] if cause else CLOSE_MESSAGES[reason],
         "timestamp": now_whole_seconds(),
         "topic": topic,
         "request_id": request_id,
     }
+    if cause:
+        body["cause"] = cause
     if resume_from_sequence is not None:
         body["resume_from_sequence"] = resume_from_sequence
     return _control(CLOSING, body)
@@ -175,9 +185,11 @@ def history_gap(topic: str, requested: int, first_available: int) -> bytes:
 
 
 def notifications_skipped(topic: str, count: int, first: int, last: int) -> bytes:
-    """Additive: the ``drop`` backpressure policy skipped live notifications."""
+    """Additive: the ``drop`` backpressure policy skipped live notifications. An event name of
+    its own: clients that do not know it ignore it, while every ``live-notification`` after
+    the opening must be a CloudEvent for pyaviso."""
     return _control(
-        LIVE,
+        SKIPPED,
         {
             "type": "notifications_skipped",
             "topic": topic,

@@ -566,7 +566,7 @@ def test_ecpds_rechecks_of_open_streams_are_counted_as_decisions() -> None:
             ecpds.set_answer(user, revoked)
             closing = next(e for e in Stream(response).events() if e.name == "connection-closing")
             scrape = running.scrape()
-    assert closing.data["reason"] == "access_revoked"
+    assert closing.data["cause"] == "access_revoked"
     name = "aviso_ecpds_access_decisions_total"
     assert scrape.value(name, outcome="allow") >= 1  # admitted, then possibly rechecked
     assert scrape.value(name, outcome="deny_destination") == 1

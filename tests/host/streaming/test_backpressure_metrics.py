@@ -52,7 +52,7 @@ def test_a_slow_consumer_disconnect_is_counted(tmp_path: Path) -> None:
             events = _read_events(frozen)  # to the end: the stream has closed
         finally:
             frozen.close()
-        assert events[-1]["data"]["reason"] == "slow_consumer"
+        assert events[-1]["data"]["cause"] == "slow_consumer"
         scrape = _scrape(metrics)
     assert scrape.value(name, **WATCH_ROUTE) == 1
     assert scrape.value("aviso_sse_connections_active", event_type="feed", **WATCH_ROUTE) == 0
@@ -70,7 +70,7 @@ def test_dropped_notifications_are_counted(tmp_path: Path) -> None:
         finally:
             frozen.close()
         scrape = _scrape(metrics)
-    skipped = [e["data"] for e in _parse(raw) if e["data"].get("type") == "notifications_skipped"]
+    skipped = [e["data"] for e in _parse(raw) if e["event"] == "notifications-skipped"]
     assert len(skipped) == 1
     name = "aviso_sse_notifications_skipped_total"
     assert scrape.value(name, **WATCH_ROUTE) == skipped[0]["skipped"]
