@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from aviso_host.encoding import dumps
+from aviso_host.filtering import stored_coordinates
 from aviso_host.schemas import POLYGON, SchemaCatalog
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import ACTOR_METADATA, StoredNotification
@@ -56,6 +57,48 @@ def _publisher(record: StoredNotification) -> str:
     return f'"publisher":{dumps(username)},'
 
 
+def spatial_output(value: str) -> Any:
+    """A stored spatial value as delivered: ``[[lat, lon], ...]`` numbers (the stored text
+    when it cannot be read as coordinates, e.g. another writer's)."""
+    coordinates = stored_coordinates(value)
+    return value if coordinates is None else coordinates[:, ::-1].tolist()
+
+
+def with_spatial_arrays(identifier: str, keys: tuple[str, ...]) -> str:
+    """The stored identifier JSON with its spatial values turned into JSON arrays.
+
+    A value stored as canonical JSON (numbers only, so its JSON string form holds no
+    quote or escape) is unquoted in place, without parsing the identifier: polygons may
+    have 10,000 vertices and this is the replay hot path. Legacy ``lat,lon,...`` text is
+    parsed.
+    """
+    spliced = identifier
+    for key in keys:
+        start = spliced.find(f'"{key}":"')
+        if start < 0:
+            continue
+        value_start = start + len(key) + 3
+        value_end = spliced.find('"', value_start)
+        value = spliced[value_start:value_end]
+        if not value.startswith("[") or "\\" in value:
+            return _reencoded(identifier, keys)
+        spliced = spliced[: value_start - 1] + value + spliced[value_end + 1 :]
+    return spliced
+
+
+def _reencoded(identifier: str, keys: tuple[str, ...]) -> str:
+    try:
+        values = json.loads(identifier)
+    except ValueError:
+        return identifier
+    if not isinstance(values, dict):
+        return identifier
+    for key in keys:
+        if isinstance(values.get(key), str):
+            values[key] = spatial_output(values[key])
+    return dumps(values)
+
+
 class CloudEventRenderer:
     """Renders CloudEvents by splicing pre-encoded parts: this is the hot path of replay.
 
@@ -95,6 +138,9 @@ class CloudEventRenderer:
         identifier = record.metadata.get("identifier")
         if identifier:
             payload = record.payload or "null"
+            schema = self._catalog.get(event_type)
+            if schema is not None and schema.spatial_keys:
+                identifier = with_spatial_arrays(identifier, schema.spatial_keys)
         else:
             identifier = dumps(self._rebuilt_identifier(record, event_type))
             payload = dumps(_payload(record.payload))
@@ -107,7 +153,7 @@ class CloudEventRenderer:
             f'"specversion":"1.0","time":"{format_time(record.time_ns)}","type":{type_}}}'
         )
 
-    def _rebuilt_identifier(self, record: StoredNotification, event_type: str) -> dict[str, str]:
+    def _rebuilt_identifier(self, record: StoredNotification, event_type: str) -> dict[str, Any]:
         """Records written without identifier metadata: rebuild it from the topic tokens."""
         schema = self._catalog.get(event_type)
         if schema is None:
@@ -116,9 +162,12 @@ class CloudEventRenderer:
             tokens = decode_topic(record.topic)[1:]
         except TopicDecodeError as exc:
             raise CloudEventError("Failed to decode topic") from exc
-        rebuilt = {
+        rebuilt: dict[str, Any] = {
             key: value for key, value in zip(schema.topic_fields, tokens, strict=False) if value
         }
+        for key in schema.spatial_keys:
+            if key in rebuilt:
+                rebuilt[key] = spatial_output(rebuilt[key])
         if "spatial_geometry" in record.metadata:
-            rebuilt[POLYGON] = record.metadata["spatial_geometry"]
+            rebuilt[POLYGON] = spatial_output(record.metadata["spatial_geometry"])
         return rebuilt

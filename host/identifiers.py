@@ -7,13 +7,13 @@ outside the topic, constraint objects, the spatial filter).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aviso_host.encoding import dumps
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter
-from aviso_host.schemas import POINT, POLYGON, EventSchema, SchemaCatalog
-from aviso_plugins.geometry import bounding_box
+from aviso_host.schemas import POINT, POINT_CLOUD, POLYGON, EventSchema, SchemaCatalog
+from aviso_plugins.geometry import bounding_box, parse_polygon_value
 from aviso_plugins.numbers import float_display, json_scalar_text
 from aviso_plugins.topics import TopicPattern, build_topic
 from aviso_plugins.types import (
@@ -60,7 +60,7 @@ def plan_notification(
         if key not in identifier:
             raise InvalidValue(f"Required field '{key}' missing for notify operation")
     canonical = {
-        key: handler.canonicalise(scalar_text(key, identifier[key], "notify"))
+        key: _canonical(schema, key, handler, identifier[key], "notify")
         for key, handler in schema.fields.items()
     }
     if schema.payload_required and payload is None:
@@ -70,7 +70,21 @@ def plan_notification(
     spatial = schema.spatial_field
     if spatial is not None:
         metadata.update(spatial_metadata(spatial, canonical[POLYGON]))
+    cloud = schema.point_cloud_field
+    if cloud is not None:
+        metadata.update(point_cloud_metadata(cloud, canonical[POINT_CLOUD]))
     return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
+
+
+def _canonical(
+    schema: EventSchema, key: str, handler: FieldHandler, value: Any, operation: str
+) -> str:
+    """Spatial handlers take the raw JSON value (coordinate arrays); others scalar text."""
+    if handler.spatial:
+        if value is None:
+            raise InvalidValue(f"Field '{key}' cannot be null")
+        return handler.canonicalise_value(value, schema.max_polygon_vertices)
+    return handler.canonicalise(scalar_text(key, value, operation))
 
 
 class CatalogPlanner:
@@ -117,9 +131,15 @@ def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
 
 
 def spatial_metadata(handler: FieldHandler, polygon: str) -> dict[str, str]:
-    min_lat, min_lon, max_lat, max_lon = bounding_box(handler.polygon(polygon))
-    bbox = ",".join(float_display(value) for value in (min_lat, min_lon, max_lat, max_lon))
-    return {"spatial_geometry": polygon, "spatial_bbox": bbox}
+    return {"spatial_geometry": polygon, "spatial_bbox": _bbox_text(handler.polygon(polygon))}
+
+
+def point_cloud_metadata(handler: FieldHandler, cloud: str) -> dict[str, str]:
+    return {"spatial_point_cloud": cloud, "spatial_bbox": _bbox_text(handler.points(cloud))}
+
+
+def _bbox_text(points: Sequence[tuple[float, float]]) -> str:
+    return ",".join(float_display(value) for value in bounding_box(points))
 
 
 # -- watch / replay ----------------------------------------------------------------------
@@ -138,18 +158,20 @@ def plan_stream_filter(
     values: dict[str, str] = {}
     requested: dict[str, str] = {}
     constraints: dict[str, ConstraintPredicate] = {}
-    request_polygon: list[tuple[float, float]] | None = None
+    request_polygon = _point_cloud_polygon(schema, identifier, operation, point, requested)
     for key, handler in schema.fields.items():
+        if handler.point_cloud:
+            continue
         if key not in identifier:
             if handler.required and not (key == POLYGON and point is not None):
                 raise InvalidValue(f"Required field '{key}' missing for {operation} operation")
             continue
         value = identifier[key]
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not handler.spatial:
             constraints[key] = _compile_constraint(handler, value)
             requested[key] = dumps(value)
             continue
-        canonical = handler.canonicalise(scalar_text(key, value, operation))
+        canonical = _canonical(schema, key, handler, value, operation)
         requested[key] = canonical
         if handler is schema.spatial_field:
             request_polygon = list(handler.polygon(canonical))
@@ -171,6 +193,34 @@ def plan_stream_filter(
     return StreamFilter(
         event_type, pattern, tuple(filters), _spatial(point, request_polygon), requested
     )
+
+
+def _point_cloud_polygon(
+    schema: EventSchema,
+    identifier: Mapping[str, Any],
+    operation: str,
+    point: tuple[float, float] | None,
+    requested: dict[str, str],
+) -> list[tuple[float, float]] | None:
+    """On a point-cloud schema the subscriber's ``polygon`` stands for ``point_cloud``."""
+    if schema.point_cloud_field is None:
+        return None
+    if POINT_CLOUD in identifier:
+        raise InvalidValue("identifier.point_cloud is only supported for notify")
+    if point is not None:
+        raise InvalidValue("identifier.point is not supported for point-cloud schemas")
+    value = identifier.get(POLYGON)
+    if value is None:
+        raise InvalidValue(
+            f"Required field '{POINT_CLOUD}' missing for {operation} operation: "
+            "send identifier.polygon to select notifications by their points"
+        )
+    try:
+        polygon = parse_polygon_value(value, schema.max_polygon_vertices)
+    except ValueError as exc:
+        raise InvalidValue(f"field '{POLYGON}' must be a valid polygon: {exc}", str(exc)) from exc
+    requested[POLYGON] = value if isinstance(value, str) else dumps(value)
+    return polygon
 
 
 def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> ConstraintPredicate:

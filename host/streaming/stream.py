@@ -194,7 +194,7 @@ class EventStream:
                 high_water = batch.last_sequence
                 if self._live is not None:
                     self._live.discard_through(high_water)
-            self._emit(frames.REPLAY, batch.messages)
+            self._emit(frames.REPLAY, await self._filter.select(batch.messages))
             if not batch.has_more or batch.next_sequence is None:
                 return high_water
             cursor = StartCursor(from_sequence=batch.next_sequence)
@@ -237,7 +237,8 @@ class EventStream:
                     self._topic, skipped.count, skipped.first, skipped.last
                 )
                 self._metrics.notifications_skipped(skipped.count)
-            self._emit(frames.LIVE, (record for record in records if record.sequence > high_water))
+            fresh = [record for record in records if record.sequence > high_water]
+            self._emit(frames.LIVE, await self._filter.select(fresh))
             if live.ended is not None and not self._out:
                 self._control.stop("end_of_stream")
                 return
@@ -300,11 +301,9 @@ class EventStream:
             await self._flush()
 
     def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
-        accepts = self._filter.accepts
+        """Frame records the filter already selected."""
         sent = 0
         for record in records:
-            if not accepts(record):
-                continue
             try:
                 self._out += frames.frame(event, self._renderer.render(record))
                 self._through = record.sequence
