@@ -88,7 +88,7 @@ def test_a_0_13_configuration_with_a_point_cloud_starts(sandbox: Sandbox) -> Non
             query = {"satellite": "s1", "polygon": square}
             delivered = cloudevents(replay(client, "swath", query))
         warnings = config_warnings(server.log_records())
-    assert schema["identifier"]["point_cloud"]["max_points"] == 500, schema
+    assert schema["schema"]["identifier"]["point_cloud"]["max_points"] == 500, schema
     assert [event["data"]["identifier"] for event in delivered] == [
         {"satellite": "s1", "point_cloud": cloud}
     ]
