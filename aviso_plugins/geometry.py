@@ -19,6 +19,10 @@ Coordinate = tuple[float, float]
 """A ``(latitude, longitude)`` pair in degrees."""
 
 MIN_POLYGON_PAIRS = 4
+MAX_STORED_COORDINATES_BYTES = 61_440
+"""Canonical bytes of one stored polygon or point cloud: aviso-server's point-cloud limit
+(``MAX_SERIALIZED_POINT_CLOUD_BYTES``, 60 KiB), which keeps the value inside one 64 KiB
+JetStream header block; the same on every backend."""
 _LATITUDE_LIMIT = 90.0
 _LONGITUDE_LIMIT = 180.0
 

@@ -87,10 +87,6 @@ class FieldHandler(ABC):
         """Return the ``(lat, lon)`` vertices of a canonical value (spatial handlers only)."""
         raise NotImplementedError
 
-    def points(self, canonical: str) -> Sequence[tuple[float, float]]:
-        """Return the ``(lat, lon)`` points of a canonical point cloud (point-cloud handlers)."""
-        raise NotImplementedError
-
     def describe(self) -> dict[str, Any]:
         """The public schema view of this field (``GET /api/v1/schema``).
 

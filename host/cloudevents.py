@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aviso_host.encoding import dumps
 from aviso_host.filtering import stored_coordinates
-from aviso_host.schemas import POLYGON, SchemaCatalog
+from aviso_host.identifiers import SPATIAL_METADATA
+from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import ACTOR_METADATA, StoredNotification
+
+_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?"
+_CANONICAL_PAIRS = re.compile(rf"\[\[{_NUMBER},{_NUMBER}\](?:,\[{_NUMBER},{_NUMBER}\])*\]")
+"""The canonical stored form of a polygon or point cloud: valid JSON as it stands."""
 
 
 class CloudEventError(ValueError):
@@ -64,39 +71,32 @@ def spatial_output(value: str) -> Any:
     return value if coordinates is None else coordinates[:, ::-1].tolist()
 
 
-def with_spatial_arrays(identifier: str, keys: tuple[str, ...]) -> str:
-    """The stored identifier JSON with its spatial values turned into JSON arrays.
+def with_spatial_arrays(identifier: str, metadata: Mapping[str, str], keys: Sequence[str]) -> str:
+    """The stored identifier JSON with the spatial values put back as JSON arrays.
 
-    A value stored as canonical JSON (numbers only, so its JSON string form holds no
-    quote or escape) is unquoted in place, without parsing the identifier: polygons may
-    have 10,000 vertices and this is the replay hot path. Legacy ``lat,lon,...`` text is
-    parsed.
+    Spatial values are stored apart (``spatial_geometry``, ``spatial_point_cloud``); older
+    records also hold them, as text, in the identifier. A value in the canonical form is
+    inserted as it is: polygons may have 10,000 vertices and this is the replay hot path.
     """
-    spliced = identifier
-    for key in keys:
-        start = spliced.find(f'"{key}":"')
-        if start < 0:
-            continue
-        value_start = start + len(key) + 3
-        value_end = spliced.find('"', value_start)
-        value = spliced[value_start:value_end]
-        if not value.startswith("[") or "\\" in value:
-            return _reencoded(identifier, keys)
-        spliced = spliced[: value_start - 1] + value + spliced[value_end + 1 :]
-    return spliced
-
-
-def _reencoded(identifier: str, keys: tuple[str, ...]) -> str:
     try:
         values = json.loads(identifier)
     except ValueError:
         return identifier
     if not isinstance(values, dict):
         return identifier
+    arrays: dict[str, str] = {}
     for key in keys:
-        if isinstance(values.get(key), str):
-            values[key] = spatial_output(values[key])
-    return dumps(values)
+        text = values.pop(key, None)
+        if not isinstance(text, str):
+            text = metadata.get(SPATIAL_METADATA.get(key, ""))
+        if text is None:
+            continue
+        arrays[key] = text if _CANONICAL_PAIRS.fullmatch(text) else dumps(spatial_output(text))
+    members = (
+        f"{dumps(key)}:{arrays[key] if key in arrays else dumps(values[key])}"
+        for key in sorted({*values, *arrays})
+    )
+    return "{" + ",".join(members) + "}"
 
 
 class CloudEventRenderer:
@@ -140,7 +140,7 @@ class CloudEventRenderer:
             payload = record.payload or "null"
             schema = self._catalog.get(event_type)
             if schema is not None and schema.spatial_keys:
-                identifier = with_spatial_arrays(identifier, schema.spatial_keys)
+                identifier = with_spatial_arrays(identifier, record.metadata, schema.spatial_keys)
         else:
             identifier = dumps(self._rebuilt_identifier(record, event_type))
             payload = dumps(_payload(record.payload))
@@ -166,8 +166,7 @@ class CloudEventRenderer:
             key: value for key, value in zip(schema.topic_fields, tokens, strict=False) if value
         }
         for key in schema.spatial_keys:
-            if key in rebuilt:
-                rebuilt[key] = spatial_output(rebuilt[key])
-        if "spatial_geometry" in record.metadata:
-            rebuilt[POLYGON] = spatial_output(record.metadata["spatial_geometry"])
+            text = record.metadata.get(SPATIAL_METADATA.get(key, "")) or rebuilt.get(key)
+            if text is not None:
+                rebuilt[key] = spatial_output(text)
         return rebuilt

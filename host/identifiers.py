@@ -7,13 +7,13 @@ outside the topic, constraint objects, the spatial filter).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from aviso_host.encoding import dumps
-from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter
+from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
 from aviso_host.schemas import POINT, POINT_CLOUD, POLYGON, EventSchema, SchemaCatalog
-from aviso_plugins.geometry import bounding_box, parse_polygon_value
+from aviso_plugins.geometry import MAX_STORED_COORDINATES_BYTES, parse_polygon_value
 from aviso_plugins.numbers import float_display, json_scalar_text
 from aviso_plugins.topics import TopicPattern, build_topic
 from aviso_plugins.types import (
@@ -66,13 +66,19 @@ def plan_notification(
     if schema.payload_required and payload is None:
         raise InvalidValue("Payload is required for notify operation based on schema configuration")
     tokens = [schema.base, *(canonical[key] for key in schema.topic_fields)]
-    metadata = _metadata(canonical)
-    spatial = schema.spatial_field
-    if spatial is not None:
-        metadata.update(spatial_metadata(spatial, canonical[POLYGON]))
-    cloud = schema.point_cloud_field
-    if cloud is not None:
-        metadata.update(point_cloud_metadata(cloud, canonical[POINT_CLOUD]))
+    # Spatial values travel once, in their own metadata entries (the renderer puts them
+    # back): JetStream headers hold 64 KiB in all.
+    apart = {
+        key: canonical[key]
+        for key, handler in (
+            (POLYGON, schema.spatial_field),
+            (POINT_CLOUD, schema.point_cloud_field),
+        )
+        if handler is not None
+    }
+    metadata = _metadata({key: value for key, value in canonical.items() if key not in apart})
+    for key, value in apart.items():
+        metadata.update(spatial_metadata(key, value))
     return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
 
 
@@ -130,16 +136,24 @@ def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     return {"identifier": dumps({key: value for key, value in canonical.items() if value})}
 
 
-def spatial_metadata(handler: FieldHandler, polygon: str) -> dict[str, str]:
-    return {"spatial_geometry": polygon, "spatial_bbox": _bbox_text(handler.polygon(polygon))}
+SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}
+"""The metadata entry holding each stored spatial value (aviso-server's header names)."""
 
 
-def point_cloud_metadata(handler: FieldHandler, cloud: str) -> dict[str, str]:
-    return {"spatial_point_cloud": cloud, "spatial_bbox": _bbox_text(handler.points(cloud))}
-
-
-def _bbox_text(points: Sequence[tuple[float, float]]) -> str:
-    return ",".join(float_display(value) for value in bounding_box(points))
+def spatial_metadata(field: str, canonical: str) -> dict[str, str]:
+    """The stored spatial value and its bounding box; ``canonical`` was validated."""
+    size = len(canonical.encode())
+    if size > MAX_STORED_COORDINATES_BYTES:
+        raise InvalidValue(
+            f"field '{field}' is {size} bytes, maximum is {MAX_STORED_COORDINATES_BYTES} bytes "
+            "for a stored spatial value"
+        )
+    coordinates = stored_coordinates(canonical)
+    assert coordinates is not None  # validated by the handler
+    min_lon, min_lat = coordinates.min(axis=0)
+    max_lon, max_lat = coordinates.max(axis=0)
+    bbox = ",".join(float_display(float(value)) for value in (min_lat, min_lon, max_lat, max_lon))
+    return {SPATIAL_METADATA[field]: canonical, "spatial_bbox": bbox}
 
 
 # -- watch / replay ----------------------------------------------------------------------

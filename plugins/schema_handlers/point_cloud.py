@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
-from aviso_plugins.geometry import Coordinate, coordinates_json, parse_point_cloud_value
+from aviso_plugins.geometry import (
+    MAX_STORED_COORDINATES_BYTES,
+    Coordinate,
+    coordinates_json,
+    parse_point_cloud_value,
+)
 from aviso_plugins.types import FieldHandler, InvalidValue
 
 MAX_POINT_CLOUD_POINTS = 10_000
 """Upper bound (and default) of a point-cloud field's ``max_points``."""
 
-MAX_POINT_CLOUD_JSON_BYTES = 61_440
+MAX_POINT_CLOUD_JSON_BYTES = MAX_STORED_COORDINATES_BYTES
 """aviso-server's ``MAX_SERIALIZED_POINT_CLOUD_BYTES`` (60 KiB of canonical JSON)."""
 
 
@@ -55,9 +59,6 @@ class PointCloudHandler(FieldHandler):
                 f"maximum is {MAX_POINT_CLOUD_JSON_BYTES} bytes"
             )
         return canonical
-
-    def points(self, canonical: str) -> Sequence[Coordinate]:
-        return self._parse(json.loads(canonical))
 
     def _parse(self, value: Any) -> list[Coordinate]:
         try:
