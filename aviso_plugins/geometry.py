@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from aviso_plugins.numbers import parse_decimal_text
 
 Coordinate = tuple[float, float]
@@ -25,6 +27,8 @@ MAX_STORED_COORDINATES_BYTES = 61_440
 JetStream header block; the same on every backend."""
 _LATITUDE_LIMIT = 90.0
 _LONGITUDE_LIMIT = 180.0
+_NUMBER_TYPES = {int, float}
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def parse_polygon_value(value: Any, max_vertices: int | None = None) -> list[Coordinate]:
@@ -41,8 +45,7 @@ def parse_polygon_value(value: Any, max_vertices: int | None = None) -> list[Coo
     if not isinstance(value, list):
         raise ValueError(f"must be an array of [lat, lon] pairs or a string, got {_kind(value)}")
     _check_count(len(value), max_vertices)
-    points = [_pair(item, index) for index, item in enumerate(value)]
-    return _closed_ring(points)
+    return _closed_ring(_pairs(value))
 
 
 def parse_point_value(value: Any) -> Coordinate:
@@ -62,12 +65,12 @@ def parse_point_cloud_value(value: Any) -> list[Coordinate]:
         raise ValueError(f"must be a JSON array of [lat, lon] pairs, got {_kind(value)}")
     if not value:
         raise ValueError("point cloud must contain at least one point")
-    return [_pair(item, index) for index, item in enumerate(value)]
+    return _pairs(value)
 
 
 def coordinates_json(points: Sequence[Coordinate]) -> str:
     """The canonical compact JSON of ``[[lat, lon], ...]`` (shortest round-trip floats)."""
-    return "[" + ",".join(f"[{lat!r},{lon!r}]" for lat, lon in points) + "]"
+    return _COMPACT.encode(points)
 
 
 def parse_polygon_text(text: str, max_vertices: int | None = None) -> list[Coordinate]:
@@ -154,6 +157,27 @@ def _kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "string"
 
 
+def _pairs(items: list[Any]) -> list[Coordinate]:
+    """Validated pairs: vectorised for the common case (10,000 pairs in about a
+    millisecond), pair by pair when something is wrong, to name the first culprit."""
+    if (
+        all(type(item) is list and len(item) == 2 for item in items)
+        and {type(number) for item in items for number in item} <= _NUMBER_TYPES
+    ):
+        try:
+            values = np.asarray(items, dtype=float)
+        except OverflowError:
+            values = None
+        if (
+            values is not None
+            and np.isfinite(values).all()
+            and (np.abs(values[:, 0]) <= _LATITUDE_LIMIT).all()
+            and (np.abs(values[:, 1]) <= _LONGITUDE_LIMIT).all()
+        ):
+            return list(map(tuple, values.tolist()))
+    return [_pair(item, index) for index, item in enumerate(items)]
+
+
 def _pair(item: Any, index: int | None) -> Coordinate:
     where = "" if index is None else f" at index {index}"
     if not isinstance(item, list) or len(item) != 2:
@@ -161,7 +185,10 @@ def _pair(item: Any, index: int | None) -> Coordinate:
     lat, lon = item
     if not _is_number(lat) or not _is_number(lon):
         raise ValueError(f"coordinates must be numbers{where}")
-    lat, lon = float(lat), float(lon)
+    try:
+        lat, lon = float(lat), float(lon)
+    except OverflowError:
+        raise ValueError(f"coordinates must be finite{where}") from None
     if not math.isfinite(lat) or not math.isfinite(lon):
         raise ValueError(f"coordinates must be finite{where}")
     if not -_LATITUDE_LIMIT <= lat <= _LATITUDE_LIMIT:

@@ -21,7 +21,7 @@ from tests.support.sse import Stream
 
 MAX_VERTICES = 10_000  # limits.max_polygon_vertices, default
 MAX_POINTS = 10_000  # PointCloudHandler max_points, default and ceiling
-CLOUD_BYTES = 61_440
+STORED_BYTES = 61_440  # canonical bytes of a stored polygon or point cloud
 
 DOCUMENT = with_changes(
     API_EXAMPLE,
@@ -62,6 +62,18 @@ def circle(vertices: int, radius: float, lat: float = 45.0, lon: float = 10.0) -
     return [*ring, ring[0]]
 
 
+def canonical_bytes(coordinates: list[list[float]]) -> int:
+    return len(json.dumps(coordinates, separators=(",", ":")))
+
+
+def polygon_at_the_byte_cap(radius: float) -> list[list[float]]:
+    """The stored polygon with the most vertices under 61,440 canonical bytes."""
+    vertices = MAX_VERTICES
+    while canonical_bytes(circle(vertices, radius)) > STORED_BYTES:
+        vertices -= 50
+    return circle(vertices, radius)
+
+
 def point_cloud_at_the_byte_cap() -> list[list[float]]:
     """The largest cloud under 61,440 canonical bytes, points scattered around 45,10."""
     points: list[list[float]] = []
@@ -69,7 +81,7 @@ def point_cloud_at_the_byte_cap() -> list[list[float]]:
     for index in range(MAX_POINTS):
         point = [round(44.0 + (index * 7 % 200) / 100, 2), round(9.0 + (index * 13 % 200) / 100, 2)]
         size += len(json.dumps(point, separators=(",", ":"))) + 1
-        if size > CLOUD_BYTES:
+        if size > STORED_BYTES:
             break
         points.append(point)
     return points
@@ -83,11 +95,19 @@ def notify(client: httpx.Client, event_type: str, identifier: dict[str, Any]) ->
 # -- caps ---------------------------------------------------------------------------------
 
 
-def test_polygon_over_the_vertex_cap_is_refused_on_notify(client: httpx.Client) -> None:
-    polygon = circle(MAX_VERTICES + 1, 1.0)
-    answer = notify(client, "storm_cell", {"date": "20260402", "time": "0", "polygon": polygon})
+def test_stored_polygon_over_its_caps_is_refused(client: httpx.Client) -> None:
+    identifier = {"date": "20260402", "time": "0"}
+    answer = notify(client, "storm_cell", {**identifier, "polygon": circle(MAX_VERTICES + 1, 1)})
     assert_client_error(answer, 400, "INVALID_NOTIFICATION_REQUEST")
-    assert "limits.max_polygon_vertices" in answer.json()["message"]
+    assert "maximum is 10000 (limits.max_polygon_vertices)" in answer.json()["message"]
+    # Under the vertex cap, over the stored size (one JetStream header block).
+    polygon = circle(MAX_VERTICES, 1.0)
+    answer = notify(client, "storm_cell", {**identifier, "polygon": polygon})
+    assert_client_error(answer, 400, "INVALID_NOTIFICATION_REQUEST")
+    assert answer.json()["message"] == (
+        f"field 'polygon' is {canonical_bytes(polygon)} bytes, maximum is 61440 bytes for a "
+        "stored spatial value"
+    )
     assert_still_serving(client)
 
 
@@ -128,14 +148,14 @@ def test_point_cloud_over_its_caps_is_refused(client: httpx.Client) -> None:
 
 
 class Replay(threading.Thread):
-    """Reads one replay stream to its end, signalling its opening and its completion."""
+    """Reads one replay stream to its end, signalling its opening and its first result."""
 
     def __init__(self, url: str, body: dict[str, Any]) -> None:
         super().__init__(name="heavy-replay", daemon=True)
         self.url = url
         self.body = body
         self.opened = threading.Event()
-        self.completed = threading.Event()
+        self.first_result = threading.Event()
         self.delivered = 0
         self.kinds: list[str] = []
         self.failure: BaseException | None = None
@@ -153,9 +173,8 @@ class Replay(threading.Thread):
                     if event.kind == "replay-control/replay_started":
                         self.opened.set()
                     elif event.kind == "replay":
+                        self.first_result.set()
                         self.delivered += 1
-                    elif event.kind == "replay-control/replay_completed":
-                        self.completed.set()
                     elif event.kind == "connection-closing":
                         break
         except BaseException as exc:  # reported by the test thread
@@ -176,7 +195,9 @@ def test_health_answers_during_a_worst_case_spatial_replay(
 ) -> None:
     """One full batch (replay_batch_size = 100) of maximum-size stored geometries matched
     against a maximum-size filter polygon: ``/health`` must answer while that batch is
-    being matched, i.e. before the replay completes."""
+    being matched, i.e. before the replay's first notification arrives (every record
+    matches, and a batch is delivered once it has been matched). Matching the batch on
+    the event loop fails this: ``/health`` then waits for the whole batch."""
     tag = f"heavy{uuid.uuid4().hex[:12]}"
     if kind == "polygons":
         event_type = "storm_cell"
@@ -184,7 +205,7 @@ def test_health_answers_during_a_worst_case_spatial_replay(
             datetime.date(2200, 1, 1) + datetime.timedelta(uuid.uuid4().int % 30_000)
         ).isoformat()
         # Concentric with the filter, so every record matches and is delivered.
-        ring = circle(MAX_VERTICES, 0.5)
+        ring = polygon_at_the_byte_cap(0.5)
         records = [{"date": day, "time": "0", "polygon": ring} for _ in range(100)]
         query: dict[str, Any] = {"date": day, "polygon": circle(MAX_VERTICES, 1.0)}
     else:
@@ -199,11 +220,11 @@ def test_health_answers_during_a_worst_case_spatial_replay(
     replay.start()
     assert replay.opened.wait(60), "the replay never opened"
     health = client.get("/health")
-    answered_before_completion = not replay.completed.is_set()
+    answered_while_matching = not replay.first_result.is_set()
     replay.join(120)
     assert replay.failure is None, replay.failure
     assert health.status_code == 200
-    assert answered_before_completion, "/health waited for the whole spatial replay"
+    assert answered_while_matching, "/health waited for the spatial matching of a batch"
     assert replay.delivered == len(records), replay.kinds[-3:]
     assert "replay-control/replay_completed" in replay.kinds
     assert_still_serving(client)
