@@ -89,6 +89,13 @@ def _canonical(
     if handler.spatial:
         if value is None:
             raise InvalidValue(f"Field '{key}' cannot be null")
+        if isinstance(value, dict):
+            if operation == "notify":
+                scalar_text(key, value, operation)  # raises the notify wording
+            raise InvalidValue(
+                f"Field '{key}' does not support constraint filters; expected a "
+                "[[lat, lon], ...] array or a string"
+            )
         return handler.canonicalise_value(value, schema.max_polygon_vertices)
     return handler.canonicalise(scalar_text(key, value, operation))
 
