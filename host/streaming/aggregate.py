@@ -57,7 +57,7 @@ class GroupCounts:
         # Topic token index of each grouped field in the topic: the fallback for records
         # stored without an identifier (other writers), as CloudEvents rebuild it.
         self._positions = {field: positions[field] for field in group_by if field in positions}
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: set[tuple[str, ...]] = set()
         self._counts: dict[GroupKey, int] = {}
         self.last_sequence: int | None = None
 
@@ -65,9 +65,12 @@ class GroupCounts:
         """Count ``record``; ``True`` when a count changed (its identifier is new)."""
         self.last_sequence = record.sequence
         metadata = record.metadata
+        # Spatial values are stored apart from the identifier entry.
         identity = (
             record.topic,
-            metadata.get("identifier") or metadata.get("spatial_geometry", ""),
+            metadata.get("identifier", ""),
+            metadata.get("spatial_geometry", ""),
+            metadata.get("spatial_point_cloud", ""),
         )
         if identity in self._seen:
             return False
@@ -208,16 +211,15 @@ class AggregateStream(EventStream):
         await self._close()
 
     def _emit(self, event: bytes, records: Iterable[StoredNotification]) -> None:
-        """Count instead of render (history pages and live records both come through here).
+        """Count instead of render (history pages and live records both come through here,
+        selected by the stream filter).
 
         Live, the first change after an update opens the debounce window: a timer wakes the
         watch's live loop at its end, and :meth:`_tick` then writes one update for it.
         """
-        accepts = self._filter.accepts
-        for record in records:
-            if accepts(record):
-                self._changed |= self._counts.add(record)
-                self._through = record.sequence
+        for record in records:  # already selected by the stream filter
+            self._changed |= self._counts.add(record)
+            self._through = record.sequence
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
             self._window = asyncio.get_running_loop().call_at(self._due, self._control.wake)
