@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import pyaviso
 import pytest
 
 from tests.conformance.schema_support import (
@@ -247,3 +248,32 @@ def test_point_cloud_stream_requests_refused(
 ) -> None:
     error = spatial.rejected(path, "swath", {"tag": "t", **identifier})
     assert error["message"].startswith(message), error
+
+
+# -- ECMWF's client ------------------------------------------------------------------------
+
+
+def test_pyaviso_sends_and_receives_coordinate_arrays(spatial: Harness) -> None:
+    """pyaviso 2.4.2 sends spatial values as arrays verbatim (notify and filters) and hands
+    the delivered identifier through."""
+    tag = unique_tag()
+    polygon = [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.0]]
+    with pyaviso.AvisoClient(base_url=spatial.server.url) as client:
+        client.notify(event_type="zone", identifier={"tag": tag, "polygon": polygon})
+        client.notify(event_type="zone", identifier={"tag": tag, "polygon": FAR})
+        client.notify(event_type="swath", identifier={"tag": tag, "point_cloud": [[47.3, 8.2]]})
+        spatial_filters = [
+            ("zone", {"tag": tag, "point": [47.5, 8.3]}),
+            ("zone", {"tag": tag, "polygon": [[47.1, 8.1], [47.2, 8.1], [47.2, 8.2], [47.1, 8.1]]}),
+            ("swath", {"tag": tag, "polygon": polygon}),
+        ]
+        received = []
+        for event_type, selection in spatial_filters:
+            request = pyaviso.WatchRequest.replay_only(event_type, 0).with_filter(selection)
+            with client.listen(request=request) as notifications:
+                received.append([notification.identifier for notification in notifications])
+    assert received == [
+        [{"tag": tag, "polygon": polygon}],
+        [{"tag": tag, "polygon": polygon}],
+        [{"tag": tag, "point_cloud": [[47.3, 8.2]]}],
+    ]
