@@ -156,7 +156,8 @@ def spatial_metadata(field: str, canonical: str) -> dict[str, str]:
             "for a stored spatial value"
         )
     coordinates = stored_coordinates(canonical)
-    assert coordinates is not None  # validated by the handler
+    if coordinates is None:  # a third-party handler's canonical form the store cannot read
+        raise InvalidValue(f"field '{field}' is not a list of coordinates that can be stored")
     min_lon, min_lat = coordinates.min(axis=0)
     max_lon, max_lat = coordinates.max(axis=0)
     bbox = ",".join(float_display(float(value)) for value in (min_lat, min_lon, max_lat, max_lon))
