@@ -53,7 +53,12 @@ class FieldHandler(ABC):
     """Constraint operators accepted on watch/replay; empty means scalars only."""
 
     spatial: ClassVar[bool] = False
-    """True when canonical values are polygons usable by the spatial filter."""
+    """True when values are coordinates: the handler implements ``canonicalise_value`` and
+    receives raw JSON values (arrays included) instead of scalar text."""
+
+    point_cloud: ClassVar[bool] = False
+    """True (with ``spatial``) when canonical values are point clouds, stored on notify and
+    matched against a subscriber's ``polygon``; otherwise a spatial value is a polygon."""
 
     def __init__(self, field: str, definition: Mapping[str, Any]) -> None:
         self.field = field
@@ -72,6 +77,11 @@ class FieldHandler(ABC):
         raise InvalidValue(
             f"Field '{self.field}' does not support constraint filters; expected scalar value"
         )
+
+    def canonicalise_value(self, value: Any, max_vertices: int | None) -> str:
+        """Spatial handlers only: the canonical text of a raw JSON value, or raise
+        :class:`InvalidValue`. ``max_vertices`` is the service's polygon vertex limit."""
+        raise NotImplementedError
 
     def polygon(self, canonical: str) -> Sequence[tuple[float, float]]:
         """Return the ``(lat, lon)`` vertices of a canonical value (spatial handlers only)."""

@@ -110,6 +110,10 @@ def check(path: str) -> None:
         settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
+    # Accepted, but worth acting on (e.g. what aviso-server 0.13 would refuse); on stderr
+    # so that stdout stays the effective configuration.
+    for warning in settings.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(
         yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
     )

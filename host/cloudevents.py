@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aviso_host.encoding import dumps
-from aviso_host.schemas import POLYGON, SchemaCatalog
+from aviso_host.filtering import stored_coordinates
+from aviso_host.identifiers import SPATIAL_METADATA
+from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.topics import TopicDecodeError, decode_topic
 from aviso_plugins.types import ACTOR_METADATA, StoredNotification
+
+# Characters of the canonical stored form of a polygon or point cloud, ``[[lat,lon],...]``
+# with float numbers. Text made of nothing else holds no quote, escape or brace, so it can
+# be inserted into JSON as it stands; the check costs a tenth of a regular expression's on
+# 60 KiB (replay renders up to 100 such records per batch on the event loop).
+_CANONICAL_CHARACTERS = str.maketrans("", "", "0123456789.-+e,[]")
+
+
+def _canonical_array(text: str) -> bool:
+    return (
+        text.startswith("[[") and text.endswith("]]") and not text.translate(_CANONICAL_CHARACTERS)
+    )
 
 
 class CloudEventError(ValueError):
@@ -56,6 +71,41 @@ def _publisher(record: StoredNotification) -> str:
     return f'"publisher":{dumps(username)},'
 
 
+def spatial_output(value: str) -> Any:
+    """A stored spatial value as delivered: ``[[lat, lon], ...]`` numbers (the stored text
+    when it cannot be read as coordinates, e.g. another writer's)."""
+    coordinates = stored_coordinates(value)
+    return value if coordinates is None else coordinates[:, ::-1].tolist()
+
+
+def with_spatial_arrays(identifier: str, metadata: Mapping[str, str], keys: Sequence[str]) -> str:
+    """The stored identifier JSON with the spatial values put back as JSON arrays.
+
+    Spatial values are stored apart (``spatial_geometry``, ``spatial_point_cloud``); older
+    records also hold them, as text, in the identifier. A value in the canonical form is
+    inserted as it is: polygons may have 10,000 vertices and this is the replay hot path.
+    """
+    try:
+        values = json.loads(identifier)
+    except ValueError:
+        return identifier
+    if not isinstance(values, dict):
+        return identifier
+    arrays: dict[str, str] = {}
+    for key in keys:
+        text = values.pop(key, None)
+        if not isinstance(text, str):
+            text = metadata.get(SPATIAL_METADATA.get(key, ""))
+        if text is None:
+            continue
+        arrays[key] = text if _canonical_array(text) else dumps(spatial_output(text))
+    members = (
+        f"{dumps(key)}:{arrays[key] if key in arrays else dumps(values[key])}"
+        for key in sorted({*values, *arrays})
+    )
+    return "{" + ",".join(members) + "}"
+
+
 class CloudEventRenderer:
     """Renders CloudEvents by splicing pre-encoded parts: this is the hot path of replay.
 
@@ -95,6 +145,9 @@ class CloudEventRenderer:
         identifier = record.metadata.get("identifier")
         if identifier:
             payload = record.payload or "null"
+            schema = self._catalog.get(event_type)
+            if schema is not None and schema.spatial_keys:
+                identifier = with_spatial_arrays(identifier, record.metadata, schema.spatial_keys)
         else:
             identifier = dumps(self._rebuilt_identifier(record, event_type))
             payload = dumps(_payload(record.payload))
@@ -107,7 +160,7 @@ class CloudEventRenderer:
             f'"specversion":"1.0","time":"{format_time(record.time_ns)}","type":{type_}}}'
         )
 
-    def _rebuilt_identifier(self, record: StoredNotification, event_type: str) -> dict[str, str]:
+    def _rebuilt_identifier(self, record: StoredNotification, event_type: str) -> dict[str, Any]:
         """Records written without identifier metadata: rebuild it from the topic tokens."""
         schema = self._catalog.get(event_type)
         if schema is None:
@@ -116,9 +169,11 @@ class CloudEventRenderer:
             tokens = decode_topic(record.topic)[1:]
         except TopicDecodeError as exc:
             raise CloudEventError("Failed to decode topic") from exc
-        rebuilt = {
+        rebuilt: dict[str, Any] = {
             key: value for key, value in zip(schema.topic_fields, tokens, strict=False) if value
         }
-        if "spatial_geometry" in record.metadata:
-            rebuilt[POLYGON] = record.metadata["spatial_geometry"]
+        for key in schema.spatial_keys:
+            text = record.metadata.get(SPATIAL_METADATA.get(key, "")) or rebuilt.get(key)
+            if text is not None:
+                rebuilt[key] = spatial_output(text)
         return rebuilt

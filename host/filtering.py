@@ -5,18 +5,29 @@ shapely runs last and only on what survived.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from shapely import Point, Polygon, prepared
+import numpy as np
+import shapely
+from shapely import Point, Polygon
 
-from aviso_plugins.geometry import parse_polygon_text
+from aviso_plugins.geometry import MIN_POLYGON_PAIRS, parse_polygon_value
 from aviso_plugins.topics import TopicDecodeError, TopicPattern, decode_token
 from aviso_plugins.types import ConstraintPredicate, StoredNotification
 
 WILDCARD = "*"
+
+INLINE_SPATIAL_CHARS = 200_000
+"""Stored geometry (characters) one batch may match on the event loop: about 10,000
+vertices, a few milliseconds of parsing."""
+
+# Shared by every stream: a bounded pool keeps many heavy replays from multiplying threads.
+_SPATIAL_WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aviso-spatial")
 
 
 def stored_identifier(record: StoredNotification) -> dict[str, str]:
@@ -70,14 +81,33 @@ def _bbox(record: StoredNotification) -> tuple[float, float, float, float] | Non
     return min_lon, min_lat, max_lon, max_lat
 
 
+def stored_coordinates(text: str) -> np.ndarray | None:
+    """``(N, 2)`` longitude/latitude columns of a stored polygon or point cloud.
+
+    Stored values were validated on notify, so numpy's parser is used instead of the
+    request grammar (it is several times faster on 10,000-vertex polygons); text that is
+    not two numbers per pair (another writer's) gives ``None``.
+    """
+    body = text.strip()
+    try:
+        if body.startswith("["):
+            values = np.asarray(json.loads(body), dtype=float)
+        else:
+            values = np.array(body.strip("()").split(","), dtype=float)
+        pairs = values.reshape(-1, 2)
+    except (ValueError, TypeError):
+        return None
+    return pairs[:, ::-1] if len(pairs) and np.isfinite(pairs).all() else None
+
+
 def _record_polygon(record: StoredNotification) -> Polygon | None:
     text = record.metadata.get("spatial_geometry")
     if text is None:
         return _payload_polygon(record.payload)
-    try:
-        return _polygon(parse_polygon_text(text))
-    except ValueError:
+    coordinates = stored_coordinates(text)
+    if coordinates is None or len(coordinates) < MIN_POLYGON_PAIRS:
         return None
+    return shapely.polygons(coordinates)
 
 
 def _payload_polygon(payload: str) -> Polygon | None:
@@ -88,7 +118,7 @@ def _payload_polygon(payload: str) -> Polygon | None:
         return None
     try:
         if isinstance(geometry, str):
-            return _polygon(parse_polygon_text(geometry))
+            return _polygon(parse_polygon_value(geometry))
         if isinstance(geometry, dict) and geometry.get("type") == "Polygon":
             ring = geometry["coordinates"][0]
             if len(ring) >= 3:
@@ -99,11 +129,16 @@ def _payload_polygon(payload: str) -> Polygon | None:
 
 
 class SpatialFilter:
-    """Point-in-polygon (interior only) or polygon-intersects-polygon (touching counts)."""
+    """Point-in-polygon (interior only), polygon-intersects-polygon (touching counts), or
+    polygon-covers-any-point of a point cloud (edges and vertices count).
+
+    The filter geometry is prepared once (GEOS builds its indexes), and every stored
+    geometry is rejected on its bounding box before it is parsed.
+    """
 
     def __init__(self, geometry: Point | Polygon, needs_bbox: bool) -> None:
         self._geometry = geometry
-        self._prepared = prepared.prep(geometry)
+        shapely.prepare(geometry)
         self._bounds = geometry.bounds
         self._needs_bbox = needs_bbox
 
@@ -116,18 +151,38 @@ class SpatialFilter:
     def for_polygon(cls, points: Sequence[tuple[float, float]]) -> SpatialFilter:
         return cls(_polygon(points), needs_bbox=True)
 
+    @staticmethod
+    def cost(record: StoredNotification) -> int:
+        """Characters of stored geometry a match may have to parse: the work estimate."""
+        metadata = record.metadata
+        return len(metadata.get("spatial_geometry") or metadata.get("spatial_point_cloud", ""))
+
     def accepts(self, record: StoredNotification) -> bool:
         bbox = _bbox(record)
         if bbox is None and self._needs_bbox:
             return False
         if bbox is not None and not _boxes_touch(bbox, self._bounds):
             return False
-        polygon = _record_polygon(record)
-        if polygon is None:
-            return False
+        try:
+            cloud = record.metadata.get("spatial_point_cloud")
+            if cloud is not None:
+                return self._covers_a_point(cloud)
+            polygon = _record_polygon(record)
+            if polygon is None:
+                return False
+            if isinstance(self._geometry, Point):
+                return bool(polygon.contains(self._geometry))
+            return bool(shapely.intersects(self._geometry, polygon))
+        except shapely.errors.GEOSException:
+            return False  # a stored ring GEOS cannot evaluate matches nothing
+
+    def _covers_a_point(self, cloud: str) -> bool:
         if isinstance(self._geometry, Point):
-            return polygon.contains(self._geometry)
-        return self._prepared.intersects(polygon)
+            return False  # point filters are refused on point-cloud schemas
+        points = stored_coordinates(cloud)
+        if points is None:
+            return False
+        return bool(shapely.intersects_xy(self._geometry, points[:, 0], points[:, 1]).any())
 
 
 def _boxes_touch(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
@@ -157,3 +212,20 @@ class StreamFilter:
             if not all(item.accepts(record, identifier) for item in self.fields):
                 return False
         return self.spatial is None or self.spatial.accepts(record)
+
+    async def select(self, records: Sequence[StoredNotification]) -> list[StoredNotification]:
+        """The accepted records, in order; the way streams filter a batch.
+
+        Spatial matching of a batch that may parse more than ``INLINE_SPATIAL_CHARS`` of
+        stored geometry runs on the spatial worker threads instead of the event loop
+        (shapely and numpy release the GIL for most of it), so one request replaying large
+        polygons cannot stall every other client. A stream awaits one batch at a time, so
+        each request occupies at most one worker.
+        """
+        if self.spatial is None or sum(map(SpatialFilter.cost, records)) <= INLINE_SPATIAL_CHARS:
+            return self._select_now(records)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_SPATIAL_WORKERS, self._select_now, records)
+
+    def _select_now(self, records: Sequence[StoredNotification]) -> list[StoredNotification]:
+        return [record for record in records if self.accepts(record)]

@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aviso_host.encoding import dumps
-from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter
-from aviso_host.schemas import POINT, POLYGON, EventSchema, SchemaCatalog
-from aviso_plugins.geometry import bounding_box
+from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
+from aviso_host.schemas import POINT, POINT_CLOUD, POLYGON, EventSchema, SchemaCatalog
+from aviso_plugins.geometry import MAX_STORED_COORDINATES_BYTES, parse_polygon_value
 from aviso_plugins.numbers import float_display, json_scalar_text
 from aviso_plugins.topics import TopicPattern, build_topic
 from aviso_plugins.types import (
@@ -88,10 +88,11 @@ def check_identifier_values(
 ) -> None:
     """Every key and every scalar inside every value, constraint operands included.
 
-    The schema's polygon is left to the vertex limit and the topic size: a polygon of a
-    few dozen vertices already exceeds a value limit sized for names and dates.
+    Spatial values (a polygon or point cloud, and the polygon filter of a point-cloud
+    schema) are left to the vertex/point limits and the stored-size cap: a polygon of a few
+    dozen vertices already exceeds a value limit sized for names and dates.
     """
-    spatial = schema.spatial_field if schema is not None else None
+    spatial = _spatial_keys(schema) if schema is not None else frozenset()
     for key, value in identifier.items():
         if len(key.encode("utf-8", "surrogatepass")) > max_bytes:
             # Not echoed: the key is the oversized thing.
@@ -100,10 +101,22 @@ def check_identifier_values(
                 "(limits.max_identifier_value_bytes)"
             )
         check_value_text(key, key, max_bytes)
-        if spatial is not None and key == spatial.field:
+        if key in spatial:
             continue
         for text in _scalar_texts(value):
             check_value_text(key, text, max_bytes)
+
+
+def _point_cloud_filter(schema: EventSchema, key: str) -> bool:
+    """``polygon`` on a point-cloud schema is the filter standing for ``point_cloud``."""
+    return key == POLYGON and schema.point_cloud_field is not None
+
+
+def _spatial_keys(schema: EventSchema) -> frozenset[str]:
+    keys = {key for key, handler in schema.fields.items() if handler.spatial or handler.point_cloud}
+    if schema.point_cloud_field is not None:
+        keys.add(POLYGON)
+    return frozenset(keys)
 
 
 def _scalar_texts(value: Any) -> Iterator[str]:
@@ -168,18 +181,46 @@ def plan_notification(
         if key not in identifier:
             raise InvalidValue(f"Required field '{key}' missing for notify operation")
     canonical = {
-        key: handler.canonicalise(scalar_text(key, identifier[key], "notify"))
+        key: _canonical(schema, key, handler, identifier[key], "notify")
         for key, handler in schema.fields.items()
     }
     if schema.payload_required and payload is None:
         raise InvalidValue("Payload is required for notify operation based on schema configuration")
-    topic = build_topic([schema.base, *(canonical[key] for key in schema.topic_fields)])
+    tokens = [schema.base, *(canonical[key] for key in schema.topic_fields)]
+    # Spatial values travel once, in their own metadata entries (the renderer puts them
+    # back): JetStream headers hold 64 KiB in all.
+    apart = {
+        key: canonical[key]
+        for key, handler in (
+            (POLYGON, schema.spatial_field),
+            (POINT_CLOUD, schema.point_cloud_field),
+        )
+        if handler is not None
+    }
+    metadata = _metadata({key: value for key, value in canonical.items() if key not in apart})
+    for key, value in apart.items():
+        metadata.update(spatial_metadata(key, value))
+    topic = build_topic(tokens)
     check_topic_size(topic)
-    metadata = _metadata(canonical)
-    spatial = schema.spatial_field
-    if spatial is not None:
-        metadata.update(spatial_metadata(spatial, canonical[POLYGON]))
     return PlannedNotification(topic, dumps(payload), metadata)
+
+
+def _canonical(
+    schema: EventSchema, key: str, handler: FieldHandler, value: Any, operation: str
+) -> str:
+    """Spatial handlers take the raw JSON value (coordinate arrays); others scalar text."""
+    if handler.spatial:
+        if value is None:
+            raise InvalidValue(f"Field '{key}' cannot be null")
+        if isinstance(value, dict):
+            if operation == "notify":
+                scalar_text(key, value, operation)  # raises the notify wording
+            raise InvalidValue(
+                f"Field '{key}' does not support constraint filters; expected a "
+                "[[lat, lon], ...] array or a string"
+            )
+        return handler.canonicalise_value(value, schema.max_polygon_vertices)
+    return handler.canonicalise(scalar_text(key, value, operation))
 
 
 class CatalogPlanner:
@@ -235,10 +276,25 @@ def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     return {"identifier": dumps({key: value for key, value in canonical.items() if value})}
 
 
-def spatial_metadata(handler: FieldHandler, polygon: str) -> dict[str, str]:
-    min_lat, min_lon, max_lat, max_lon = bounding_box(handler.polygon(polygon))
-    bbox = ",".join(float_display(value) for value in (min_lat, min_lon, max_lat, max_lon))
-    return {"spatial_geometry": polygon, "spatial_bbox": bbox}
+SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}
+"""The metadata entry holding each stored spatial value (aviso-server's header names)."""
+
+
+def spatial_metadata(field: str, canonical: str) -> dict[str, str]:
+    """The stored spatial value and its bounding box; ``canonical`` was validated."""
+    size = len(canonical.encode())
+    if size > MAX_STORED_COORDINATES_BYTES:
+        raise InvalidValue(
+            f"field '{field}' is {size} bytes, maximum is {MAX_STORED_COORDINATES_BYTES} bytes "
+            "for a stored spatial value"
+        )
+    coordinates = stored_coordinates(canonical)
+    if coordinates is None:  # a third-party handler's canonical form the store cannot read
+        raise InvalidValue(f"field '{field}' is not a list of coordinates that can be stored")
+    min_lon, min_lat = coordinates.min(axis=0)
+    max_lon, max_lat = coordinates.max(axis=0)
+    bbox = ",".join(float_display(float(value)) for value in (min_lat, min_lon, max_lat, max_lon))
+    return {SPATIAL_METADATA[field]: canonical, "spatial_bbox": bbox}
 
 
 # -- watch / replay ----------------------------------------------------------------------
@@ -256,23 +312,25 @@ def plan_stream_filter(
         return _generic_stream_filter(event_type, identifier, point)
     for key in identifier:
         # ``point`` is the reserved watch/replay-only spatial filter, checked before.
-        if key not in schema.fields and key != POINT:
+        if key not in schema.fields and key != POINT and not _point_cloud_filter(schema, key):
             raise InvalidValue(f"Unknown field '{key}' provided for {operation} operation")
     values: dict[str, str] = {}
     requested: dict[str, str] = {}
     constraints: dict[str, ConstraintPredicate] = {}
-    request_polygon: list[tuple[float, float]] | None = None
+    request_polygon = _point_cloud_polygon(schema, identifier, operation, point, requested)
     for key, handler in schema.fields.items():
+        if handler.point_cloud:
+            continue
         if key not in identifier:
             if handler.required and not (key == POLYGON and point is not None):
                 raise InvalidValue(f"Required field '{key}' missing for {operation} operation")
             continue
         value = identifier[key]
-        if isinstance(value, dict):
+        if isinstance(value, dict) and not handler.spatial:
             constraints[key] = _compile_constraint(handler, value)
             requested[key] = dumps(value)
             continue
-        canonical = handler.canonicalise(scalar_text(key, value, operation))
+        canonical = _canonical(schema, key, handler, value, operation)
         requested[key] = canonical
         if handler is schema.spatial_field:
             request_polygon = list(handler.polygon(canonical))
@@ -295,6 +353,34 @@ def plan_stream_filter(
     return StreamFilter(
         event_type, pattern, tuple(filters), _spatial(point, request_polygon), requested
     )
+
+
+def _point_cloud_polygon(
+    schema: EventSchema,
+    identifier: Mapping[str, Any],
+    operation: str,
+    point: tuple[float, float] | None,
+    requested: dict[str, str],
+) -> list[tuple[float, float]] | None:
+    """On a point-cloud schema the subscriber's ``polygon`` stands for ``point_cloud``."""
+    if schema.point_cloud_field is None:
+        return None
+    if POINT_CLOUD in identifier:
+        raise InvalidValue("identifier.point_cloud is only supported for notify")
+    if point is not None:
+        raise InvalidValue("identifier.point is not supported for point-cloud schemas")
+    value = identifier.get(POLYGON)
+    if value is None:
+        raise InvalidValue(
+            f"Required field '{POINT_CLOUD}' missing for {operation} operation: "
+            "send identifier.polygon to select notifications by their points"
+        )
+    try:
+        polygon = parse_polygon_value(value, schema.max_polygon_vertices)
+    except ValueError as exc:
+        raise InvalidValue(f"field '{POLYGON}' must be a valid polygon: {exc}", str(exc)) from exc
+    requested[POLYGON] = value if isinstance(value, str) else dumps(value)
+    return polygon
 
 
 def _compile_constraint(handler: FieldHandler, constraint: dict[str, Any]) -> ConstraintPredicate:

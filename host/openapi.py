@@ -129,7 +129,11 @@ raw body is always parsed as JSON. Bodies over 256 KiB are refused with 413.
 * `event_type` (required): the stream.
 * `identifier` (required): on notify, the values to validate and store; on watch and
   replay, the filter: scalars, constraint objects (`{"gte": 4}`) on Int/Float/Enum fields,
-  and a `point` (`"lat,lon"`) or `polygon` spatial filter.
+  and a `point` or `polygon` spatial filter. Spatial values are coordinate arrays, latitude
+  first: a polygon `[[lat, lon], ...]` (at least 4 pairs, first = last, at most
+  `limits.max_polygon_vertices`), a point `[lat, lon]`; the legacy text `"lat,lon,..."` and a
+  string holding the JSON array are accepted too. A `point_cloud` field (notify only) is a
+  non-empty array of pairs; watch/replay select point clouds with a `polygon`.
 * `from_id`: watch/replay start cursor, a sequence number as a string (inclusive).
 * `from_date`: watch/replay start cursor, an RFC 3339 or space-separated datetime, or Unix
   seconds / milliseconds (inclusive).
@@ -197,7 +201,8 @@ the 200 is sent, so failures arrive as ordinary JSON responses.
 * `notifications-skipped`: `{"type":"notifications_skipped", "topic", "skipped",
   "first_skipped_sequence", "last_skipped_sequence", "timestamp"}` (`on_backpressure: drop`).
 
-CloudEvents (specversion 1.0) have the keys `data` (`identifier`, `payload`),
+CloudEvents (specversion 1.0) have the keys `data` (`identifier`: canonical strings, except
+spatial values (`polygon`, `point_cloud`), which are arrays of `[lat, lon]` numbers; `payload`),
 `datacontenttype`, `dataschema`, `id` (`<event_type>@<sequence>`), `sequence`, `source`,
 `specversion`, `time` and `type` (`int.ecmwf.aviso.<event_type>`), plus the extension
 `publisher` (the username of an authenticated publisher; absent for anonymous publishes).
@@ -348,7 +353,7 @@ def _notify_operation() -> Doc:
                 "identifier": {
                     "date": "20260402",
                     "time": "12",
-                    "polygon": "(47.0,8.0,47.6,8.0,47.6,8.9,47.0,8.9,47.0,8.0)",
+                    "polygon": [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.9], [47.0, 8.0]],
                 },
                 "payload": {"cell": "A17", "severity": "moderate"},
             },
@@ -411,7 +416,7 @@ def _watch_operation() -> Doc:
             },
             "catch_up_then_live": {
                 "event_type": "storm_cell",
-                "identifier": {"time": "12", "point": "47.3,8.5"},
+                "identifier": {"time": "12", "point": [47.3, 8.5]},
                 "from_date": "2026-04-01T00:00:00Z",
             },
         },
@@ -902,7 +907,8 @@ def _body_schemas() -> Doc:
             "event_type": {"type": "string", "description": "A configured schema key."},
             "identifier": {
                 "type": "object",
-                "description": "Field name to value (or, on watch/replay, constraint).",
+                "description": "Field name to value (or, on watch/replay, constraint); "
+                "spatial values are `[lat, lon]` arrays or text, see above.",
                 "additionalProperties": True,
             },
             "from_id": {
@@ -1026,6 +1032,7 @@ def _discovery_schemas() -> Doc:
                         "FloatHandler",
                         "ExpverHandler",
                         "PolygonHandler",
+                        "PointCloudHandler",
                     ],
                 },
                 "required": {"type": "boolean"},
@@ -1045,6 +1052,10 @@ def _discovery_schemas() -> Doc:
                     "description": "IntHandler / FloatHandler: `[min, max]`.",
                 },
                 "default": {"type": ["string", "null"], "description": "ExpverHandler."},
+                "max_points": {
+                    "type": ["integer", "null"],
+                    "description": "PointCloudHandler: points per notification (at most 10000).",
+                },
             },
         },
         "SchemaEntry": {

@@ -12,6 +12,7 @@ from aviso_plugins.types import FieldHandler
 
 POINT = "point"
 POLYGON = "polygon"
+POINT_CLOUD = "point_cloud"
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class EventSchema:
     event_type: str
     fields: Mapping[str, FieldHandler]
     settings: SchemaSettings
+    max_polygon_vertices: int = 10_000
+    """``limits.max_polygon_vertices``: checked on stored and filter polygons."""
 
     @property
     def base(self) -> str:
@@ -45,6 +48,17 @@ class EventSchema:
         handler = self.fields.get(POLYGON)
         return handler if handler is not None and handler.spatial else None
 
+    @property
+    def point_cloud_field(self) -> FieldHandler | None:
+        """The handler of the field named ``point_cloud`` when it is a point-cloud handler."""
+        handler = self.fields.get(POINT_CLOUD)
+        return handler if handler is not None and handler.point_cloud else None
+
+    @property
+    def spatial_keys(self) -> tuple[str, ...]:
+        """Fields whose values are coordinates (delivered as JSON arrays)."""
+        return tuple(name for name, handler in self.fields.items() if handler.spatial)
+
     def describe(self) -> dict[str, Any]:
         payload = self.settings.payload_required
         return {
@@ -67,6 +81,7 @@ class SchemaCatalog:
                     for field, definition in schema.identifier.items()
                 },
                 schema,
+                settings.limits.max_polygon_vertices,
             )
             for name, schema in settings.schemas.items()
         }

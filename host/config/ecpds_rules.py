@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from aviso_host.config.errors import at
+from aviso_host.config.errors import at, key_path
 from aviso_host.config.hygiene import require_clean
 from aviso_host.config.redact import mask_url_credentials
+from aviso_plugins.types import FieldHandler
 
 PLUGIN = "ecpds"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -60,6 +61,38 @@ def check_ecpds(ecpds: Mapping[str, Any] | None, schemas: Mapping[str, Mapping[s
     for key in _POSITIVE:
         if ecpds.get(key) == 0:
             raise at((PLUGIN, key), "must be greater than 0")
+
+
+def match_key_warnings(
+    ecpds: Mapping[str, Any] | None,
+    schemas: Mapping[str, Mapping[str, Any]],
+    handlers: Mapping[str, type[FieldHandler]],
+) -> list[str]:
+    """Run after :func:`check_ecpds`: what aviso-server 0.13 refuses about ``match_key``
+    but 0.7.1 accepted (outside ``key_order``, a polygon) is a warning; a point cloud,
+    new in 0.11, fails."""
+    streams = plugin_streams(schemas)
+    if ecpds is None or not streams:
+        return []
+    match_key = ecpds["match_key"]
+    warnings: list[str] = []
+    for event_type in streams:
+        schema = schemas[event_type]
+        path = ("notification_schema", event_type, "identifier", match_key)
+        handler = handlers[schema["identifier"][match_key]["type"]]
+        if handler.point_cloud:
+            raise at(path, "the ecpds match_key cannot be a point cloud")
+        if handler.spatial:
+            warnings.append(
+                f"{key_path(path)}: the ecpds match_key is a spatial field; aviso-server 0.13 "
+                "refuses this"
+            )
+        elif "topic" in schema and match_key not in schema["topic"]["key_order"]:
+            warnings.append(
+                f"{key_path((PLUGIN, 'match_key'))}: {match_key!r} is not in the key_order of "
+                f"{event_type!r}; aviso-server 0.13 requires the match_key in key_order"
+            )
+    return warnings
 
 
 def _check_servers(servers: Sequence[str]) -> None:

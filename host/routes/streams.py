@@ -37,7 +37,7 @@ from aviso_host.schemas import POINT, POLYGON
 from aviso_host.service import Service
 from aviso_host.streaming.control import LiveQueue, StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
-from aviso_plugins.geometry import parse_point_text
+from aviso_plugins.geometry import parse_point_value
 from aviso_plugins.numbers import json_scalar_text
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import InvalidValue, StartCursor, Subscription
@@ -78,11 +78,11 @@ def spatial_point(identifier: dict[str, Any]) -> tuple[float, float] | None:
     if POINT not in identifier:
         return None
     value = identifier[POINT]
-    if value is None or isinstance(value, dict | list):
-        kind = "null" if value is None else type(value).__name__
-        raise InvalidValue(f"identifier.point must be a scalar value: got {kind}")
+    if value is None or isinstance(value, dict):
+        kind = "null" if value is None else "object"
+        raise InvalidValue(f"identifier.point must be a [lat, lon] array or a string: got {kind}")
     try:
-        return parse_point_text(json_scalar_text(value))
+        return parse_point_value(value if isinstance(value, list) else json_scalar_text(value))
     except ValueError as exc:
         raise InvalidValue(
             f"identifier.point must be a valid 'lat,lon' coordinate pair: {exc}"

@@ -75,7 +75,7 @@ class GroupCounts:
         # Topic token index of each grouped field in the topic: the fallback for records
         # stored without an identifier (other writers), as CloudEvents rebuild it.
         self._positions = {field: positions[field] for field in group_by if field in positions}
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: set[tuple[str, ...]] = set()
         self._counts: dict[GroupKey, int] = {}
         self._order: list[GroupKey] = []
         self._texts: dict[GroupKey, str] = {}
@@ -89,9 +89,12 @@ class GroupCounts:
         """
         self.last_sequence = record.sequence
         metadata = record.metadata
+        # Spatial values are stored apart from the identifier entry.
         identity = (
             record.topic,
-            metadata.get("identifier") or metadata.get("spatial_geometry", ""),
+            metadata.get("identifier", ""),
+            metadata.get("spatial_geometry", ""),
+            metadata.get("spatial_point_cloud", ""),
         )
         if identity in self._seen:
             return False
@@ -256,21 +259,20 @@ class AggregateStream(EventStream):
     def _emit(
         self, event: bytes, records: Iterable[StoredNotification], budget: int | None = None
     ) -> int:
-        """Count instead of render (history pages and live records both come through here).
+        """Count instead of render (history pages and live records both come through here,
+        selected by the stream filter).
 
         Live, the first change after an update opens the debounce window: a timer wakes the
         watch's live loop at its end, and :meth:`_tick` then writes one update for it.
         """
-        accepts = self._filter.accepts
         counted = 0
         try:
             for record in records:
-                if accepts(record):
-                    self._changed |= self._counts.add(record)
-                    self._through = record.sequence
-                    counted += 1
-                    if counted == budget:
-                        break
+                self._changed |= self._counts.add(record)
+                self._through = record.sequence
+                counted += 1
+                if counted == budget:
+                    break
         except GroupLimitReached:
             self._control.stop(GROUP_LIMIT_REACHED)
             return counted

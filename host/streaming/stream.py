@@ -301,7 +301,7 @@ class EventStream:
                 self._fetched_through = records[-1].sequence
                 if self._live is not None and self._bound is None:
                     self._live.discard_through(self._fetched_through)
-            pending = iter(records)
+            pending = iter(await self._filter.select(records))
             if self._delivered < cap:
                 self._delivered += self._emit(frames.REPLAY, pending, cap - self._delivered)
             if self._delivered >= cap and self._deliverable(pending):
@@ -326,11 +326,8 @@ class EventStream:
         self._metrics.stream_error()
 
     def _deliverable(self, records: Iterator[StoredNotification]) -> bool:
-        """Whether one of ``records`` would be delivered (matches and renders)."""
-        accepts = self._filter.accepts
+        """Whether one of ``records`` (already selected by the filter) would be delivered."""
         for record in records:
-            if not accepts(record):
-                continue
             try:
                 self._renderer.render(record)
             except CloudEventError:
@@ -373,7 +370,8 @@ class EventStream:
                     self._topic, skipped.count, skipped.first, skipped.last
                 )
                 self._metrics.notifications_skipped(skipped.count)
-            self._emit(frames.LIVE, (record for record in records if record.sequence > high_water))
+            fresh = [record for record in records if record.sequence > high_water]
+            self._emit(frames.LIVE, await self._filter.select(fresh))
             if live.ended is not None and not self._out:
                 self._control.stop("end_of_stream")
                 return
@@ -438,16 +436,13 @@ class EventStream:
     def _emit(
         self, event: bytes, records: Iterable[StoredNotification], budget: int | None = None
     ) -> int:
-        """Write the matching ``records``; return how many were delivered.
+        """Frame records the filter already selected; return how many were delivered.
 
         With a ``budget``, stop taking records from ``records`` once that many were
         delivered (what is left of an iterator is then still unread).
         """
-        accepts = self._filter.accepts
         sent = 0
         for record in records:
-            if not accepts(record):
-                continue
             try:
                 self._out += frames.frame(event, self._renderer.render(record))
                 self._through = record.sequence

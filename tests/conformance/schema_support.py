@@ -35,6 +35,8 @@ REPLAY_CODE = "INVALID_REPLAY_REQUEST"
 
 # The notification polygon of items 55-58: the square lat 0..10, lon 0..10.
 SQUARE = "(0,0,0,10,10,10,10,0,0,0)"
+SQUARE_ARRAY = [[0.0, 0.0], [0.0, 10.0], [10.0, 10.0], [10.0, 0.0], [0.0, 0.0]]
+"""``SQUARE`` as delivered: CloudEvents show spatial values as JSON arrays (0.11+)."""
 
 _BASE_DOCUMENT: dict[str, Any] = {
     "application": {"host": "127.0.0.1", "port": 0},
@@ -291,7 +293,7 @@ class Harness:
 
     # -- canonical values through a round trip
 
-    def gauge_canonical(self, field: str, value: Any) -> str:
+    def gauge_canonical(self, field: str, value: Any) -> Any:
         """Notify ``river_gauge`` with ``field = value``; return the replayed canonical value."""
         identifier = gauge_identifier(**{field: value})
         if field != "obs_date":

@@ -570,8 +570,10 @@ def test_item_49_control_timestamps_are_whole_seconds(custom: httpx.Client) -> N
 
 def test_item_50_point_filter_replay(client: httpx.Client) -> None:
     day = unique_date()
-    # Unusual but valid spacing proves the polygon is echoed byte for byte.
+    # Unusual but valid spacing: accepted, and delivered as the array (upstream 0.11+; this
+    # test pinned the text echoed byte for byte before).
     inside = "(47.0,8.0, 47.6,8.0, 47.6,8.9, 47.0,8.9, 47.0,8.0)"
+    zurich = [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.9], [47.0, 8.0]]
     for polygon, cell in (
         (inside, "in"),
         (POLYGON_ELSEWHERE, "out"),
@@ -589,11 +591,11 @@ def test_item_50_point_filter_replay(client: httpx.Client) -> None:
     cells = [event.data["data"]["payload"]["cell"] for event in result.notifications()]
     assert cells == ["in", "in2"]
     polygons = [event.data["data"]["identifier"]["polygon"] for event in result.notifications()]
-    assert polygons == [inside, POLYGON_AROUND_ZURICH]
+    assert polygons == [zurich, zurich]
     identifier = result.notifications()[1].data["data"]["identifier"]
     assert identifier == {
         "date": day.replace("-", ""),
-        "polygon": POLYGON_AROUND_ZURICH,
+        "polygon": zurich,
         "time": "1200",
     }
     assert result.events[0].data["topic"] == f"storm.{day.replace('-', '')}.*"

@@ -34,7 +34,7 @@ BASE_URL = "http://localhost:8000"  # application.base_url in that file
 POLYGON = "(52.5,13.4,52.6,13.5,52.4,13.6,52.5,13.4)"
 
 # (event_type, notified identifier, payload, replay identifier, canonical identifier)
-EVENTS: list[tuple[str, dict[str, Any], Any, dict[str, Any], dict[str, str]]] = [
+EVENTS: list[tuple[str, dict[str, Any], Any, dict[str, Any], dict[str, Any]]] = [
     (
         "dissemination",
         {
@@ -90,7 +90,12 @@ EVENTS: list[tuple[str, dict[str, Any], Any, dict[str, Any], dict[str, str]]] = 
         {"date": "20250115", "time": "1200", "polygon": POLYGON},
         "storm cell over Berlin",
         {"date": "20250115", "point": "52.5,13.5"},
-        {"date": "20250115", "time": "1200", "polygon": POLYGON},
+        # Delivered as an array since upstream 0.11 (this expected the producer's string).
+        {
+            "date": "20250115",
+            "time": "1200",
+            "polygon": [[52.5, 13.4], [52.6, 13.5], [52.4, 13.6], [52.5, 13.4]],
+        },
     ),
 ]
 

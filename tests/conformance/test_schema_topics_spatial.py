@@ -20,6 +20,7 @@ from tests.conformance.schema_support import (
     PERMISSIVE_CONFIG,
     REPLAY,
     SQUARE,
+    SQUARE_ARRAY,
     WATCH,
     Harness,
     gauge_identifier,
@@ -212,7 +213,9 @@ def test_item_54_point_on_required_polygon_schema_filters(gauge: Harness) -> Non
     tag = unique_tag()
     gauge.notify_ok("zone", {"tag": tag, "polygon": SQUARE})
     gauge.notify_ok("zone", {"tag": tag, "polygon": "(20,20,20,30,30,30,30,20,20,20)"})
-    assert gauge.replay_values("zone", {"tag": tag, "point": "5,5"}, "polygon") == [SQUARE]
+    assert gauge.replay_values("zone", {"tag": tag, "point": "5,5"}, "polygon") == [
+        SQUARE_ARRAY  # delivered as an array since upstream 0.11 (was the producer's string)
+    ]
 
 
 # -- spatial filtering (items 55-59) -----------------------------------------------------
@@ -241,7 +244,7 @@ def spatial_matches(gauge: Harness, station: str, spatial: dict[str, str]) -> li
 def test_item_55_point_in_interior_only(
     gauge: Harness, square_station: str, point: str, matches: bool
 ) -> None:
-    expected = [SQUARE] if matches else []
+    expected = [SQUARE_ARRAY] if matches else []
     assert spatial_matches(gauge, square_station, {"point": point}) == expected
 
 
@@ -257,7 +260,7 @@ def test_item_55_point_in_interior_only(
 def test_item_56_polygon_intersection_touching_counts(
     gauge: Harness, square_station: str, polygon: str, matches: bool
 ) -> None:
-    expected = [SQUARE] if matches else []
+    expected = [SQUARE_ARRAY] if matches else []
     assert spatial_matches(gauge, square_station, {"polygon": polygon}) == expected
 
 
@@ -267,7 +270,7 @@ def test_item_56_polygon_intersection_touching_counts(
     ids=["request-inside", "request-contains"],
 )
 def test_item_57_containment_matches(gauge: Harness, square_station: str, polygon: str) -> None:
-    assert spatial_matches(gauge, square_station, {"polygon": polygon}) == [SQUARE]
+    assert spatial_matches(gauge, square_station, {"polygon": polygon}) == [SQUARE_ARRAY]
 
 
 def test_item_55_point_filter_live(gauge: Harness) -> None:
@@ -354,10 +357,13 @@ def test_item_59_spatial_metadata_and_delivered_polygon(gauge: Harness) -> None:
     assert record.metadata["spatial_bbox"] == "46.9,8.2,47.4,9"
     assert record.metadata["spatial_geometry"] == polygon
     assert record.payload == "null"  # the payload is never modified
+    # Delivered as a JSON array of numbers whatever the input form (upstream 0.11+; this
+    # test pinned the producer's string, 0.7.1's output, before).
+    delivered = [[47.1, 8.2], [47.4, 8.6], [47.2, 9.0], [46.9, 8.5], [47.1, 8.2]]
     [seen] = gauge.replay_identifiers("river_gauge", {"basin": "rhine", "station": station})
-    assert seen["polygon"] == polygon
+    assert seen["polygon"] == delivered
     # The stored polygon is usable by the point filter.
     [seen] = gauge.replay_identifiers(
         "river_gauge", {"basin": "rhine", "station": station, "point": "47.2,8.5"}
     )
-    assert seen["polygon"] == polygon
+    assert seen["polygon"] == delivered
