@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from itertools import accumulate
 from typing import Any
 
 # Encoder and decoder instances are built once: json.dumps/json.loads with options build a
@@ -52,3 +54,23 @@ def loads(data: bytes | str) -> Any:
         except UnicodeEncodeError as exc:
             raise ValueError("lone surrogate in string escape") from exc
     return value
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# Brackets become +1 / -1 (as signed bytes), everything else is deleted.
+_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def nesting_exceeds(data: bytes, limit: int) -> bool:
+    """Whether the arrays/objects of a JSON text nest deeper than ``limit``, found without
+    parsing it (the parser recurses and fails with ``RecursionError`` near 1,000 levels).
+
+    A text with no more brackets than ``limit`` cannot nest deeper: counting them is one C
+    pass, which is all an ordinary body costs. Only bracket-rich texts are scanned: strings
+    removed, then a running sum over the brackets.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
+    return max(accumulate(memoryview(brackets).cast("b")), default=0) > limit

@@ -142,3 +142,58 @@ def json_response(
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
     )
     return response
+
+
+# -- Refusals at the HTTP edge (docs/guarantees.md, "Limits at the HTTP edge") ------------
+
+
+def payload_too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        "PAYLOAD_TOO_LARGE",
+        "Payload Too Large",
+        f"Request body exceeds the limit of {limit} bytes",
+        event_name="api.request.refused",
+    )
+
+
+def header_fields_too_large(limit: int) -> ApiError:
+    return ApiError(
+        431,
+        "HEADER_FIELDS_TOO_LARGE",
+        "Request Header Fields Too Large",
+        f"Request head exceeds the limit of {limit} bytes",
+        event_name="api.request.refused",
+    )
+
+
+def request_head_timeout(seconds: float) -> ApiError:
+    return ApiError(
+        408,
+        "REQUEST_TIMEOUT",
+        "Request Timeout",
+        f"Request head not completed within {seconds:g} seconds",
+        event_name="api.request.refused",
+    )
+
+
+def too_many_connections(retry_after: int) -> ApiError:
+    return ApiError(
+        503,
+        "SERVICE_UNAVAILABLE",
+        "service_unavailable",
+        "Too many open connections; retry later",
+        event_name="api.request.refused",
+        headers=(("Retry-After", str(retry_after)),),
+    )
+
+
+def internal_error() -> ApiError:
+    """What an unexpected failure answers: nothing about its cause reaches the client."""
+    return ApiError(
+        500,
+        "INTERNAL_ERROR",
+        "internal_error",
+        "Internal server error",
+        event_name="api.request.unhandled",
+    )

@@ -67,7 +67,8 @@ def _debounce_ms(extras: dict[str, Any]) -> int:
 @api_endpoint
 async def aggregate(request: Request) -> ASGIApp:
     service = service_of(request)
-    body = parse_body(await read_body(request), ENDPOINT, AGGREGATE_FIELDS)
+    max_depth = service.settings.limits.max_json_depth
+    body = parse_body(await read_body(request), ENDPOINT, AGGREGATE_FIELDS, max_depth)
     group_by = _group_by(dict(body.extras))
     debounce_ms = _debounce_ms(dict(body.extras))
     schema = schema_for(service, body)
