@@ -14,8 +14,7 @@ import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aviso_host.encoding import dumps
-from aviso_host.errors import payload_too_large
+from aviso_host.errors import payload_too_large, send_error
 from aviso_host.logs import log_event
 from aviso_host.requests import BodyTooLarge
 
@@ -55,13 +54,5 @@ class BodyLimitMiddleware:
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         error = payload_too_large(self.max_body_bytes)
-        request_id = scope["state"]["request_id"]
         log_event(error.event_name, error.message, logging.WARNING, code=error.code)
-        body = dumps(error.body(request_id)).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(error, scope["state"]["request_id"], send)

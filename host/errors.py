@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from starlette.responses import Response
+from starlette.types import Send
 
 from aviso_host.encoding import dumps
 
@@ -183,6 +184,7 @@ def too_many_connections(retry_after: int) -> ApiError:
         "SERVICE_UNAVAILABLE",
         "service_unavailable",
         "Too many open connections; retry later",
+        with_details=False,
         event_name="api.request.refused",
         headers=(("Retry-After", str(retry_after)),),
     )
@@ -195,5 +197,28 @@ def internal_error() -> ApiError:
         "INTERNAL_ERROR",
         "internal_error",
         "Internal server error",
+        with_details=False,
         event_name="api.request.unhandled",
     )
+
+
+def error_headers(error: ApiError, request_id: str, length: int) -> list[tuple[str, str]]:
+    """Header fields of an error answered below the routes: the connection is not reused."""
+    return [
+        ("content-type", "application/json"),
+        ("content-length", str(length)),
+        ("x-request-id", request_id),
+        ("connection", "close"),
+        *error.headers,
+    ]
+
+
+async def send_error(error: ApiError, request_id: str, send: Send) -> None:
+    """Answer ``error`` through an ASGI ``send`` (middleware and protocol, not routes)."""
+    body = dumps(error.body(request_id)).encode()
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in error_headers(error, request_id, len(body))
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -19,6 +19,7 @@ which does not read would never allow.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from typing import Any
@@ -33,9 +34,11 @@ from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import dumps
 from aviso_host.errors import (
     ApiError,
+    error_headers,
     header_fields_too_large,
     internal_error,
     request_head_timeout,
+    send_error,
     too_many_connections,
 )
 from aviso_host.logs import log_event
@@ -55,15 +58,10 @@ def abort_connection(scope: Scope) -> None:
 
 
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
+    """The whole HTTP answer, for refusals written before any request cycle exists."""
     body = dumps(error.body(request_id)).encode()
     head = [STATUS_LINE[error.status]]
-    for name, value in (
-        ("content-type", "application/json"),
-        ("content-length", str(len(body))),
-        ("x-request-id", request_id),
-        ("connection", "close"),
-        *error.headers,
-    ):
+    for name, value in error_headers(error, request_id, len(body)):
         head.append(f"{name.lower()}: {value}\r\n".encode("latin-1"))
     return b"".join([*head, b"\r\n", body])
 
@@ -231,6 +229,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             raise _Refused
         self._awaiting_head = False
         self._head_bytes = 0
+        previous = self.cycle
         if len(self.connections) > self._max_connections:
             self.app = _service_unavailable
             try:
@@ -239,8 +238,10 @@ class AvisoHttpProtocol(HttpToolsProtocol):
                 self.app = self._app
         else:
             super().on_headers_complete()
-        # uvicorn's own last-resort 500 (the app failed before answering) in our shape.
-        self.cycle.send_500_response = _JsonInternalError(self.cycle)  # type: ignore[method-assign]
+        cycle = self.cycle
+        if cycle is not previous:  # a request cycle was made (not an upgrade)
+            # uvicorn's own last-resort 500 (the app failed before answering), in our shape.
+            cycle.send_500_response = functools.partial(_send_internal_error, cycle)  # type: ignore[method-assign]
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
@@ -262,25 +263,10 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         super().on_response_complete()
 
 
-class _JsonInternalError:
-    """Replaces a request cycle's ``send_500_response``."""
-
-    def __init__(self, cycle: Any) -> None:
-        self._cycle = cycle
-
-    async def __call__(self) -> None:
-        cycle = self._cycle
-        request_id = cycle.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
-        error = internal_error()
-        body = dumps(error.body(request_id)).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-request-id", request_id.encode()),
-            (b"connection", b"close"),
-        ]
-        await cycle.send({"type": "http.response.start", "status": 500, "headers": headers})
-        await cycle.send({"type": "http.response.body", "body": body, "more_body": False})
+async def _send_internal_error(cycle: Any) -> None:
+    """A request cycle's ``send_500_response``: uvicorn's, in the aviso error shape."""
+    request_id = cycle.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
+    await send_error(internal_error(), request_id, cycle.send)
 
 
 async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> None:
@@ -291,13 +277,4 @@ async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> No
     log_event(
         error.event_name, error.message, logging.WARNING, code=error.code, request_id=request_id
     )
-    body = dumps(error.body(request_id)).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"x-request-id", request_id.encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(error, request_id, send)
