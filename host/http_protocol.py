@@ -119,13 +119,21 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
-        self._extensions = {ABORT_EXTENSION: transport.abort}
+        self._extensions = {ABORT_EXTENSION: self._abort}
         super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
         self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
         super().connection_lost(exc)
+
+    def _abort(self) -> None:
+        if self.cycle is not None:
+            # What connection_lost will say anyway; said now, uvicorn does not report the
+            # unfinished response of an app that returns right after this as an error.
+            self.cycle.disconnected = True
+        assert self._raw is not None
+        self._raw.abort()
 
     def close_connection(self) -> None:
         raw = self._raw

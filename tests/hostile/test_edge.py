@@ -286,7 +286,7 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
         def cut_off() -> bool:
             return all(c.stop_reason == "slow_consumer" for c in server.service.streams.open)
 
-        with httpx.Client(base_url=server.url, timeout=30) as client:
+        with CapturedLog() as log, httpx.Client(base_url=server.url, timeout=30) as client:
             published = 0
             while not cut_off() and published < 5_000:
                 assert client.post(NOTIFY, json=notification).status_code == 200
@@ -298,6 +298,7 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
                 time.sleep(0.1)
             assert not watcher_connected(), "the cut-off watcher's connection is still open"
             assert_still_serving(client)
+        assert not [line for line in log.lines() if line["logger"] == "uvicorn.error"]
         watcher.close()
 
 
