@@ -247,8 +247,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not previous:  # a request cycle was made (not an upgrade)
             # uvicorn's own last-resort 500 (the app failed before answering), in our shape.
-            # A weak reference: a cycle referring to itself would wait for the cyclic garbage
-            # collector, which then runs far more often (measured: ~10 % of notify's CPU).
+            # A weak reference: a cycle referring to itself would outlive its request until
+            # the cyclic garbage collector found it, every request of every connection.
             cycle.send_500_response = functools.partial(  # type: ignore[method-assign]
                 _send_internal_error, weakref.ref(cycle)
             )
