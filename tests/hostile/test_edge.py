@@ -16,7 +16,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +405,10 @@ def _lower_descriptor_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
 
+def _descriptor_limit_of_512() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+
+
 def _open_files_limits(pid: int) -> tuple[str, str]:
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith("Max open files"):
@@ -412,33 +417,57 @@ def _open_files_limits(pid: int) -> tuple[str, str]:
     raise AssertionError("no Max open files line")
 
 
-def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) -> None:
-    """Started with a soft limit of 256, ``aviso-server serve`` raises it to the hard limit;
-    what uvicorn itself logs (a request it cannot parse) is a JSON line like ours."""
+@contextmanager
+def _serve(tmp_path: Path, limit_descriptors: Callable[[], None]) -> Iterator[tuple[int, int]]:
+    """``aviso-server serve`` started with ``limit_descriptors`` applied; yields its port and
+    pid. Its stderr is in ``tmp_path / "server.log"`` once the block is left."""
     config = tmp_path / "config.yaml"
     config.write_text(SERVE_CONFIG)
     port = free_port()
-    log = tmp_path / "server.log"
-    with log.open("wb") as stderr:
+    with (tmp_path / "server.log").open("wb") as stderr:
         process = subprocess.Popen(
             aviso_command("serve", "--config", str(config), "--port", str(port)),
             stderr=stderr,
             stdout=subprocess.DEVNULL,
             env=clean_environment(),
-            preexec_fn=_lower_descriptor_limit,
+            preexec_fn=limit_descriptors,
         )
         try:
-            url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(url, process)
-            soft, hard = _open_files_limits(process.pid)
-            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-                sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-                assert _read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
+            wait_until_healthy(f"http://127.0.0.1:{port}", process)
+            yield port, process.pid
         finally:
             stop(process, 30.0)
+
+
+def _log_lines(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()]
+
+
+def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) -> None:
+    """Started with a soft limit of 256, ``aviso-server serve`` raises it to the hard limit;
+    what uvicorn itself logs (a request it cannot parse) is a JSON line like ours."""
+    with _serve(tmp_path, _lower_descriptor_limit) as (port, pid):
+        soft, hard = _open_files_limits(pid)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert _read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
     assert soft == hard, (soft, hard)
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = _log_lines(tmp_path)
     assert any(
         line["logger"] == "uvicorn.error" and line["message"] == "Invalid HTTP request received."
         for line in lines
     ), lines
+
+
+def test_max_connections_stays_below_the_descriptor_limit(tmp_path: Path) -> None:
+    """Hard limit 512: the default 10,000 connections could never be served, so the cap is
+    lowered to leave descriptors for everything else, and the log says so."""
+    with _serve(tmp_path, _descriptor_limit_of_512):
+        pass
+    (line,) = [
+        line
+        for line in _log_lines(tmp_path)
+        if line.get("event_name") == "server.connections.capped"
+    ]
+    assert line["level"] == "warn"
+    assert "lowered to 384" in line["message"], line
