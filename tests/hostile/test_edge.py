@@ -114,6 +114,26 @@ def test_a_client_sending_connection_close_still_reads_its_413(hostile: httpx.Cl
     assert_still_serving(hostile)
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_the_unread_rest_of_a_refused_body_is_never_parsed_as_a_request(
+    hostile: httpx.Client, chunked: bool
+) -> None:
+    """Before, a keep-alive connection went on parsing the rest of a refused body as the
+    next request: a second answer, 400 "Invalid HTTP request received", followed the 413."""
+    url = httpx.URL(str(hostile.base_url))
+    framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % (MIB,)
+    piece = b"x" * 65536
+    body = (b"10000\r\n" + piece + b"\r\n") * 16 + b"0\r\n\r\n" if chunked else piece * 16
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n\r\n")
+        sock.sendall(body)
+        answer = _read_until_closed(sock)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+    status, payload = _status_and_body(answer)
+    assert (status, payload["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    assert_still_serving(hostile)
+
+
 def test_a_chunked_body_is_accepted(hostile: httpx.Client) -> None:
     data = json.dumps(VALID_NOTIFY).encode()
     answer = hostile.post(NOTIFY, content=(data[i : i + 7] for i in range(0, len(data), 7)))
