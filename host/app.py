@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,8 +14,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from aviso_host.auth.middleware import AuthMiddleware
+from aviso_host.body_limit import BodyLimitMiddleware
 from aviso_host.config import load_settings
 from aviso_host.config.settings import Settings
+from aviso_host.errors import internal_error, json_response
 from aviso_host.metrics import HttpMetricsMiddleware
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.request_id import RequestIdMiddleware
@@ -27,6 +30,16 @@ async def _bare_http_error(request: Request, exc: Exception) -> Response:
     # 404/405 are framework fallbacks: no aviso JSON, just the status (and Allow on 405).
     assert isinstance(exc, HTTPException)
     return Response(status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # Starlette's last resort for an exception nothing else handled: the aviso error object,
+    # never the exception's text. uvicorn logs the exception itself (with the request id),
+    # then closes the connection: the client must not reuse it.
+    request_id = request.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
+    error = internal_error()
+    headers = [("X-Request-ID", request_id), ("Connection", "close")]
+    return json_response(error.body(request_id), 500, headers=headers)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -90,8 +103,10 @@ def create_app(
             Middleware(RequestIdMiddleware),
             # Only with auth enabled: then it runs for every /api/v1 request before routing.
             *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),
+            # After caller resolution, as the order of checks puts it.
+            Middleware(BodyLimitMiddleware, max_body_bytes=settings.limits.max_body_bytes),
         ],
-        exception_handlers={HTTPException: _bare_http_error},
+        exception_handlers={HTTPException: _bare_http_error, Exception: _internal_error},
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False

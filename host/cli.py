@@ -43,7 +43,7 @@ def serve(
     """Run the server with uvicorn."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
-    from aviso_host.server import AvisoServer, uvicorn_config
+    from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
@@ -59,6 +59,7 @@ def serve(
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
+    raise_descriptor_limit()
     for warning in settings.warnings:
         log_event("config.warning", warning, logging.WARNING)
     try:

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from starlette.responses import Response
+from starlette.types import Send
 
 from aviso_host.encoding import dumps
 
@@ -142,3 +143,82 @@ def json_response(
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
     )
     return response
+
+
+# -- Refusals at the HTTP edge (docs/guarantees.md, "Limits at the HTTP edge") ------------
+
+
+def payload_too_large(limit: int) -> ApiError:
+    return ApiError(
+        413,
+        "PAYLOAD_TOO_LARGE",
+        "Payload Too Large",
+        f"Request body exceeds the limit of {limit} bytes",
+        event_name="api.request.refused",
+    )
+
+
+def header_fields_too_large(limit: int) -> ApiError:
+    return ApiError(
+        431,
+        "HEADER_FIELDS_TOO_LARGE",
+        "Request Header Fields Too Large",
+        f"Request head exceeds the limit of {limit} bytes",
+        event_name="api.request.refused",
+    )
+
+
+def request_head_timeout(seconds: float) -> ApiError:
+    return ApiError(
+        408,
+        "REQUEST_TIMEOUT",
+        "Request Timeout",
+        f"Request head not completed within {seconds:g} seconds",
+        event_name="api.request.refused",
+    )
+
+
+def too_many_connections(retry_after: int) -> ApiError:
+    return ApiError(
+        503,
+        "SERVICE_UNAVAILABLE",
+        "service_unavailable",
+        "Too many open connections; retry later",
+        with_details=False,
+        event_name="api.request.refused",
+        headers=(("Retry-After", str(retry_after)),),
+    )
+
+
+def internal_error() -> ApiError:
+    """What an unexpected failure answers: nothing about its cause reaches the client."""
+    return ApiError(
+        500,
+        "INTERNAL_ERROR",
+        "internal_error",
+        "Internal server error",
+        with_details=False,
+        event_name="api.request.unhandled",
+    )
+
+
+def error_headers(error: ApiError, request_id: str, length: int) -> list[tuple[str, str]]:
+    """Header fields of an error answered below the routes: the connection is not reused."""
+    return [
+        ("content-type", "application/json"),
+        ("content-length", str(length)),
+        ("x-request-id", request_id),
+        ("connection", "close"),
+        *error.headers,
+    ]
+
+
+async def send_error(error: ApiError, request_id: str, send: Send) -> None:
+    """Answer ``error`` through an ASGI ``send`` (middleware and protocol, not routes)."""
+    body = dumps(error.body(request_id)).encode()
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in error_headers(error, request_id, len(body))
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -24,8 +24,21 @@ LEVELS = {
 
 logger = logging.getLogger("aviso")
 
+ECHO_LIMIT = 200
+"""Characters of client input a log line may repeat (``echoed``)."""
+LINE_TEXT_LIMIT = 4_096
+"""Backstop for any one text member of a log line, whoever logged it."""
+
 # The level names of the error telemetry table (``warn``, not Python's ``warning``).
 _LEVEL_NAMES = {logging.WARNING: "warn"}
+
+
+def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
+    """``text`` (which may repeat client input) cut to ``limit`` characters, with a marker
+    saying how much was left out, so a huge input never makes a huge log line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -35,12 +48,13 @@ class JsonLineFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": _LEVEL_NAMES.get(record.levelno, record.levelname.lower()),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": echoed(record.getMessage(), LINE_TEXT_LIMIT),
         }
         request_id = getattr(record, "request_id", None) or request_id_var.get()
         if request_id:
             entry["request_id"] = request_id
-        entry.update(getattr(record, "fields", {}))
+        for name, value in getattr(record, "fields", {}).items():
+            entry[name] = echoed(value, LINE_TEXT_LIMIT) if isinstance(value, str) else value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return dumps(entry, sort_keys=False)

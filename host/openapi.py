@@ -124,7 +124,9 @@ def _auth_responses() -> Doc:
 
 _STREAM_REQUEST_DESCRIPTION = """\
 The one body model shared by notify, watch and replay. `Content-Type` is not checked: the
-raw body is always parsed as JSON. Bodies over 256 KiB are refused with 413.
+raw body is always parsed as JSON. Bodies over `limits.max_body_bytes` (256 KiB) are refused
+with 413 `PAYLOAD_TOO_LARGE`, arrays/objects nested deeper than `limits.max_json_depth` (64)
+with 400 `INVALID_JSON`.
 
 * `event_type` (required): the stream.
 * `identifier` (required): on notify, the values to validate and store; on watch and
@@ -840,6 +842,9 @@ def _error_schemas() -> Doc:
                         "NOTIFICATION_PROCESSING_FAILED",
                         "NOTIFICATION_STORAGE_FAILED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
+                        "PAYLOAD_TOO_LARGE",
+                        "HEADER_FIELDS_TOO_LARGE",
+                        "REQUEST_TIMEOUT",
                     ],
                 },
                 "error": text("Category label, e.g. `Invalid Watch Request`."),
@@ -866,7 +871,8 @@ def _error_schemas() -> Doc:
             "type": "object",
             "description": (
                 "Authentication, authorization, auth-service and destination-plugin failures; "
-                "no `details`."
+                "also `INTERNAL_ERROR` for any unexpected server failure and "
+                "`SERVICE_UNAVAILABLE` beyond `limits.max_connections`; no `details`."
             ),
             "required": ["code", "error", "message", "request_id"],
             "additionalProperties": False,
@@ -1150,7 +1156,9 @@ def _shared_responses() -> Doc:
             ),
         ),
         "ServiceUnavailable": _response(
-            "The authentication service or the destination service could not reach a verdict.",
+            "The authentication service or the destination service could not reach a verdict, "
+            "or the server holds more than `limits.max_connections` connections (then with "
+            "`Retry-After`).",
             JSON,
             _schema("AuthError"),
             _examples(
@@ -1162,9 +1170,18 @@ def _shared_responses() -> Doc:
             ),
         ),
         "PayloadTooLarge": _response(
-            "Body larger than 256 KiB; a plain-text framework message.",
-            "text/plain",
-            {"type": "string"},
+            "Body larger than `limits.max_body_bytes` (default 256 KiB), declared or streamed "
+            "(chunked); answered with `Connection: close`, the rest of the body unread.",
+            JSON,
+            _schema("RequestError"),
+            _examples(
+                too_large=_request_error(
+                    "PAYLOAD_TOO_LARGE",
+                    "Payload Too Large",
+                    "Request body exceeds the limit of 262144 bytes",
+                    _RID_NOTIFY,
+                )
+            ),
         ),
     }
 
@@ -1191,6 +1208,13 @@ streams or **replay** history over Server-Sent Events.
 * Every response carries `X-Request-ID`; JSON bodies that have a `request_id` repeat it.
 * Paths are exact: no trailing-slash redirects.
 * Authentication, when enabled, applies to `/api/v1` except the schema routes.
+* Limits at the HTTP edge, on every route (each answer the aviso error object, then the
+  connection is closed): a body over `limits.max_body_bytes` gets 413 `PAYLOAD_TOO_LARGE`; a
+  request head over `limits.max_header_bytes` gets 431 `HEADER_FIELDS_TOO_LARGE`; a head not
+  completed within `limits.header_timeout_seconds` gets 408 `REQUEST_TIMEOUT`; beyond
+  `limits.max_connections` open connections, 503 `SERVICE_UNAVAILABLE` with `Retry-After`.
+  A connection that sends nothing for `limits.idle_timeout_seconds` is closed. Any
+  unexpected failure is 500 `INTERNAL_ERROR`.
 """
 
 

@@ -36,7 +36,7 @@ class RequestIdMiddleware:
                 message = {**message, "headers": [*headers, header]}
             await send(message)
 
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            request_id_var.reset(token)
+        await self.app(scope, receive, send_with_id)
+        # Not reset when the app raised: uvicorn logs the exception after this returns, in
+        # the request's own task, and that line should carry the id too.
+        request_id_var.reset(token)

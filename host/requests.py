@@ -9,15 +9,18 @@ from typing import Any
 
 from starlette.requests import Request
 
+from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import loads
 from aviso_host.errors import ApiError, Endpoint, parse_error
+from aviso_plugins.json_depth import exceeds_json_depth
 
-MAX_BODY_BYTES = 262_144
+DEFAULT_MAX_DEPTH = LimitSettings().max_json_depth
 ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "to_id", "to_date", "payload")
 
 
 class BodyTooLarge(Exception):
-    """Answered by the framework-level 413 (not an aviso error object)."""
+    """Raised by the body-limit middleware's ``receive`` once a body passes
+    ``limits.max_body_bytes``; that middleware answers it (413 ``PAYLOAD_TOO_LARGE``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +40,10 @@ class RequestBody:
 
 
 async def read_body(request: Request) -> bytes:
+    """The whole body; its size is bounded by the body-limit middleware, which raises
+    :class:`BodyTooLarge` from inside this loop as soon as the limit is passed."""
     chunks: list[bytes] = []
-    size = 0
     async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -78,8 +79,20 @@ def invalid_type(endpoint: Endpoint, value: Any, expected: str) -> ApiError:
     )
 
 
-def parse_body(raw: bytes, endpoint: Endpoint, extra_fields: tuple[str, ...] = ()) -> RequestBody:
-    """``extra_fields``: top-level members this endpoint allows beyond the shared ones."""
+def parse_body(
+    raw: bytes,
+    endpoint: Endpoint,
+    extra_fields: tuple[str, ...] = (),
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> RequestBody:
+    """``extra_fields``: top-level members this endpoint allows beyond the shared ones;
+    ``max_depth``: ``limits.max_json_depth``."""
+    if exceeds_json_depth(raw, max_depth):
+        raise parse_error(
+            endpoint,
+            "INVALID_JSON",
+            f"JSON parsing failed: nesting deeper than the limit of {max_depth} levels",
+        )
     try:
         document = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

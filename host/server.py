@@ -7,12 +7,16 @@ close on their own, so the exit signal itself must tell the service to end its s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import resource
 import socket
 from types import FrameType
 
 import uvicorn
 
+from aviso_host.config.settings import LimitSettings
+from aviso_host.http_protocol import AvisoHttpProtocol
 from aviso_host.logs import log_event
 from aviso_host.metrics import Metrics, metrics_app
 from aviso_host.service import Service
@@ -48,8 +52,51 @@ class MetricsListener:
             self._socket = None
 
 
+DESCRIPTOR_RESERVE = 128
+"""Descriptors kept out of ``max_connections``: listening sockets, backend connections,
+files, the metrics listener's clients."""
+
+
+def raise_descriptor_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; return the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # an unlimited hard limit above the kernel's nr_open
+            pass
+    return soft
+
+
+def connection_capacity(limits: LimitSettings) -> int:
+    """``limits.max_connections``, lowered so that many connections still leave descriptors
+    for everything else (a refused ``accept`` turns away every client, the 503 only some)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    available = soft - DESCRIPTOR_RESERVE
+    if soft != resource.RLIM_INFINITY and limits.max_connections > available:
+        log_event(
+            "server.connections.capped",
+            f"limits.max_connections {limits.max_connections} lowered to {available}: "
+            f"the process may open {soft} descriptors",
+            logging.WARNING,
+        )
+        return max(available, 1)
+    return limits.max_connections
+
+
+def install_limits(config: uvicorn.Config, limits: LimitSettings) -> None:
+    """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)."""
+    config.http = functools.partial(
+        AvisoHttpProtocol, limits=limits, max_connections=connection_capacity(limits)
+    )
+    # A keep-alive connection that sends nothing is an idle connection like any other.
+    config.timeout_keep_alive = limits.idle_timeout_seconds  # type: ignore[assignment]
+
+
 class AvisoServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, service: Service) -> None:
+        install_limits(config, service.settings.limits)
         super().__init__(config)
         self._service = service
         self._shutdown_task: asyncio.Task[None] | None = None

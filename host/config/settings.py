@@ -85,8 +85,9 @@ class LimitSettings:
     """All request header lines together; over it the connection gets 431."""
     header_timeout_seconds: float = 10.0
     """Time a client has to send its whole request head once it sent the first byte."""
-    idle_timeout_seconds: float = 30.0
-    """Time an open connection may sit without starting a request."""
+    idle_timeout_seconds: float = 5.0
+    """Time an open connection may sit without starting a request (new, or between
+    keep-alive requests: uvicorn's own keep-alive default, which clients already meet)."""
     max_connections: int = 10_000
     """Concurrent client connections; beyond it new requests are answered 503."""
     max_identifier_value_bytes: int = 1_024

@@ -11,13 +11,13 @@ import logging
 import re
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response
 from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
 from aviso_host.logs import log_event
-from aviso_host.requests import BodyTooLarge, read_body
+from aviso_host.requests import read_body
 from aviso_host.routes.common import request_id_of, service_of
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.json_depth import exceeds_json_depth
@@ -114,8 +114,6 @@ async def wipe_stream(request: Request) -> Response:
         name = await _stream_name(request)
     except ValueError as exc:
         return refused(400, f"Json deserialize error: {exc}")
-    except BodyTooLarge:
-        return PlainTextResponse("Payload Too Large", status_code=413)
     key = _stream_key(service.catalog, name)
     if key is None:
         return refused(400, f"stream_name {_INVALID_NAME}")

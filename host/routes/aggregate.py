@@ -69,8 +69,8 @@ def _debounce_ms(extras: dict[str, Any], minimum: int) -> int:
 @api_endpoint
 async def aggregate(request: Request) -> ASGIApp:
     service = service_of(request)
-    body = parse_body(await read_body(request), ENDPOINT, AGGREGATE_FIELDS)
     limits = service.settings.limits
+    body = parse_body(await read_body(request), ENDPOINT, AGGREGATE_FIELDS, limits.max_json_depth)
     group_by = _group_by(dict(body.extras))
     debounce_ms = _debounce_ms(dict(body.extras), limits.min_aggregate_debounce_ms)
     schema = schema_for(service, body)

@@ -6,12 +6,12 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from aviso_host.errors import ApiError, Endpoint, json_response, unknown_event_type
-from aviso_host.logs import log_event
-from aviso_host.requests import BodyTooLarge, RequestBody, parse_body, read_body
+from aviso_host.logs import echoed, log_event
+from aviso_host.requests import RequestBody, parse_body, read_body
 from aviso_host.schemas import EventSchema
 from aviso_host.service import Service
 from aviso_plugins.types import Caller
@@ -34,7 +34,8 @@ def caller_of(request: Request) -> Caller | None:
 
 async def read_request(request: Request, endpoint: Endpoint) -> RequestBody:
     """Steps 2-5: read, parse, whitelist keys, check the shape."""
-    return parse_body(await read_body(request), endpoint)
+    max_depth = service_of(request).settings.limits.max_json_depth
+    return parse_body(await read_body(request), endpoint, max_depth=max_depth)
 
 
 def schema_for(service: Service, body: RequestBody) -> EventSchema | None:
@@ -47,14 +48,16 @@ def schema_for(service: Service, body: RequestBody) -> EventSchema | None:
 
 def error_response(request: Request, error: ApiError, **log_fields: str) -> Response:
     level = logging.ERROR if error.status >= 500 else logging.WARNING
-    log_event(
-        error.event_name, error.message, level, code=error.code, details=error.details, **log_fields
-    )
+    # Messages echo the rejected input: the line carries it once, and only its start.
+    if error.details != error.message:
+        log_fields = {"details": echoed(error.details), **log_fields}
+    log_event(error.event_name, echoed(error.message), level, code=error.code, **log_fields)
     return json_response(error.body(request_id_of(request)), error.status, headers=error.headers)
 
 
 def api_endpoint(handler: Handler) -> Handler:
-    """Turn ApiError into the aviso error object and oversize bodies into a plain 413."""
+    """Turn ApiError into the aviso error object (oversize bodies are answered by the
+    body-limit middleware around the app)."""
 
     async def endpoint(request: Request) -> ASGIApp:
         await service_of(request).ensure_started()
@@ -62,7 +65,5 @@ def api_endpoint(handler: Handler) -> Handler:
             return await handler(request)
         except ApiError as error:
             return error_response(request, error)
-        except BodyTooLarge:
-            return PlainTextResponse("Payload Too Large", status_code=413)
 
     return endpoint

@@ -31,6 +31,7 @@ from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.filtering import StreamFilter
+from aviso_host.http_protocol import abort_connection
 from aviso_host.logs import log_event
 from aviso_host.metrics import SseConnection
 from aviso_host.streaming import frames
@@ -150,6 +151,8 @@ class EventStream:
             if control.aborted is None:
                 raise
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            # Its client reads nothing: a close would wait forever to flush what is queued.
+            abort_connection(scope)
         finally:
             control.cancel_timer()
             self._metrics.closed(control.stop_reason)

@@ -1,0 +1,292 @@
+"""uvicorn's httptools protocol with the connection limits of the HTTP edge.
+
+What one connection may cost (``limits`` section, docs/guarantees.md): a request head of at
+most ``max_header_bytes`` (431), finished within ``header_timeout_seconds`` of its first
+byte (408), a connection that sends nothing closed after ``idle_timeout_seconds``, and
+beyond ``max_connections`` open connections new requests answered 503 with
+``Retry-After``. Every refusal is the aviso error object with a fresh request id.
+
+Refusing while the client is still sending (a head, or a body nobody will read) must not
+reset the connection, or the client never reads the answer: the connection is closed
+"lingering" instead, its write side shut after the answer, further input discarded, until
+the client closes or ``LINGER_SECONDS`` pass.
+
+The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
+connection at once (:func:`abort_connection`) rather than wait for a flush that a client
+which does not read would never allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+import weakref
+from typing import Any
+
+import httptools
+from starlette.types import Receive, Scope, Send
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from aviso_host.config.settings import LimitSettings
+from aviso_host.encoding import dumps
+from aviso_host.errors import (
+    ApiError,
+    error_headers,
+    header_fields_too_large,
+    internal_error,
+    request_head_timeout,
+    send_error,
+    too_many_connections,
+)
+from aviso_host.logs import log_event
+
+ABORT_EXTENSION = "aviso.abort_connection"
+LINGER_SECONDS = 5.0
+"""How long a refused client may go on sending (discarded) before its connection is cut."""
+RETRY_AFTER_SECONDS = 1
+
+
+def abort_connection(scope: Scope) -> None:
+    """Drop the request's connection now, unsent output included (no-op outside aviso's
+    protocol, e.g. under a test transport)."""
+    abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
+    if abort is not None:
+        abort()
+
+
+def _response_bytes(error: ApiError, request_id: str) -> bytes:
+    """The whole HTTP answer, for refusals written before any request cycle exists."""
+    body = dumps(error.body(request_id)).encode()
+    head = [STATUS_LINE[error.status]]
+    for name, value in error_headers(error, request_id, len(body)):
+        head.append(f"{name.lower()}: {value}\r\n".encode("latin-1"))
+    return b"".join([*head, b"\r\n", body])
+
+
+class _Refused(Exception):
+    """Stops the parser after a refusal was written from one of its callbacks."""
+
+
+class _Transport:
+    """The connection's transport as uvicorn's code sees it: closing it while the client
+    is still sending a body becomes a lingering close (see the module docstring)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: AvisoHttpProtocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.write = transport.write
+        self.is_closing = transport.is_closing
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
+        self.get_extra_info = transport.get_extra_info
+        self.abort = transport.abort
+
+    def close(self) -> None:
+        self._protocol.close_connection()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class AvisoHttpProtocol(HttpToolsProtocol):
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        limits: LimitSettings,
+        max_connections: int,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._limits = limits
+        self._max_connections = max_connections
+        self._app = self.app
+        self._raw: asyncio.Transport | None = None
+        self._extensions: dict[str, Any] = {}
+        self._awaiting_head = True
+        self._head_bytes = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None
+        self._lingering = False
+
+    # -- connection ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._raw = transport
+        self._extensions = {ABORT_EXTENSION: self._abort}
+        super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
+        self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def _abort(self) -> None:
+        if self.cycle is not None:
+            # What connection_lost will say anyway; said now, uvicorn does not report the
+            # unfinished response of an app that returns right after this as an error.
+            self.cycle.disconnected = True
+        assert self._raw is not None
+        self._raw.abort()
+
+    def close_connection(self) -> None:
+        raw = self._raw
+        if raw is None or raw.is_closing() or self._lingering:
+            return
+        cycle = self.cycle
+        if cycle is not None and cycle.more_body and not cycle.disconnected:
+            self._linger()
+        else:
+            raw.close()
+
+    def _linger(self) -> None:
+        raw = self._raw
+        assert raw is not None
+        self._lingering = True
+        self._cancel_timers()
+        self._unset_keepalive_if_required()
+        self._linger_timer = self.loop.call_later(LINGER_SECONDS, raw.abort)
+        if raw.can_write_eof():
+            raw.write_eof()
+        raw.resume_reading()  # flow control may have paused it: the rest must be read
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._idle_timer, self._head_timer, self._linger_timer):
+            if timer is not None:
+                timer.cancel()
+        self._idle_timer = self._head_timer = self._linger_timer = None
+
+    def _close_idle(self) -> None:
+        self._idle_timer = None
+        if self._raw is not None and not self._raw.is_closing():
+            self._raw.close()
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._raw is not None and not self._raw.is_closing():
+            self._refuse(request_head_timeout(self._limits.header_timeout_seconds))
+
+    def _refuse(self, error: ApiError) -> None:
+        """Answer ``error`` from the protocol itself (no app involved) and close."""
+        assert self._raw is not None
+        request_id = str(uuid.uuid4())
+        log_event(
+            error.event_name,
+            error.message,
+            logging.WARNING,
+            code=error.code,
+            request_id=request_id,
+        )
+        self._raw.write(_response_bytes(error, request_id))
+        self._linger()
+
+    # -- input -----------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's data_received, plus the head accounting and the refusals.
+        if self._lingering:
+            return
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        self._unset_keepalive_if_required()
+        if self._awaiting_head:
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if self._lingering:  # a callback refused the request
+                return
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        if self._awaiting_head and self._head_bytes:
+            if self._head_bytes > self._limits.max_header_bytes:
+                self._refuse(header_fields_too_large(self._limits.max_header_bytes))
+            elif self._head_timer is None:
+                self._head_timer = self.loop.call_later(
+                    self._limits.header_timeout_seconds, self._head_timed_out
+                )
+
+    def on_headers_complete(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        limit = self._limits.max_header_bytes
+        # The byte count may include body bytes that came in the same read: only then is
+        # the head itself measured.
+        if self._head_bytes > limit and self._head_size() > limit:
+            self._refuse(header_fields_too_large(limit))
+            raise _Refused
+        self._awaiting_head = False
+        self._head_bytes = 0
+        self.scope["extensions"] = self._extensions
+        previous = self.cycle
+        if len(self.connections) > self._max_connections:
+            self.app = _service_unavailable
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = self._app
+        else:
+            super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not previous:  # a request cycle was made (not an upgrade)
+            # uvicorn's own last-resort 500 (the app failed before answering), in our shape.
+            # A weak reference: a cycle referring to itself would outlive its request until
+            # the cyclic garbage collector found it, every request of every connection.
+            cycle.send_500_response = functools.partial(  # type: ignore[method-assign]
+                _send_internal_error, weakref.ref(cycle)
+            )
+
+    def _head_size(self) -> int:
+        return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._awaiting_head = True
+
+    # -- output ----------------------------------------------------------------------------
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        if self._lingering or (cycle is not None and cycle.more_body):
+            # Answered before the body was read (a refusal): the connection cannot be
+            # reused, as the rest of the body would be parsed as the next request.
+            self.server_state.total_requests += 1
+            self.close_connection()
+            return
+        super().on_response_complete()
+
+
+async def _send_internal_error(cycle_ref: weakref.ref[Any]) -> None:
+    """A request cycle's ``send_500_response``: uvicorn's, in the aviso error shape."""
+    cycle = cycle_ref()
+    assert cycle is not None  # the cycle is calling this
+    request_id = cycle.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
+    await send_error(internal_error(), request_id, cycle.send)
+
+
+async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> None:
+    """The app answering every request while the server holds more than
+    ``max_connections`` connections."""
+    error = too_many_connections(RETRY_AFTER_SECONDS)
+    request_id = str(uuid.uuid4())
+    log_event(
+        error.event_name, error.message, logging.WARNING, code=error.code, request_id=request_id
+    )
+    await send_error(error, request_id, send)

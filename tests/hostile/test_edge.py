@@ -1,0 +1,493 @@
+"""Attacks on the HTTP edge (issue #11): oversize and deeply nested bodies, slow and huge
+request heads, too many connections, a watcher that never reads, framework failures.
+
+Each refusal is a documented status in the aviso error shape (never a 5xx, never a reset),
+and the service serves ordinary clients right after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import resource
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from aviso_host.logs import JsonLineFormatter
+from aviso_plugins import hookimpl
+from tests.hostile.support import VALID_NOTIFY, assert_client_error, assert_still_serving
+from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.process import (
+    aviso_command,
+    clean_environment,
+    free_port,
+    stop,
+    wait_until_healthy,
+)
+from tests.support.server import RunningServer, running_server
+
+NOTIFY = "/api/v1/notification"
+MIB = 1024 * 1024
+
+
+def _port(server: RunningServer) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def _read_until_closed(sock: socket.socket, timeout: float = 30.0) -> bytes:
+    """Everything the server sends until it closes the connection (EOF or reset)."""
+    sock.settimeout(timeout)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def _status_and_body(response: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def _edge_server(**limits: Any) -> Any:
+    return running_server(with_changes(API_EXAMPLE, limits=limits))
+
+
+# -- bodies -----------------------------------------------------------------------------------
+
+
+def test_declared_oversize_body_is_refused_before_it_is_sent(hostile: httpx.Client) -> None:
+    """Content-Length over the limit is answered from the head alone: the client has not
+    sent a byte of its 10 MB body and already has its 413."""
+    url = httpx.URL(str(hostile.base_url))
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n" % (10 * MIB)
+        )
+        status, body = _status_and_body(_read_until_closed(sock))
+    assert status == 413
+    assert body["code"] == "PAYLOAD_TOO_LARGE"
+    assert "262144" in body["message"]
+    assert_still_serving(hostile)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_streamed_10mb_body_gets_413_not_a_reset(hostile: httpx.Client, chunked: bool) -> None:
+    if chunked:
+        content: Any = (b"x" * 65536 for _ in range(160))
+    else:
+        content = b"x" * (10 * MIB)
+    answer = hostile.post(NOTIFY, content=content)
+    assert_client_error(answer, 413, "PAYLOAD_TOO_LARGE")
+    assert_still_serving(hostile)
+
+
+def test_a_client_sending_connection_close_still_reads_its_413(hostile: httpx.Client) -> None:
+    """The client asked to close: the server must still not reset while the body arrives."""
+    url = httpx.URL(str(hostile.base_url))
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % (10 * MIB)
+        )
+        for _ in range(160):
+            sock.sendall(b"x" * 65536)
+        status, body = _status_and_body(_read_until_closed(sock))
+    assert (status, body["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    assert_still_serving(hostile)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_the_unread_rest_of_a_refused_body_is_never_parsed_as_a_request(
+    hostile: httpx.Client, chunked: bool
+) -> None:
+    """Before, a keep-alive connection went on parsing the rest of a refused body as the
+    next request: a second answer, 400 "Invalid HTTP request received", followed the 413."""
+    url = httpx.URL(str(hostile.base_url))
+    framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % (MIB,)
+    piece = b"x" * 65536
+    body = (b"10000\r\n" + piece + b"\r\n") * 16 + b"0\r\n\r\n" if chunked else piece * 16
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n\r\n")
+        sock.sendall(body)
+        answer = _read_until_closed(sock)
+    assert answer.count(b"HTTP/1.1 ") == 1, answer
+    status, payload = _status_and_body(answer)
+    assert (status, payload["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    assert_still_serving(hostile)
+
+
+def test_a_chunked_body_is_accepted(hostile: httpx.Client) -> None:
+    data = json.dumps(VALID_NOTIFY).encode()
+    answer = hostile.post(NOTIFY, content=(data[i : i + 7] for i in range(0, len(data), 7)))
+    assert answer.status_code == 200, answer.text
+    assert_still_serving(hostile)
+
+
+def _nested(depth: int, kind: str) -> str:
+    return "[" * depth + "]" * depth if kind == "array" else '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 10_000])
+@pytest.mark.parametrize("kind", ["array", "object"])
+@pytest.mark.parametrize("where", ["payload", "body"])
+def test_deeply_nested_json_is_invalid_json(
+    hostile: httpx.Client, depth: int, kind: str, where: str
+) -> None:
+    nested = _nested(depth, kind)
+    if where == "payload":
+        text = f'{{"event_type":"river_gauge","identifier":{{"basin":"x"}},"payload":{nested}}}'
+    else:
+        text = nested
+    answer = hostile.post(NOTIFY, content=text.encode())
+    assert_client_error(answer, 400, "INVALID_JSON")
+    message = answer.json()["message"]
+    assert message.startswith("JSON parsing failed: ") and "64" in message, message
+    assert_still_serving(hostile)
+
+
+def test_nesting_at_the_limit_and_brackets_inside_strings_are_fine(
+    hostile: httpx.Client,
+) -> None:
+    payload = json.loads(_nested(62, "object"))  # body -> payload -> 62 levels: 64
+    text = "[" * 5000
+    body = {**VALID_NOTIFY, "payload": {"deep": payload, "text": text}}
+    answer = hostile.post(NOTIFY, json=body)
+    assert answer.status_code == 200, answer.text
+
+
+def test_deep_nesting_on_watch_and_replay(hostile: httpx.Client) -> None:
+    text = f'{{"event_type":"river_gauge","identifier":{_nested(5_000, "object")}}}'
+    for path in ("/api/v1/watch", "/api/v1/replay"):
+        assert_client_error(hostile.post(path, content=text.encode()), 400, "INVALID_JSON")
+    assert_still_serving(hostile)
+
+
+# -- request heads and connections ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quick_timeouts() -> Iterator[RunningServer]:
+    with _edge_server(header_timeout_seconds=1.0, idle_timeout_seconds=1.0) as server:
+        yield server
+
+
+def test_slow_request_heads_are_timed_out(quick_timeouts: RunningServer) -> None:
+    """50 clients each dribbling a request head (one byte every 0.2 s) get 408 and are
+    closed once ``header_timeout_seconds`` passes, however long they would go on."""
+    port = _port(quick_timeouts)
+    sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(50)]
+    head = b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1000
+    stop = threading.Event()
+
+    def dribble() -> None:
+        for index in range(len(head)):
+            for sock in sockets:
+                with contextlib.suppress(OSError):  # closed by the server: the point
+                    sock.send(head[index : index + 1])
+            if stop.wait(0.2):
+                return
+
+    sender = threading.Thread(target=dribble, daemon=True)
+    sender.start()
+    try:
+        answers = [_read_until_closed(sock) for sock in sockets]
+    finally:
+        stop.set()
+        sender.join(10)
+        for sock in sockets:
+            sock.close()
+    for answer in answers:
+        status, body = _status_and_body(answer)
+        assert (status, body["code"]) == (408, "REQUEST_TIMEOUT")
+    with httpx.Client(base_url=quick_timeouts.url, timeout=30) as client:
+        assert_still_serving(client)
+
+
+def test_a_connection_that_sends_nothing_is_closed(quick_timeouts: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", _port(quick_timeouts)), timeout=30) as sock:
+        assert _read_until_closed(sock) == b""
+
+
+def test_an_idle_keep_alive_connection_is_closed(quick_timeouts: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", _port(quick_timeouts)), timeout=30) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize("size", [100 * 1024, 5 * MIB])
+def test_huge_request_heads_get_431(hostile: httpx.Client, size: int) -> None:
+    """Headers of several MB from a raw socket: 431 and the connection closed, after the
+    server buffered no more than about the limit."""
+    url = httpx.URL(str(hostile.base_url))
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        line = b"X-Pad: " + b"a" * 8000 + b"\r\n"
+        try:
+            for _ in range(size // len(line)):
+                sock.sendall(line)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed after the linger: the answer was sent long before
+        status, body = _status_and_body(_read_until_closed(sock))
+    assert (status, body["code"]) == (431, "HEADER_FIELDS_TOO_LARGE")
+    assert_still_serving(hostile)
+
+
+def test_requests_beyond_max_connections_get_503_with_retry_after() -> None:
+    with _edge_server(max_connections=4) as server:
+        port = _port(server)
+        held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
+        try:
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                answer = client.get("/health")
+            assert_client_error(answer, 503, "SERVICE_UNAVAILABLE")
+            assert answer.headers["retry-after"] == "1"
+        finally:
+            for sock in held:
+                sock.close()
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            for _ in range(100):  # the held connections' closes reach the server
+                if client.get("/health").status_code == 200:
+                    break
+                time.sleep(0.05)
+            assert_still_serving(client)
+
+
+# -- a watcher that never reads ---------------------------------------------------------------
+
+SLOW_CONSUMER = with_changes(
+    API_EXAMPLE,
+    watch_endpoint={**API_EXAMPLE["watch_endpoint"], "max_queue_bytes": 65536},
+)
+PAD = "x" * 2048
+
+
+def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
+    """Cut off as a slow consumer, its connection is aborted: the server holds no
+    descriptor or send queue for it, though the client never reads nor closes."""
+    with running_server(SLOW_CONSUMER) as server:
+        watcher = socket.socket()
+        watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        watcher.connect(("127.0.0.1", _port(server)))
+        body = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "slow"}})
+        watcher.sendall(
+            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body.encode())
+        )
+        client_port = watcher.getsockname()[1]
+
+        def watcher_connected() -> bool:
+            connections = server.server.server_state.connections
+            return any(c.client == ("127.0.0.1", client_port) for c in connections)  # type: ignore[attr-defined]
+
+        notification = {
+            **VALID_NOTIFY,
+            "identifier": {**VALID_NOTIFY["identifier"], "basin": "slow"},
+            "payload": {"pad": PAD},
+        }
+
+        def cut_off() -> bool:
+            return all(c.stop_reason == "slow_consumer" for c in server.service.streams.open)
+
+        with CapturedLog() as log, httpx.Client(base_url=server.url, timeout=30) as client:
+            published = 0
+            while not cut_off() and published < 5_000:
+                assert client.post(NOTIFY, json=notification).status_code == 200
+                published += 1
+            assert cut_off(), f"not cut off after {published} notifications"
+            # Bounded: the stream gets 5 s to write its closing event, then the abort.
+            deadline = time.monotonic() + 30
+            while watcher_connected() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not watcher_connected(), "the cut-off watcher's connection is still open"
+            assert_still_serving(client)
+        assert not [line for line in log.lines() if line["logger"] == "uvicorn.error"]
+        watcher.close()
+
+
+# -- failures inside the server ---------------------------------------------------------------
+
+
+class Silent:
+    """An ASGI app that returns without answering: uvicorn's own 500."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+
+class FailingRoutes:
+    @hookimpl
+    def aviso_extra_routes(self) -> list[BaseRoute]:
+        async def explode(request: Request) -> Response:
+            raise RuntimeError("route exploded")
+
+        return [Route("/explode", explode, methods=["GET"]), Route("/silent", Silent())]
+
+
+@pytest.fixture(scope="module")
+def failing_server() -> Iterator[RunningServer]:
+    with running_server(API_EXAMPLE, (FailingRoutes(),)) as server:
+        yield server
+
+
+@pytest.mark.parametrize("path", ["/explode", "/silent"])
+def test_framework_500s_are_aviso_json(failing_server: RunningServer, path: str) -> None:
+    with httpx.Client(base_url=failing_server.url, timeout=30) as client:
+        answer = client.get(path)
+        assert answer.status_code == 500
+        body = answer.json()
+        assert body["code"] == "INTERNAL_ERROR"
+        assert body["request_id"] == answer.headers["x-request-id"]
+        assert "exploded" not in answer.text
+        assert_still_serving(client)
+
+
+class CapturedLog:
+    """The JSON lines uvicorn's and aviso's loggers write while a test runs, formatted as
+    ``aviso-server serve`` formats them."""
+
+    NAMES = ("aviso", "uvicorn.error")
+
+    def __init__(self) -> None:
+        self.buffer = io.StringIO()
+        self.handler = logging.StreamHandler(self.buffer)
+        self.handler.setFormatter(JsonLineFormatter())
+
+    def __enter__(self) -> CapturedLog:
+        for name in self.NAMES:
+            logging.getLogger(name).addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for name in self.NAMES:
+            logging.getLogger(name).removeHandler(self.handler)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.buffer.getvalue().splitlines()]
+
+
+def test_uvicorn_error_lines_carry_the_request_id(failing_server: RunningServer) -> None:
+    with CapturedLog() as log, httpx.Client(base_url=failing_server.url, timeout=30) as client:
+        answer = client.get("/explode")
+        # uvicorn logs after the answer is written, in the same step of the server's loop:
+        # once the loop answers another request, the line is there.
+        assert client.get("/health").status_code == 200
+    request_id = answer.headers["x-request-id"]
+    (line,) = [line for line in log.lines() if line["logger"] == "uvicorn.error"]
+    assert line["message"].strip() == "Exception in ASGI application"
+    assert line["request_id"] == request_id
+    assert "route exploded" in line["exception"]
+
+
+def test_a_huge_rejected_value_makes_a_short_log_line(hostile: httpx.Client) -> None:
+    value = "z" * 200_000
+    body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "level": value}}
+    with CapturedLog() as log:
+        answer = hostile.post(NOTIFY, json=body)
+    assert_client_error(answer, 400, "INVALID_NOTIFICATION_REQUEST")
+    (line,) = [
+        line for line in log.lines() if line.get("request_id") == answer.json()["request_id"]
+    ]
+    text = json.dumps(line)
+    assert len(text) < 1_000, text
+    assert text.count("z" * 100) == 1, "the value is echoed once"
+    assert "more characters]" in line["message"]
+
+
+# -- aviso-server serve -----------------------------------------------------------------------
+
+SERVE_CONFIG = """
+application: {host: 127.0.0.1, port: 0}
+notification_backend: {kind: in_memory}
+"""
+
+
+def _lower_descriptor_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+
+def _descriptor_limit_of_512() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+
+
+def _open_files_limits(pid: int) -> tuple[str, str]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return soft, hard
+    raise AssertionError("no Max open files line")
+
+
+@contextmanager
+def _serve(tmp_path: Path, limit_descriptors: Callable[[], None]) -> Iterator[tuple[int, int]]:
+    """``aviso-server serve`` started with ``limit_descriptors`` applied; yields its port and
+    pid. Its stderr is in ``tmp_path / "server.log"`` once the block is left."""
+    config = tmp_path / "config.yaml"
+    config.write_text(SERVE_CONFIG)
+    port = free_port()
+    with (tmp_path / "server.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            aviso_command("serve", "--config", str(config), "--port", str(port)),
+            stderr=stderr,
+            stdout=subprocess.DEVNULL,
+            env=clean_environment(),
+            preexec_fn=limit_descriptors,
+        )
+        try:
+            wait_until_healthy(f"http://127.0.0.1:{port}", process)
+            yield port, process.pid
+        finally:
+            stop(process, 30.0)
+
+
+def _log_lines(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()]
+
+
+def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) -> None:
+    """Started with a soft limit of 256, ``aviso-server serve`` raises it to the hard limit;
+    what uvicorn itself logs (a request it cannot parse) is a JSON line like ours."""
+    with _serve(tmp_path, _lower_descriptor_limit) as (port, pid):
+        soft, hard = _open_files_limits(pid)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            assert _read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
+    assert soft == hard, (soft, hard)
+    lines = _log_lines(tmp_path)
+    assert any(
+        line["logger"] == "uvicorn.error" and line["message"] == "Invalid HTTP request received."
+        for line in lines
+    ), lines
+
+
+def test_max_connections_stays_below_the_descriptor_limit(tmp_path: Path) -> None:
+    """Hard limit 512: the default 10,000 connections could never be served, so the cap is
+    lowered to leave descriptors for everything else, and the log says so."""
+    with _serve(tmp_path, _descriptor_limit_of_512):
+        pass
+    (line,) = [
+        line
+        for line in _log_lines(tmp_path)
+        if line.get("event_name") == "server.connections.capped"
+    ]
+    assert line["level"] == "warn"
+    assert "lowered to 384" in line["message"], line
