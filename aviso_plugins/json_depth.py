@@ -32,4 +32,4 @@ def exceeds_json_depth(data: bytes | str, limit: int) -> bool:
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
     brackets = _STRING.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
-    return max(accumulate(memoryview(brackets).cast("b")), default=0) > limit
+    return bool(brackets) and max(accumulate(memoryview(brackets).cast("b"))) > limit
