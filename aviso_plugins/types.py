@@ -232,6 +232,15 @@ class StorageBackend(ABC):
         """
         return 0
 
+    async def ready(self) -> bool:
+        """Whether the backend can serve requests now (``GET /ready``): its connection is up
+        and its storage usable. Called for every readiness probe, so it must be cheap, answer
+        within about a second and never read or write notifications.
+
+        The default (``True``) suits a backend without a connection to lose.
+        """
+        return True
+
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
 
