@@ -52,6 +52,11 @@ class BackendUnavailable(RuntimeError):
     """NATS cannot be reached right now."""
 
 
+class RequestLost(RuntimeError):
+    """The connection closed while a request awaited its answer. Not retried: the request
+    may be the very one the server refused (retrying it would drop the next connection)."""
+
+
 class JetStreamBackend(StorageBackend):
     kind: ClassVar[str] = "jetstream"
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities(
@@ -187,6 +192,7 @@ class JetStreamBackend(StorageBackend):
         when the configured reconnect attempts ran out. Unless the operator asked for that
         ending (a positive ``max_reconnect_attempts`` used up, or
         ``enable_auto_reconnect: false``), a new client takes over."""
+        _fail_requests_in_flight(client)
         if self._closing or client is not self._nc:
             return
         if self._renewal is not None and not self._renewal.done():
@@ -375,6 +381,14 @@ class JetStreamBackend(StorageBackend):
             if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
                 return False
             raise
+
+
+def _fail_requests_in_flight(client: Client) -> None:
+    """nats-py leaves the requests of a closed client waiting for their timeout although no
+    answer can come any more: fail them now."""
+    for future in tuple(client._resp_map.values()):
+        if not future.done():
+            future.set_exception(RequestLost("the NATS connection closed before the answer"))
 
 
 async def _close_quietly(client: Client) -> None:

@@ -163,6 +163,8 @@ class LiveFeeds:
                 continue  # its creation failed with the old client; its joiners saw that
             try:
                 await self._consume(base, feed, resume=True)
+                if self._feeds.get(base) is not feed and feed.subscription is not None:
+                    await feed.subscription.unsubscribe()  # its last watcher left meanwhile
             except Exception as exc:
                 logger.error("live feed of %s could not be resumed: %s", base, exc)
                 if self._feeds.get(base) is feed:

@@ -14,6 +14,7 @@ raised so that an oversized value reaches NATS instead of being refused with 400
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.host.backends.jetstream_support import (
     notify_ok,
     poll,
     replay,
+    unique,
     watching,
 )
 from tests.support.nats import NatsServer
@@ -127,41 +129,58 @@ def _reconnect_attempts(server: Aviso) -> int:
     return server.log().count("NATS error: ")
 
 
+def _survives_refused_requests(server: Aviso, http: httpx.Client, watch: Watch) -> None:
+    """Three requests nats-server answers by dropping the connection, each followed by a
+    notify that must succeed; the open ``watch`` receives every acknowledged one once."""
+    acknowledged = ["first"]
+    notify_ok(http, "heal", {"n": "first"})
+
+    # A notify whose subject nats-server refuses: it drops the connection.
+    assert_storage_failed(notify(http, "heal", {"n": HUGE}))
+    notify_ok(http, "heal", {"n": "after-notify"})
+    acknowledged.append("after-notify")
+
+    # A replay whose filter goes into the consumer-create subject does the same.
+    _replay_fails(http, {"n": HUGE})
+    notify_ok(http, "heal", {"n": "after-replay"})
+    acknowledged.append("after-replay")
+
+    # And so does a wipe of a stream with an oversized name.
+    wiped = http.request("DELETE", "/api/v1/admin/wipe/stream", json={"stream_name": "s" * 5_000})
+    assert wiped.status_code < 600  # answered, whatever the code
+    notify_ok(http, "heal", {"n": "after-wipe"})
+    acknowledged.append("after-wipe")
+
+    _assert_watch_has(watch, acknowledged)
+    _assert_ready(http)
+    history = [_n(event) for event in replay(http, "heal", EVERYTHING)]
+    assert history == acknowledged
+    assert "opening a new one" in server.log()
+
+
 def test_a_request_nats_refuses_leaves_the_connection_working(
     own_nats: NatsServer, tmp_path: Path
 ) -> None:
+    """Also a watch whose feed has delivered nothing yet over history stored before it:
+    moved to the new client, it neither re-sends that history nor misses what follows."""
+    idle = unique("idle")
     with (
         aviso_serving(tmp_path, _config(own_nats.url)) as server,
         server.client() as http,
         server.client() as watch_http,
-        watching(watch_http, "heal", EVERYTHING) as watch,
+        server.client() as idle_http,
     ):
-        acknowledged = ["first"]
-        notify_ok(http, "heal", {"n": "first"})
-
-        # A notify whose subject nats-server refuses: it drops the connection.
-        assert_storage_failed(notify(http, "heal", {"n": HUGE}))
-        notify_ok(http, "heal", {"n": "after-notify"})
-        acknowledged.append("after-notify")
-
-        # A replay whose filter goes into the consumer-create subject does the same.
-        _replay_fails(http, {"n": HUGE})
-        notify_ok(http, "heal", {"n": "after-replay"})
-        acknowledged.append("after-replay")
-
-        # And so does a wipe of a stream with an oversized name.
-        wiped = http.request(
-            "DELETE", "/api/v1/admin/wipe/stream", json={"stream_name": "s" * 5_000}
-        )
-        assert wiped.status_code < 600  # answered, whatever the code
-        notify_ok(http, "heal", {"n": "after-wipe"})
-        acknowledged.append("after-wipe")
-
-        _assert_watch_has(watch, acknowledged)
-        _assert_ready(http)
-        history = [_n(event) for event in replay(http, "heal", EVERYTHING)]
-        assert history == acknowledged
-        assert "opening a new one" in server.log()
+        for n in ("old-0", "old-1"):
+            notify_ok(http, idle, {"n": n})
+        with (
+            watching(watch_http, "heal", EVERYTHING) as watch,
+            watching(idle_http, idle, EVERYTHING) as idle_watch,
+        ):
+            _survives_refused_requests(server, http, watch)
+            notify_ok(http, idle, {"n": "new"})
+            assert [_n(event) for event in idle_watch.collect(1)] == ["new"]
+            # Anything re-sent would have arrived before the new one: nothing did.
+            assert len(idle_watch.notifications()) == 1
 
 
 def test_a_long_outage_with_default_settings_heals(own_nats: NatsServer, tmp_path: Path) -> None:
@@ -169,12 +188,17 @@ def test_a_long_outage_with_default_settings_heals(own_nats: NatsServer, tmp_pat
     then the same process serves again and the open watch resumes without gap or
     duplicate."""
     config = _config(own_nats.url, reconnect_delay_ms=20)
+    idle = unique("idle")
     with (
         aviso_serving(tmp_path, config) as server,
         server.client() as http,
         server.client() as watch_http,
-        watching(watch_http, "heal", EVERYTHING) as watch,
+        server.client() as idle_http,
+        ExitStack() as stack,
     ):
+        notify_ok(http, idle, {"n": "old"})
+        watch = stack.enter_context(watching(watch_http, "heal", EVERYTHING))
+        idle_watch = stack.enter_context(watching(idle_http, idle, EVERYTHING))
         acknowledged = ["pre-0", "pre-1"]
         for n in acknowledged:
             notify_ok(http, "heal", {"n": n})
@@ -204,6 +228,8 @@ def test_a_long_outage_with_default_settings_heals(own_nats: NatsServer, tmp_pat
 
         _assert_watch_has(watch, acknowledged)
         assert not watch.ended
+        notify_ok(http, idle, {"n": "new"})
+        assert [_n(event) for event in idle_watch.collect(1)] == ["new"]
         history = [_n(event) for event in replay(http, "heal", EVERYTHING)]
         assert history == acknowledged
         assert not set(history) & set(refused), "a notification answered 500 was stored"
