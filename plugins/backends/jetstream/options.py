@@ -26,7 +26,8 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "retention_policy": {"enum": ["limits", "interest", "workqueue"]},
         "discard_policy": {"enum": ["old", "new"]},
         "enable_auto_reconnect": {"type": "boolean"},
-        "max_reconnect_attempts": _COUNT,
+        # null (YAML ~) reads as unset: unlimited.
+        "max_reconnect_attempts": {"type": ["integer", "null"], "minimum": 0},
         "reconnect_delay_ms": _COUNT,
         "publish_retry_attempts": _COUNT,
         "publish_retry_base_delay_ms": _COUNT,

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from aviso_builtins.backends.jetstream.options import parse_options
 from tests.host.backends.jetstream_support import (
     Aviso,
     Watch,
@@ -255,3 +257,20 @@ def test_a_positive_max_reconnect_attempts_gives_up_for_good(
         assert http.get("/health").status_code == 200
         assert_storage_failed(notify(http, "heal", {"n": "after"}))
         assert "opening a new one" not in server.log()
+
+
+@pytest.mark.parametrize(
+    ("raw", "reconnects", "subscription_attempts"),
+    [
+        pytest.param({}, None, 5, id="unset"),
+        pytest.param({"max_reconnect_attempts": None}, None, 5, id="null"),
+        pytest.param({"max_reconnect_attempts": 0}, 0, 1, id="zero"),
+        pytest.param({"max_reconnect_attempts": 3}, 3, 3, id="three"),
+    ],
+)
+def test_max_reconnect_attempts_defaults_to_unlimited_and_bounds_subscription_attempts(
+    raw: dict[str, Any], reconnects: int | None, subscription_attempts: int
+) -> None:
+    options = parse_options(raw, environ={})
+    assert options.max_reconnect_attempts == reconnects
+    assert options.subscription_attempts == subscription_attempts
