@@ -177,7 +177,7 @@ class JetStreamBackend(StorageBackend):
 
     async def _on_disconnected(self) -> None:
         if not self._closing:
-            logger.warning("NATS connection lost; reconnecting")
+            logger.warning("NATS connection lost")
 
     async def _on_reconnected(self) -> None:
         logger.info("NATS connection restored")
