@@ -18,6 +18,7 @@ from tests.hostile.support import VALID_NOTIFY, assert_still_serving
 from tests.support.configs import API_EXAMPLE, jetstream_variant, with_changes
 from tests.support.nats import NatsServer
 from tests.support.server import RunningServer, running_server
+from tests.support.sse import Stream
 
 HUGE = "x" * 5_000  # over nats-server's default max_control_line (4,096 bytes)
 
@@ -67,4 +68,28 @@ def test_a_5000_character_stream_name_to_wipe_does_not_break_the_nats_connection
         "DELETE", "/api/v1/admin/wipe/stream", json={"stream_name": "s" * 5_000}
     )
     assert answer.status_code in (400, 404, 500), answer.text
+    assert_still_serving(nats_hostile)
+
+
+@pytest.mark.parametrize(
+    ("path", "extra"),
+    [
+        pytest.param("/api/v1/watch", {"from_id": "1"}, id="cursor_watch"),
+        pytest.param("/api/v1/aggregate", {"group_by": ["level"]}, id="aggregate"),
+    ],
+)
+def test_a_5000_byte_filter_on_a_history_reading_stream_does_not_break_the_nats_connection(
+    nats_hostile: httpx.Client, path: str, extra: dict[str, object]
+) -> None:
+    """The stream reports the failed history read as an SSE ``error`` (read until then,
+    bounded by the client's read timeout) and the service keeps serving."""
+    body = {"event_type": "river_gauge", "identifier": {"basin": HUGE}, **extra}
+    with nats_hostile.stream("POST", path, json=body) as answer:
+        assert answer.status_code == 200, answer.read()
+        names = []
+        for event in Stream(answer).events():
+            names.append(event.name)
+            if event.name in ("error", "connection-closing"):
+                break
+    assert "error" in names, names
     assert_still_serving(nats_hostile)
