@@ -199,16 +199,19 @@ class JetStreamBackend(StorageBackend):
             return  # the renewal in progress notices that its client closed
         reason = self._final_loss(client)
         if reason is not None:
-            self._lost_for_good = reason
-            logger.error("NATS connection closed for good: %s", reason)
-            if self._live is not None:
-                self._live.end_all("NATS connection closed")
+            self._give_up(reason)
             return
         logger.warning(
             "NATS closed the connection (%s); opening a new one",
             client.last_error or "no error given",
         )
         self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
+    def _give_up(self, reason: str) -> None:
+        self._lost_for_good = reason
+        logger.error("NATS connection closed for good: %s", reason)
+        if self._live is not None:
+            self._live.end_all("NATS connection closed")
 
     def _final_loss(self, client: Client) -> str | None:
         """Why ``client``'s loss is the configured end of the connection, if it is."""
@@ -222,8 +225,7 @@ class JetStreamBackend(StorageBackend):
     async def _renew(self) -> None:
         """Open a new client (backing off between attempts, bounded by a positive
         ``max_reconnect_attempts``), then move the live feeds onto it."""
-        options = self.options
-        limit = options.max_reconnect_attempts
+        limit = self.options.max_reconnect_attempts
         attempt = 0
         while not self._closing:
             attempt += 1
@@ -237,10 +239,7 @@ class JetStreamBackend(StorageBackend):
                     exc or type(exc).__name__,
                 )
                 if limit and attempt >= limit:
-                    self._lost_for_good = f"{limit} attempts at a new connection failed"
-                    logger.error("NATS connection closed for good: %s", self._lost_for_good)
-                    if self._live is not None:
-                        self._live.end_all("NATS connection closed")
+                    self._give_up(f"{limit} attempts at a new connection failed")
                     return
                 await asyncio.sleep(self._renewal_delay(attempt))
                 continue
@@ -248,12 +247,26 @@ class JetStreamBackend(StorageBackend):
                 await _close_quietly(client)
                 return
             self._install(client)
-            assert self._live is not None and self._js is not None and self._keeper is not None
-            await self._live.resume(self._js, self._keeper)
-            if not client.is_closed:
+            if await self._resume_feeds(client):
                 logger.info("new NATS connection established")
                 return
-            attempt = 0  # closed again at once (another refused request): start over
+            # Closed again before every feed moved (e.g. another refused request).
+            reason = self._final_loss(client)
+            if reason is not None:
+                self._give_up(reason)
+                return
+            attempt = 0
+
+    async def _resume_feeds(self, client: Client) -> bool:
+        """Move the live feeds onto ``client``, waiting out its own reconnects; ``False``
+        if it closed first."""
+        assert self._live is not None and self._js is not None and self._keeper is not None
+        js, keeper = self._js, self._keeper
+        while not await self._live.resume(js, keeper):
+            if client.is_closed or self._closing:
+                return False
+            await asyncio.sleep(self.options.reconnect_delay_ms / 1000)
+        return not client.is_closed
 
     def _renewal_delay(self, attempt: int) -> float:
         base = self.options.reconnect_delay_ms / 1000

@@ -44,6 +44,8 @@ class _Feed:
         self.index: SubscriberIndex[_Watcher] = SubscriberIndex()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.subscription: JetStreamContext.PushSubscription | None = None
+        self.js: JetStreamContext | None = None
+        """The client context ``subscription`` belongs to."""
         self.last_sequence = 0
         """The highest stream sequence this feed has handed on (or skipped as unreadable),
         or the stream's last sequence when the feed began: where a new consumer resumes."""
@@ -142,6 +144,7 @@ class LiveFeeds:
                 # delivered yet would re-read the whole stream after every outage.
                 jsi = feed.subscription._sub._jsi
                 jsi._sseq = max(jsi._sseq, feed.last_sequence)
+                feed.js = js
                 return
             except NotFoundError:
                 self._keeper.forget(base)  # deleted behind our back: recreate it
@@ -153,24 +156,28 @@ class LiveFeeds:
                 logger.warning("live consumer for %s failed (attempt %d): %s", base, attempt, exc)
             await asyncio.sleep(self._retry_delay * 2 ** (attempt - 1))
 
-    async def resume(self, js: JetStreamContext, keeper: StreamKeeper) -> None:
+    async def resume(self, js: JetStreamContext, keeper: StreamKeeper) -> bool:
         """Continue every feed on a new NATS client (``js``) where it stopped; a feed whose
-        consumer cannot be recreated ends its watches."""
+        consumer cannot be recreated ends its watches. ``False`` when the new connection was
+        lost meanwhile: the feeds not yet moved keep their watches, call again."""
         self._js = js
         self._keeper = keeper
         for base, feed in tuple(self._feeds.items()):
-            if not feed.ready.done() or feed.ready.exception() is not None:
-                continue  # its creation failed with the old client; its joiners saw that
+            if feed.js is js or not feed.ready.done() or feed.ready.exception() is not None:
+                continue  # already on this client, or its creation failed (joiners saw that)
             try:
                 await self._consume(base, feed, resume=True)
                 if self._feeds.get(base) is not feed and feed.subscription is not None:
                     await feed.subscription.unsubscribe()  # its last watcher left meanwhile
             except Exception as exc:
+                if not js._nc.is_connected:
+                    return False
                 logger.error("live feed of %s could not be resumed: %s", base, exc)
                 if self._feeds.get(base) is feed:
                     del self._feeds[base]
                 for watcher in tuple(feed.watchers):
                     watcher.sink.end("NATS consumer could not be recreated")
+        return True
 
     async def leave(self, base: str, watcher: _Watcher) -> None:
         feed = self._feeds.get(base)
