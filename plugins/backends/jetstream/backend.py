@@ -46,6 +46,7 @@ _NO_STREAM = 10059
 _MAX_RENEWAL_DELAY = 30.0
 """Longest pause between attempts at a new client (longer only if reconnect_delay_ms is)."""
 _READY_TIMEOUT = 1.0
+_SUPERVISION_SECONDS = 0.5
 
 
 class BackendUnavailable(RuntimeError):
@@ -87,6 +88,7 @@ class JetStreamBackend(StorageBackend):
         self._lost_for_good: str | None = None
         """Why the connection ended as configured; ``None`` while it is kept alive."""
         self._probe: asyncio.Future[bool] | None = None
+        self._supervisor: asyncio.Task[None] | None = None
 
     # -- connection --------------------------------------------------------------------------
 
@@ -97,6 +99,7 @@ class JetStreamBackend(StorageBackend):
             url = self._embedded.url
         self._url = url
         self._install(await self._connect(url))
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
     def _install(self, client: Client) -> None:
         """Make ``client`` the connection everything uses; stream and replay state of an
@@ -187,16 +190,32 @@ class JetStreamBackend(StorageBackend):
             self._history.forget_all()
 
     async def _on_closed(self, client: Client) -> None:
+        self._handle_closed(client)
+
+    async def _supervise(self) -> None:
+        """Notice a client nats-py closed without calling back: its close can fail half-way
+        (e.g. flushing to a socket the server already dropped), which leaves the client
+        closed with no callback ever coming."""
+        while not self._closing:
+            await asyncio.sleep(_SUPERVISION_SECONDS)
+            self._check_closed()
+
+    def _check_closed(self) -> None:
+        if self._nc is not None and self._nc.is_closed:
+            self._handle_closed(self._nc)
+
+    def _handle_closed(self, client: Client) -> None:
         """nats-py closed ``client`` for good: after a protocol error (a request the server
         refused, such as a subject over its control-line limit), a refused reconnect, or
         when the configured reconnect attempts ran out. Unless the operator asked for that
         ending (a positive ``max_reconnect_attempts`` used up, or
-        ``enable_auto_reconnect: false``), a new client takes over."""
+        ``enable_auto_reconnect: false``), a new client takes over. Idempotent."""
         _fail_requests_in_flight(client)
-        if self._closing or client is not self._nc:
+        if self._closing or client is not self._nc or self._lost_for_good is not None:
             return
         if self._renewal is not None and not self._renewal.done():
             return  # the renewal in progress notices that its client closed
+        _abort_transport(client)
         reason = self._final_loss(client)
         if reason is not None:
             self._give_up(reason)
@@ -276,6 +295,7 @@ class JetStreamBackend(StorageBackend):
         """Connected, and JetStream answers an account-info request; the probe is shared by
         concurrent callers and bounded by one second."""
         if self._lost_for_good or self._nc is None or not self._nc.is_connected:
+            self._check_closed()
             return False
         if self._probe is None or self._probe.done():
             self._probe = asyncio.ensure_future(self._probe_jetstream(self._nc))
@@ -295,13 +315,15 @@ class JetStreamBackend(StorageBackend):
         if self._nc is None or self._js is None or self._keeper is None:
             raise BackendUnavailable("JetStream backend is not started")
         if not self._nc.is_connected:
+            self._check_closed()
             raise BackendUnavailable("NATS connection is down")
         return self._js, self._keeper
 
     async def shutdown(self) -> None:
         self._closing = True
-        if self._renewal is not None:
-            self._renewal.cancel()
+        for task in (self._renewal, self._supervisor):
+            if task is not None:
+                task.cancel()
         if self._history is not None:
             await self._history.close_all()
         if self._nc is not None and not self._nc.is_closed:
@@ -402,6 +424,16 @@ def _fail_requests_in_flight(client: Client) -> None:
     for future in tuple(client._resp_map.values()):
         if not future.done():
             future.set_exception(RequestLost("the NATS connection closed before the answer"))
+
+
+def _abort_transport(client: Client) -> None:
+    """Close the socket of a client whose own close may not have got that far."""
+    transport = client._transport
+    if transport is not None:
+        try:
+            transport.close()
+        except Exception as exc:  # already closed
+            logger.debug("closing the socket of a closed NATS client: %s", exc)
 
 
 async def _close_quietly(client: Client) -> None:

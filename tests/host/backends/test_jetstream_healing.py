@@ -14,6 +14,7 @@ raised so that an oversized value reaches NATS instead of being refused with 400
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,56 @@ def test_a_request_nats_refuses_leaves_the_connection_working(
             assert [_n(event) for event in idle_watch.collect(1)] == ["new"]
             # Anything re-sent would have arrived before the new one: nothing did.
             assert len(idle_watch.notifications()) == 1
+
+
+def test_a_burst_of_refused_requests_leaves_every_watch_intact(
+    own_nats: NatsServer, tmp_path: Path
+) -> None:
+    """Refused requests sent together drop one new client after the other, some of them
+    while the live feeds are being moved onto it: every watch still continues once, in
+    order, and the service serves afterwards."""
+    bases = [unique("burst") for _ in range(4)]
+    with (
+        aviso_serving(tmp_path, _config(own_nats.url)) as server,
+        server.client() as http,
+        ExitStack() as stack,
+    ):
+        watches = []
+        for base in bases:
+            notify_ok(http, base, {"n": "before-watch"})
+            client = stack.enter_context(server.client())
+            watches.append(stack.enter_context(watching(client, base, EVERYTHING)))
+        notify_ok(http, bases[0], {"n": "first"})
+
+        def refused(k: int) -> int:
+            with server.client() as own:
+                return notify(own, "heal", {"n": f"{k}{HUGE}"}).status_code
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            statuses = list(pool.map(refused, range(6)))
+        assert set(statuses) == {500}, statuses
+
+        for base in bases:
+            _notify_until_ok_on(http, base)
+        for base, watch in zip(bases, watches, strict=True):
+            expected = ["first", "after"] if base == bases[0] else ["after"]
+            received = watch.collect(len(expected), timeout=RESUME_TIMEOUT)
+            assert [_n(event) for event in received] == expected, base
+        _assert_ready(http)
+
+
+def _notify_until_ok_on(http: httpx.Client, base: str) -> None:
+    """Notify ``after`` on ``base``; a 500 is allowed while the last new client settles, and
+    nothing answered 500 may be stored (checked by the watches receiving ``after`` once)."""
+
+    def attempt() -> bool:
+        response = notify(http, base, {"n": "after"})
+        if response.status_code == 200:
+            return True
+        assert_storage_failed(response)
+        return False
+
+    poll(attempt, RECOVERY_TIMEOUT, f"notify on {base} to answer 200")
 
 
 def test_a_long_outage_with_default_settings_heals(own_nats: NatsServer, tmp_path: Path) -> None:
