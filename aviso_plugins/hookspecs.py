@@ -26,7 +26,10 @@ def aviso_field_handlers() -> Iterable[type[FieldHandler]]:
 
 @hookspec
 def aviso_storage_backends() -> Iterable[type[StorageBackend]]:
-    """Return storage backend classes; one is selected by ``notification_backend.kind``."""
+    """Return storage backend classes; one is selected by ``notification_backend.kind``.
+
+    A backend with a connection to lose overrides ``StorageBackend.ready()`` so that
+    ``GET /ready`` reports it (the default says ready)."""
 
 
 # -- authentication and authorisation -----------------------------------------------------

@@ -271,6 +271,15 @@ class StorageBackend(ABC):
         batch = await self.fetch_batch(pattern, StartCursor(from_time_ns=time_ns + 1), 1)
         return batch.messages[0].sequence if batch.messages else None
 
+    async def ready(self) -> bool:
+        """Whether the backend can serve requests now (``GET /ready``): its connection is up
+        and its storage usable. Called for every readiness probe, so it must be cheap, answer
+        within about a second and never read or write notifications.
+
+        The default (``True``) suits a backend without a connection to lose.
+        """
+        return True
+
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
 

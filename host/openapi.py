@@ -796,6 +796,30 @@ def _operational_operations() -> Doc:
                 },
             },
         },
+        "/ready": {
+            "get": {
+                "tags": ["health"],
+                "operationId": "ready",
+                "summary": "Readiness probe",
+                "description": (
+                    "Whether the notification backend is connected and usable (JetStream: "
+                    "NATS connected and JetStream answering; in-memory: always). Reads no "
+                    "notification. `/health` stays 200 during a backend outage."
+                ),
+                "responses": {
+                    "200": _json_response(
+                        "Ready.",
+                        _schema("Readiness"),
+                        ready={"status": "ready", "backend_connected": True},
+                    ),
+                    "503": _json_response(
+                        "The backend is not connected.",
+                        _schema("Readiness"),
+                        not_ready={"status": "not_ready", "backend_connected": False},
+                    ),
+                },
+            },
+        },
         "/": {
             "get": {
                 "tags": ["general"],
@@ -987,6 +1011,15 @@ def _body_schemas() -> Doc:
             "required": ["status"],
             "additionalProperties": False,
             "properties": {"status": {"type": "string", "enum": ["ok"]}},
+        },
+        "Readiness": {
+            "type": "object",
+            "required": ["status", "backend_connected"],
+            "additionalProperties": False,
+            "properties": {
+                "status": {"type": "string", "enum": ["ready", "not_ready"]},
+                "backend_connected": {"type": "boolean"},
+            },
         },
         "WipeStreamRequest": {
             "type": "object",
@@ -1234,7 +1267,7 @@ def openapi_document(version: str) -> dict[str, Any]:
                 },
             },
             "tags": [
-                {"name": "health", "description": "Liveness."},
+                {"name": "health", "description": "Liveness and readiness."},
                 {"name": "general", "description": "Landing page."},
                 {"name": "schema", "description": "Schema discovery."},
                 {"name": "notification", "description": "Publishing notifications."},

@@ -1,4 +1,5 @@
-"""Operational routes: health, landing page, static files, the OpenAPI document, Swagger UI.
+"""Operational routes: health, readiness, landing page, static files, the OpenAPI document,
+Swagger UI.
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -122,6 +123,13 @@ def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
     async def health(request: Request) -> Response:
         return json_response({"status": "ok"}, sort_keys=False)
 
+    async def ready(request: Request) -> Response:
+        if await request.app.state.service.backend.ready():
+            return json_response({"status": "ready", "backend_connected": True}, sort_keys=False)
+        return json_response(
+            {"status": "not_ready", "backend_connected": False}, status=503, sort_keys=False
+        )
+
     # Synchronous handlers touch the filesystem, so Starlette runs them in its thread pool.
     def home(request: Request) -> Response:
         # Read per request so operators can edit the page without a restart.
@@ -164,6 +172,7 @@ def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
 
     return [
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
         Route("/", home, methods=["GET"]),
         Route("/static/{path:path}", static, methods=["GET"]),
         Route("/api-docs/openapi.json", openapi, methods=["GET"]),

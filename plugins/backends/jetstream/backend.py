@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from nats.aio.client import Client
-from nats.errors import ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError
+from nats.errors import (
+    ConnectionClosedError,
+    NoServersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+)
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
@@ -39,10 +44,19 @@ logger = logging.getLogger("aviso.jetstream")
 _TRANSIENT = (ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError)
 _NO_MESSAGE = (10037, 10043, 10057)
 _NO_STREAM = 10059
+_MAX_RENEWAL_DELAY = 30.0
+"""Longest pause between attempts at a new client (longer only if reconnect_delay_ms is)."""
+_READY_TIMEOUT = 1.0
+_SUPERVISION_SECONDS = 0.5
 
 
 class BackendUnavailable(RuntimeError):
     """NATS cannot be reached right now."""
+
+
+class RequestLost(RuntimeError):
+    """The connection closed while a request awaited its answer. Not retried: the request
+    may be the very one the server refused (retrying it would drop the next connection)."""
 
 
 class JetStreamBackend(StorageBackend):
@@ -70,6 +84,12 @@ class JetStreamBackend(StorageBackend):
         self._live: LiveFeeds | None = None
         self._history: HistoryReaders | None = None
         self._closing = False
+        self._url = self.options.nats_url
+        self._renewal: asyncio.Task[None] | None = None
+        self._lost_for_good: str | None = None
+        """Why the connection ended as configured; ``None`` while it is kept alive."""
+        self._probe: asyncio.Future[bool] | None = None
+        self._supervisor: asyncio.Task[None] | None = None
 
     # -- connection --------------------------------------------------------------------------
 
@@ -78,39 +98,36 @@ class JetStreamBackend(StorageBackend):
         if self._embedded is not None:
             await self._embedded.start()
             url = self._embedded.url
-        self._nc = await self._connect(url)
-        self._js = self._nc.jetstream()
-        self._keeper = StreamKeeper(self._js, self.options, self.context.storage_policies)
-        self._live = LiveFeeds(self._js, self._keeper)
+        self._url = url
+        self._install(await self._connect(url))
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    def _install(self, client: Client) -> None:
+        """Make ``client`` the connection everything uses; stream and replay state of an
+        earlier client is dropped with it (its streams are ensured again on first use)."""
+        options = self.options
+        self._nc = client
+        self._js = client.jetstream()
+        self._keeper = StreamKeeper(self._js, options, self.context.storage_policies)
         self._history = HistoryReaders(self._js)
+        if self._live is None:
+            self._live = LiveFeeds(
+                self._js,
+                self._keeper,
+                options.subscription_attempts,
+                options.publish_retry_base_delay_ms / 1000,
+            )
 
     async def _connect(self, url: str) -> Client:
         """``retry_attempts`` connection attempts, each one TCP connect bounded by
-        ``timeout_seconds``. The reconnect settings govern only an established connection:
-        given to the first connect, nats-py would retry inside every attempt (forever with
-        ``max_reconnect_attempts: 0``)."""
+        ``timeout_seconds``."""
         options = self.options
         failure: Exception | None = None
         for attempt in range(1, options.retry_attempts + 1):
-            client = Client()
             try:
-                await asyncio.wait_for(
-                    client.connect(
-                        servers=[url],
-                        token=options.token,
-                        connect_timeout=options.timeout_seconds,
-                        allow_reconnect=False,
-                        max_reconnect_attempts=0,
-                        error_cb=self._on_error,
-                        disconnected_cb=self._on_disconnected,
-                        reconnected_cb=self._on_reconnected,
-                        closed_cb=self._on_closed,
-                    ),
-                    options.timeout_seconds,
-                )
+                return await self._open_client(url)
             except Exception as exc:
                 failure = exc
-                await _close_quietly(client)
                 logger.warning(
                     "NATS connection attempt %d/%d to %s failed: %s",
                     attempt,
@@ -120,41 +137,194 @@ class JetStreamBackend(StorageBackend):
                 )
                 if attempt < options.retry_attempts:
                     await asyncio.sleep(options.reconnect_delay_ms / 1000)
-                continue
-            client.options["allow_reconnect"] = options.enable_auto_reconnect
-            client.options["max_reconnect_attempts"] = (
-                (options.max_reconnect_attempts or -1) if options.enable_auto_reconnect else 0
-            )
-            client.options["reconnect_time_wait"] = options.reconnect_delay_ms / 1000
-            return client
         raise BackendUnavailable(
             f"could not connect to NATS at {_redacted(url)} after "
             f"{options.retry_attempts} attempts: {failure or 'timeout'}"
         )
+
+    async def _open_client(self, url: str) -> Client:
+        """One connection attempt. The reconnect settings are applied only once connected:
+        given to the first connect, nats-py would retry inside the attempt (forever with
+        unlimited reconnects)."""
+        options = self.options
+        client = Client()
+
+        async def closed() -> None:
+            await self._on_closed(client)
+
+        try:
+            await asyncio.wait_for(
+                client.connect(
+                    servers=[url],
+                    token=options.token,
+                    connect_timeout=options.timeout_seconds,
+                    allow_reconnect=False,
+                    max_reconnect_attempts=0,
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                    closed_cb=closed,
+                ),
+                options.timeout_seconds,
+            )
+        except BaseException:
+            await _close_quietly(client)
+            raise
+        client.options["allow_reconnect"] = options.enable_auto_reconnect
+        # nats-py: -1 = unlimited, n > 0 = give up after n failed attempts.
+        client.options["max_reconnect_attempts"] = options.max_reconnect_attempts or -1
+        client.options["reconnect_time_wait"] = options.reconnect_delay_ms / 1000
+        return client
 
     async def _on_error(self, exc: Exception) -> None:
         logger.warning("NATS error: %s", exc or type(exc).__name__)
 
     async def _on_disconnected(self) -> None:
         if not self._closing:
-            logger.warning("NATS connection lost; reconnecting")
+            logger.warning("NATS connection lost")
 
     async def _on_reconnected(self) -> None:
         logger.info("NATS connection restored")
+        if self._history is not None:
+            # A restarted server lost the replay consumers (they are in memory): the next
+            # page of each replay opens a new one from its cursor.
+            self._history.forget_all()
 
-    async def _on_closed(self) -> None:
+    async def _on_closed(self, client: Client) -> None:
+        self._handle_closed(client)
+
+    async def _supervise(self) -> None:
+        """Notice a client nats-py closed without calling back: its close can fail half-way
+        (e.g. flushing to a socket the server already dropped), which leaves the client
+        closed with no callback ever coming."""
+        while not self._closing:
+            await asyncio.sleep(_SUPERVISION_SECONDS)
+            self._check_closed()
+
+    def _check_closed(self) -> None:
+        if self._nc is not None and self._nc.is_closed:
+            self._handle_closed(self._nc)
+
+    def _handle_closed(self, client: Client) -> None:
+        """nats-py closed ``client`` for good: after a protocol error (a request the server
+        refused, such as a subject over its control-line limit), a refused reconnect, or
+        when the configured reconnect attempts ran out. Unless the operator asked for that
+        ending (a positive ``max_reconnect_attempts`` used up, or
+        ``enable_auto_reconnect: false``), a new client takes over. Idempotent."""
+        _fail_requests_in_flight(client)
+        if self._closing or client is not self._nc or self._lost_for_good is not None:
+            return
+        if self._renewal is not None and not self._renewal.done():
+            return  # the renewal in progress notices that its client closed
+        _abort_transport(client)
+        reason = self._final_loss(client)
+        if reason is not None:
+            self._give_up(reason)
+            return
+        logger.warning(
+            "NATS closed the connection (%s); opening a new one",
+            client.last_error or "no error given",
+        )
+        self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
+    def _give_up(self, reason: str) -> None:
+        self._lost_for_good = reason
+        logger.error("NATS connection closed for good: %s", reason)
         if self._live is not None:
             self._live.end_all("NATS connection closed")
 
+    def _final_loss(self, client: Client) -> str | None:
+        """Why ``client``'s loss is the configured end of the connection, if it is."""
+        options = self.options
+        if not options.enable_auto_reconnect:
+            return "automatic reconnection is disabled (enable_auto_reconnect: false)"
+        if options.max_reconnect_attempts and isinstance(client.last_error, NoServersError):
+            return f"{options.max_reconnect_attempts} reconnect attempts failed"
+        return None
+
+    async def _renew(self) -> None:
+        """Open a new client (backing off between attempts, bounded by a positive
+        ``max_reconnect_attempts``), then move the live feeds onto it."""
+        limit = self.options.max_reconnect_attempts
+        attempt = 0
+        while not self._closing:
+            attempt += 1
+            try:
+                client = await self._open_client(self._url)
+            except Exception as exc:
+                logger.warning(
+                    "new NATS connection to %s failed (attempt %d): %s",
+                    _redacted(self._url),
+                    attempt,
+                    exc or type(exc).__name__,
+                )
+                if limit and attempt >= limit:
+                    self._give_up(f"{limit} attempts at a new connection failed")
+                    return
+                await asyncio.sleep(self._renewal_delay(attempt))
+                continue
+            if self._closing:
+                await _close_quietly(client)
+                return
+            self._install(client)
+            if await self._resume_feeds(client):
+                logger.info("new NATS connection established")
+                return
+            # Closed again before every feed moved (e.g. another refused request).
+            reason = self._final_loss(client)
+            if reason is not None:
+                self._give_up(reason)
+                return
+            attempt = 0
+
+    async def _resume_feeds(self, client: Client) -> bool:
+        """Move the live feeds onto ``client``, waiting out its own reconnects; ``False``
+        if it closed first."""
+        assert self._live is not None and self._js is not None and self._keeper is not None
+        js, keeper = self._js, self._keeper
+        while not await self._live.resume(js, keeper):
+            if client.is_closed or self._closing:
+                return False
+            await asyncio.sleep(self.options.reconnect_delay_ms / 1000)
+        return not client.is_closed
+
+    def _renewal_delay(self, attempt: int) -> float:
+        base = self.options.reconnect_delay_ms / 1000
+        return min(base * 2 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
+
+    async def ready(self) -> bool:
+        """Connected, and JetStream answers an account-info request; the probe is shared by
+        concurrent callers and bounded by one second."""
+        if self._lost_for_good or self._nc is None or not self._nc.is_connected:
+            self._check_closed()
+            return False
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._probe_jetstream(self._nc))
+        return await asyncio.shield(self._probe)
+
+    async def _probe_jetstream(self, client: Client) -> bool:
+        try:
+            await client.jetstream(timeout=_READY_TIMEOUT).account_info()
+        except Exception as exc:
+            logger.info("JetStream not ready: %s", exc or type(exc).__name__)
+            return False
+        return True
+
     def _require(self) -> tuple[JetStreamContext, StreamKeeper]:
+        if self._lost_for_good is not None:
+            raise BackendUnavailable(f"NATS connection closed for good: {self._lost_for_good}")
         if self._nc is None or self._js is None or self._keeper is None:
             raise BackendUnavailable("JetStream backend is not started")
         if not self._nc.is_connected:
+            self._check_closed()
             raise BackendUnavailable("NATS connection is down")
         return self._js, self._keeper
 
     async def shutdown(self) -> None:
         self._closing = True
+        for task in (self._renewal, self._supervisor):
+            if task is not None:
+                task.cancel()
         if self._history is not None:
             await self._history.close_all()
         if self._nc is not None and not self._nc.is_closed:
@@ -266,6 +436,24 @@ class JetStreamBackend(StorageBackend):
             if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
                 return False
             raise
+
+
+def _fail_requests_in_flight(client: Client) -> None:
+    """nats-py leaves the requests of a closed client waiting for their timeout although no
+    answer can come any more: fail them now."""
+    for future in tuple(client._resp_map.values()):
+        if not future.done():
+            future.set_exception(RequestLost("the NATS connection closed before the answer"))
+
+
+def _abort_transport(client: Client) -> None:
+    """Close the socket of a client whose own close may not have got that far."""
+    transport = client._transport
+    if transport is not None:
+        try:
+            transport.close()
+        except Exception as exc:  # already closed
+            logger.debug("closing the socket of a closed NATS client: %s", exc)
 
 
 async def _close_quietly(client: Client) -> None:

@@ -4,7 +4,10 @@ Each watcher does not get its own consumer: one ordered push consumer (deliver p
 *new*) per topic base feeds every local watcher of that base, and the same record object is
 handed to each of them, so the CloudEvent is rendered once. An ordered consumer resumes
 after a reconnect exactly after the last stream sequence it delivered, so watches survive a
-NATS outage without gap or duplicate.
+NATS outage without gap or duplicate. When the backend has to replace its NATS client (the
+old one was closed for good), :meth:`LiveFeeds.resume` recreates every feed's consumer on the
+new one, starting right after the last sequence the feed delivered; each feed also drops any
+record at or below that sequence, so a consumer restarted too early never duplicates.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
+from nats.js.errors import NotFoundError
 
 from aviso_builtins.backends.jetstream.messages import to_record
 from aviso_builtins.backends.jetstream.streams import StreamKeeper
@@ -40,9 +44,18 @@ class _Feed:
         self.index: SubscriberIndex[_Watcher] = SubscriberIndex()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.subscription: JetStreamContext.PushSubscription | None = None
+        self.js: JetStreamContext | None = None
+        """The client context ``subscription`` belongs to."""
+        self.last_sequence = 0
+        """The highest stream sequence this feed has handed on (or skipped as unreadable),
+        or the stream's last sequence when the feed began: where a new consumer resumes."""
 
     async def on_message(self, msg: Msg) -> None:
         try:
+            sequence = msg.metadata.sequence.stream
+            if sequence <= self.last_sequence:
+                return  # redelivered by a consumer that restarted before this point
+            self.last_sequence = sequence
             record = to_record(msg)
         except Exception as exc:  # an unreadable message is skipped, not fatal
             logger.warning("skipping unreadable message on %s: %s", msg.subject, exc)
@@ -66,9 +79,14 @@ class _LiveSubscription:
 
 
 class LiveFeeds:
-    def __init__(self, js: JetStreamContext, keeper: StreamKeeper) -> None:
+    def __init__(
+        self, js: JetStreamContext, keeper: StreamKeeper, attempts: int, retry_delay: float
+    ) -> None:
         self._js = js
         self._keeper = keeper
+        self._attempts = attempts
+        """How often a feed's consumer creation is tried before the watch is refused."""
+        self._retry_delay = retry_delay
         self._feeds: dict[str, _Feed] = {}
 
     async def join(self, pattern: TopicPattern, sink: LiveSink) -> _LiveSubscription:
@@ -78,14 +96,7 @@ class LiveFeeds:
         if feed is None:
             feed = self._feeds[base] = _Feed()
             try:
-                name = await self._keeper.ensure(base)
-                feed.subscription = await self._js.subscribe(
-                    f"{pattern.tokens[0]}.>",
-                    stream=name,
-                    cb=feed.on_message,
-                    ordered_consumer=True,
-                    deliver_policy=api.DeliverPolicy.NEW,
-                )
+                await self._consume(base, feed, resume=False)
             except Exception as exc:
                 del self._feeds[base]
                 feed.ready.set_exception(exc)
@@ -98,6 +109,75 @@ class LiveFeeds:
         feed.watchers.add(watcher)
         feed.index.add(pattern, watcher)
         return _LiveSubscription(self, base, watcher)
+
+    async def _consume(self, base: str, feed: _Feed, resume: bool) -> None:
+        """Give ``feed`` a new ordered consumer: from the next stored message, or (``resume``)
+        right after the last one it delivered. Tried ``attempts`` times: a stream deleted
+        behind our back is recreated, a JetStream still recovering after a restart waited
+        for; a connection that is down fails at once (the caller knows it is down)."""
+        for attempt in range(1, self._attempts + 1):
+            js = self._js
+            try:
+                name = await self._keeper.ensure(base)
+                if not resume:
+                    # Whatever is stored now precedes this feed: the floor a new consumer
+                    # would resume from if the client is replaced before anything arrives.
+                    stored = (await js.stream_info(name)).state.last_seq
+                    feed.last_sequence = max(feed.last_sequence, stored)
+                config = (
+                    api.ConsumerConfig(
+                        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+                        opt_start_seq=feed.last_sequence + 1,
+                    )
+                    if resume
+                    else api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
+                )
+                feed.subscription = await js.subscribe(
+                    f"{base}.>",
+                    stream=name,
+                    cb=feed.on_message,
+                    ordered_consumer=True,
+                    config=config,
+                )
+                # nats-py restarts an ordered consumer that missed its heartbeats after the
+                # last sequence it saw, counting from 0: without this, a feed that has not
+                # delivered yet would re-read the whole stream after every outage.
+                jsi = feed.subscription._sub._jsi
+                jsi._sseq = max(jsi._sseq, feed.last_sequence)
+                feed.js = js
+                return
+            except NotFoundError:
+                self._keeper.forget(base)  # deleted behind our back: recreate it
+                if attempt == self._attempts:
+                    raise
+            except Exception as exc:
+                if attempt == self._attempts or not js._nc.is_connected:
+                    raise
+                logger.warning("live consumer for %s failed (attempt %d): %s", base, attempt, exc)
+            await asyncio.sleep(self._retry_delay * 2 ** (attempt - 1))
+
+    async def resume(self, js: JetStreamContext, keeper: StreamKeeper) -> bool:
+        """Continue every feed on a new NATS client (``js``) where it stopped; a feed whose
+        consumer cannot be recreated ends its watches. ``False`` when the new connection was
+        lost meanwhile: the feeds not yet moved keep their watches, call again."""
+        self._js = js
+        self._keeper = keeper
+        for base, feed in tuple(self._feeds.items()):
+            if feed.js is js or not feed.ready.done() or feed.ready.exception() is not None:
+                continue  # already on this client, or its creation failed (joiners saw that)
+            try:
+                await self._consume(base, feed, resume=True)
+                if self._feeds.get(base) is not feed and feed.subscription is not None:
+                    await feed.subscription.unsubscribe()  # its last watcher left meanwhile
+            except Exception as exc:
+                if not js._nc.is_connected:
+                    return False
+                logger.error("live feed of %s could not be resumed: %s", base, exc)
+                if self._feeds.get(base) is feed:
+                    del self._feeds[base]
+                for watcher in tuple(feed.watchers):
+                    watcher.sink.end("NATS consumer could not be recreated")
+        return True
 
     async def leave(self, base: str, watcher: _Watcher) -> None:
         feed = self._feeds.get(base)

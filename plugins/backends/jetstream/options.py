@@ -26,7 +26,8 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "retention_policy": {"enum": ["limits", "interest", "workqueue"]},
         "discard_policy": {"enum": ["old", "new"]},
         "enable_auto_reconnect": {"type": "boolean"},
-        "max_reconnect_attempts": _COUNT,
+        # null (YAML ~) reads as unset: unlimited.
+        "max_reconnect_attempts": {"type": ["integer", "null"], "minimum": 0},
         "reconnect_delay_ms": _COUNT,
         "publish_retry_attempts": _COUNT,
         "publish_retry_base_delay_ms": _COUNT,
@@ -45,6 +46,7 @@ _POSITIVE = (
 
 
 DEFAULT_URL = "nats://localhost:4222"
+_DEFAULT_SUBSCRIPTION_ATTEMPTS = 5
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
@@ -66,7 +68,9 @@ class JetStreamOptions:
     retention_policy: str = "limits"
     discard_policy: str = "old"
     enable_auto_reconnect: bool = True
-    max_reconnect_attempts: int = 5
+    max_reconnect_attempts: int | None = None
+    """Reconnect attempts after the connection is lost; ``None`` or 0: unlimited, n > 0:
+    give up for good after n (the backend then reports not ready until restarted)."""
     reconnect_delay_ms: int = 2000
     publish_retry_attempts: int = 5
     publish_retry_base_delay_ms: int = 150
@@ -75,6 +79,14 @@ class JetStreamOptions:
     duplicate_window_seconds: int | None = None
     """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; ``None`` leaves
     the server's default (2 minutes, or the stream's retention if shorter)."""
+
+    @property
+    def subscription_attempts(self) -> int:
+        """Attempts at creating a live consumer: ``max_reconnect_attempts`` when positive,
+        one when it is 0, five when it is unset."""
+        if self.max_reconnect_attempts is None:
+            return _DEFAULT_SUBSCRIPTION_ATTEMPTS
+        return max(self.max_reconnect_attempts, 1)
 
 
 def parse_options(

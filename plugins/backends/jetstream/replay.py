@@ -33,6 +33,10 @@ LAST_NATS_TIME_NS = 2**63 - 1
 around and delivers the whole stream, yet no message can be stored after it."""
 
 
+class ReplayPageTimeout(RuntimeError):
+    """A replay consumer did not answer a page request at all."""
+
+
 class _Reader:
     """An ephemeral pull consumer and the inbox its pages arrive on.
 
@@ -77,6 +81,10 @@ class _Reader:
         try:
             await asyncio.wait_for(self._filled, FETCH_TIMEOUT)
         except TimeoutError:
+            if not self._page:
+                # Not even a "no messages" status: the server did not answer (connection
+                # lost or consumer gone), which must not read as the end of history.
+                raise ReplayPageTimeout(f"replay page from {self.name} got no answer") from None
             logger.warning(
                 "replay page from %s timed out after %d messages", self.name, len(self._page)
             )
@@ -193,6 +201,11 @@ class HistoryReaders:
             await self._js.delete_consumer(reader.stream, reader.name)
         except Exception as exc:  # it expires on its own after READER_IDLE_SECONDS
             logger.debug("closing replay consumer %s failed: %s", reader.name, exc)
+
+    def forget_all(self) -> None:
+        """Drop every kept consumer without asking the server (after a reconnect they may
+        be gone; if not, they expire after ``READER_IDLE_SECONDS``)."""
+        self._kept.clear()
 
     async def close_all(self) -> None:
         while self._kept:

@@ -143,6 +143,7 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/admin/wipe/stream": {"delete"},
         "/api/v1/admin/wipe/all": {"delete"},
         "/health": {"get"},
+        "/ready": {"get"},
         "/": {"get"},
     }
     assert {path: set(item) for path, item in document["paths"].items()} == expected
