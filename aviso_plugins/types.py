@@ -377,8 +377,8 @@ class AuthoriserMetrics:
     """
 
     def decision(self, outcome: str) -> None:
-        """One evaluation ended with ``outcome`` (one of ``decision_outcomes``); feeds the
-        authoriser's dedicated families only (``dedicated_metrics``)."""
+        """One evaluation ended with ``outcome`` (one of ``decision_outcomes``), in the
+        authoriser's own words (``deny_destination``, not just "deny")."""
 
     def cache_lookup(self, hit: bool) -> None:
         """A lookup was served from the cache (``hit``) or had to wait for a fetch."""

@@ -97,6 +97,12 @@ class AuthoriserFamilies:
             ["authoriser", "outcome"],
             registry=registry,
         )
+        self.outcomes = Counter(
+            "aviso_authoriser_outcomes",
+            "Detailed decision outcomes a stream authoriser reports",
+            ["authoriser", "outcome"],
+            registry=registry,
+        )
         self.duration = Histogram(
             "aviso_authoriser_decision_duration_seconds",
             "Time a stream authoriser took to decide",
@@ -160,6 +166,8 @@ class AuthoriserRecorder(AuthoriserMetrics):
         self._dedicated = _DedicatedFamilies(cls, registry) if cls.dedicated_metrics else None
         for outcome in AUTHORISER_DECISIONS:
             families.decisions.labels(self.name, outcome)
+        for outcome in cls.decision_outcomes:
+            families.outcomes.labels(self.name, outcome)
         families.duration.labels(self.name)
         for result in ("hit", "miss"):
             families.cache_lookups.labels(self.name, result)
@@ -170,6 +178,7 @@ class AuthoriserRecorder(AuthoriserMetrics):
     # -- reported by the authoriser ---------------------------------------------------------
 
     def decision(self, outcome: str) -> None:
+        self._families.outcomes.labels(self.name, outcome).inc()
         if self._dedicated is not None:
             self._dedicated.decisions.labels(outcome).inc()
 
