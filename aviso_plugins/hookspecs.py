@@ -42,7 +42,11 @@ def aviso_auth_providers() -> Iterable[type[AuthProvider]]:
 
 @hookspec
 def aviso_stream_authorisers() -> Iterable[type[StreamAuthoriser]]:
-    """Return stream authoriser classes; a stream opts in by naming one in ``auth.plugins``."""
+    """Return stream authoriser classes; a stream opts in by naming one in ``auth.plugins``.
+
+    A class declaring ``options_schema`` claims the top-level configuration section of its
+    ``name``; the host validates it, fills in its defaults and runs ``check_configuration``.
+    """
 
 
 # -- producers ---------------------------------------------------------------------------

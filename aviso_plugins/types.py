@@ -376,14 +376,18 @@ class AuthProvider(ABC):
 
 
 class AuthoriserMetrics:
-    """Where an authoriser reports its decisions, cache lookups and upstream fetches.
+    """Where an authoriser reports what only it can see: cache lookups, upstream fetches and
+    its own detailed decision outcomes.
 
-    The host passes one that exports them (today the ``aviso_ecpds_*`` families for
-    ``ecpds``); this base records nothing, so an authoriser can always report.
+    The host passes a recorder that exports them (see ``docs/metrics.md``); this base
+    records nothing, so an authoriser can always report. Decisions and their latency are
+    measured by the host around every ``authorise``/``reauthorise`` call, whatever the
+    authoriser reports.
     """
 
     def decision(self, outcome: str) -> None:
-        """One evaluation ended with ``outcome`` (e.g. ``allow``, ``deny_destination``)."""
+        """One evaluation ended with ``outcome`` (one of ``decision_outcomes``), in the
+        authoriser's own words (``deny_destination``, not just "deny")."""
 
     def cache_lookup(self, hit: bool) -> None:
         """A lookup was served from the cache (``hit``) or had to wait for a fetch."""
@@ -395,21 +399,80 @@ class AuthoriserMetrics:
         """The cache now holds ``size`` entries."""
 
 
+class ConfigurationProblem(ValueError):
+    """A configuration rule an authoriser's :meth:`StreamAuthoriser.check_configuration`
+    found broken: raised it stops startup, returned it is a startup warning.
+
+    ``path`` is the key path from the document root (``("ecpds", "servers", 0)``); the host
+    prints ``ecpds.servers[0]: <message>``.
+    """
+
+    def __init__(self, path: Sequence[str | int], message: str) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class AuthoriserConfiguration:
+    """What :meth:`StreamAuthoriser.check_configuration` may look at."""
+
+    options: Mapping[str, Any]
+    """The authoriser's section, shape-checked, with the schema's top-level defaults."""
+    configured: bool
+    """Whether the document has the section at all."""
+    streams: tuple[str, ...]
+    """Event types whose ``auth.plugins`` list this authoriser, in configuration order."""
+    schemas: Mapping[str, Mapping[str, Any]]
+    """The whole ``notification_schema`` section, shape-checked."""
+    field_handlers: Mapping[str, type[FieldHandler]]
+    """Registered field handler classes by ``type`` name."""
+
+
 class StreamAuthoriser(ABC):
     """An extra read check a stream opts into through ``auth.plugins`` (e.g. ``ecpds``).
 
-    Constructed once, only when some stream lists ``name``, with ``options``: the top-level
-    configuration section named ``name`` (defaults applied for ``ecpds``), ``{}`` when absent,
-    and ``metrics`` to report to (a recorder of nothing when the host passes none).
+    Constructed once, only when some stream lists ``name``, with ``options`` (the top-level
+    configuration section named ``name``, checked against ``options_schema``, its top-level
+    ``default`` values filled in; ``{}`` when the class declares no schema) and ``metrics``
+    to report to (a recorder of nothing when the host passes none).
     """
 
     name: ClassVar[str]
+    """The name streams list in ``auth.plugins``, and of the top-level section it claims."""
+
+    options_schema: ClassVar[Mapping[str, Any] | None] = None
+    """JSON Schema (Draft 2020-12) of the top-level section ``name``, which the authoriser
+    then owns; ``"default"`` of a top-level property fills in an absent key. ``None``: no
+    section is claimed."""
+
+    decision_outcomes: ClassVar[tuple[str, ...]] = ()
+    """The outcomes reported through ``metrics.decision``, exported at 0 from startup."""
+
+    fetch_outcomes: ClassVar[tuple[str, ...]] = ()
+    """The outcomes reported through ``metrics.fetch``, exported at 0 from startup."""
+
+    dedicated_metrics: ClassVar[bool] = False
+    """Also export ``aviso_<name>_access_decisions_total{outcome}``,
+    ``aviso_<name>_fetch_total{outcome}``, ``aviso_<name>_cache_hits_total``,
+    ``aviso_<name>_cache_misses_total`` and ``aviso_<name>_cache_size`` (the names the
+    specification pins for ``ecpds``), beside the generic ``aviso_authoriser_*`` families."""
 
     def __init__(
         self, options: Mapping[str, Any], metrics: AuthoriserMetrics | None = None
     ) -> None:
         self.options = options
         self.metrics = metrics or AuthoriserMetrics()
+
+    @classmethod
+    def check_configuration(
+        cls, configuration: AuthoriserConfiguration
+    ) -> Sequence[ConfigurationProblem]:
+        """Rules beyond the section's shape, across sections (e.g. a key that must name a
+        declared identifier field). Called at startup and by ``aviso-server config check``
+        only when some stream lists the authoriser, after the host's stream and auth rules.
+        Raise :class:`ConfigurationProblem` to refuse; return the ones that are warnings."""
+        return ()
 
     async def start(self) -> None:
         """Acquire resources (HTTP clients) on the serving event loop."""

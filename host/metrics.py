@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.request_id import RequestIdMiddleware
-from aviso_plugins.types import AuthoriserMetrics, StorageBackend
+from aviso_plugins.types import AuthError, AuthoriserMetrics, StorageBackend, StreamAuthoriser
 
 HTTP_METHODS = frozenset(
     ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "CONNECT", "TRACE")
@@ -61,23 +61,9 @@ BACKEND_OPERATIONS = {
 }
 AUTH_MODES = ("direct", "trusted_proxy")
 AUTH_OUTCOMES = {401: "unauthorized", 403: "forbidden", 503: "service_unavailable"}
-ECPDS_DECISIONS = (
-    "allow",
-    "deny_destination",
-    "deny_match_key_missing",
-    "unavailable",
-    "admin_bypass",
-    "error",
-)
-ECPDS_FETCH_OUTCOMES = (
-    "success",
-    "http_401",
-    "http_403",
-    "http_4xx",
-    "http_5xx",
-    "invalid_response",
-    "unreachable",
-)
+AUTHORISER_DECISIONS = ("allow", "deny", "unauthenticated", "unavailable", "error", "admin_bypass")
+"""What the host records per stream authoriser call (``aviso_authoriser_decisions_total``)."""
+_DECISION_BY_STATUS = {401: "unauthenticated", 403: "deny", 503: "unavailable"}
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
@@ -101,35 +87,140 @@ class _WithoutCreated:
             yield metric
 
 
-class EcpdsMetrics(AuthoriserMetrics):
-    """The ``aviso_ecpds_*`` families, reported to by the ``ecpds`` authoriser plugin."""
+class AuthoriserFamilies:
+    """The generic ``aviso_authoriser_*`` families, one series per authoriser label."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._decisions = Counter(
-            "aviso_ecpds_access_decisions", "ECPDS plugin decisions", ["outcome"], registry=registry
+        self.decisions = Counter(
+            "aviso_authoriser_decisions",
+            "Stream authoriser decisions",
+            ["authoriser", "outcome"],
+            registry=registry,
         )
-        self._fetches = Counter(
-            "aviso_ecpds_fetch", "Upstream ECPDS fetches", ["outcome"], registry=registry
+        self.outcomes = Counter(
+            "aviso_authoriser_outcomes",
+            "Detailed decision outcomes a stream authoriser reports",
+            ["authoriser", "outcome"],
+            registry=registry,
         )
-        self._hits = Counter("aviso_ecpds_cache_hits", "ECPDS cache hits", registry=registry)
-        self._misses = Counter("aviso_ecpds_cache_misses", "ECPDS cache misses", registry=registry)
-        self._size = Gauge("aviso_ecpds_cache_size", "Cached ECPDS user names", registry=registry)
-        for outcome in ECPDS_DECISIONS:
-            self._decisions.labels(outcome)
-        for outcome in ECPDS_FETCH_OUTCOMES:
-            self._fetches.labels(outcome)
+        self.duration = Histogram(
+            "aviso_authoriser_decision_duration_seconds",
+            "Time a stream authoriser took to decide",
+            ["authoriser"],
+            buckets=REQUEST_BUCKETS,
+            registry=registry,
+        )
+        self.cache_lookups = Counter(
+            "aviso_authoriser_cache_lookups",
+            "Stream authoriser cache lookups",
+            ["authoriser", "result"],
+            registry=registry,
+        )
+        self.cache_size = Gauge(
+            "aviso_authoriser_cache_size",
+            "Entries in a stream authoriser's cache",
+            ["authoriser"],
+            registry=registry,
+        )
+        self.fetches = Counter(
+            "aviso_authoriser_fetches",
+            "Stream authoriser upstream fetches",
+            ["authoriser", "outcome"],
+            registry=registry,
+        )
+
+
+class _DedicatedFamilies:
+    """``aviso_<name>_*``: an authoriser's own families, for names a specification pins."""
+
+    def __init__(self, cls: type[StreamAuthoriser], registry: CollectorRegistry) -> None:
+        prefix = f"aviso_{cls.name}"
+        self.decisions = Counter(
+            f"{prefix}_access_decisions",
+            f"{cls.name} authoriser decisions",
+            ["outcome"],
+            registry=registry,
+        )
+        self.fetches = Counter(
+            f"{prefix}_fetch", f"Upstream {cls.name} fetches", ["outcome"], registry=registry
+        )
+        self.hits = Counter(f"{prefix}_cache_hits", f"{cls.name} cache hits", registry=registry)
+        self.misses = Counter(
+            f"{prefix}_cache_misses", f"{cls.name} cache misses", registry=registry
+        )
+        self.size = Gauge(f"{prefix}_cache_size", f"Cached {cls.name} entries", registry=registry)
+        for outcome in cls.decision_outcomes:
+            self.decisions.labels(outcome)
+        for outcome in cls.fetch_outcomes:
+            self.fetches.labels(outcome)
+
+
+class AuthoriserRecorder(AuthoriserMetrics):
+    """One authoriser's series: what it reports, and what the host measures around it."""
+
+    def __init__(
+        self, cls: type[StreamAuthoriser], families: AuthoriserFamilies, registry: CollectorRegistry
+    ) -> None:
+        self.name = cls.name
+        self._families = families
+        self._dedicated = _DedicatedFamilies(cls, registry) if cls.dedicated_metrics else None
+        for outcome in AUTHORISER_DECISIONS:
+            families.decisions.labels(self.name, outcome)
+        for outcome in cls.decision_outcomes:
+            families.outcomes.labels(self.name, outcome)
+        families.duration.labels(self.name)
+        for result in ("hit", "miss"):
+            families.cache_lookups.labels(self.name, result)
+        families.cache_size.labels(self.name)
+        for outcome in cls.fetch_outcomes:
+            families.fetches.labels(self.name, outcome)
+
+    # -- reported by the authoriser ---------------------------------------------------------
 
     def decision(self, outcome: str) -> None:
-        self._decisions.labels(outcome).inc()
+        self._families.outcomes.labels(self.name, outcome).inc()
+        if self._dedicated is not None:
+            self._dedicated.decisions.labels(outcome).inc()
 
     def cache_lookup(self, hit: bool) -> None:
-        (self._hits if hit else self._misses).inc()
+        self._families.cache_lookups.labels(self.name, "hit" if hit else "miss").inc()
+        if self._dedicated is not None:
+            (self._dedicated.hits if hit else self._dedicated.misses).inc()
 
     def fetch(self, outcome: str) -> None:
-        self._fetches.labels(outcome).inc()
+        self._families.fetches.labels(self.name, outcome).inc()
+        if self._dedicated is not None:
+            self._dedicated.fetches.labels(outcome).inc()
 
     def cache_size(self, size: int) -> None:
-        self._size.set(size)
+        self._families.cache_size.labels(self.name).set(size)
+        if self._dedicated is not None:
+            self._dedicated.size.set(size)
+
+    # -- measured by the host ---------------------------------------------------------------
+
+    def admin_bypass(self) -> None:
+        """An admin skipped this authoriser (it was not called)."""
+        self._families.decisions.labels(self.name, "admin_bypass").inc()
+        self.decision("admin_bypass")
+
+    async def judge(self, check: Awaitable[None]) -> None:
+        """Await one ``authorise``/``reauthorise`` call, recording its outcome and latency."""
+        started = time.perf_counter()
+        try:
+            await check
+        except AuthError as exc:
+            self._decided(_DECISION_BY_STATUS.get(exc.status, "error"), started)
+            raise
+        except Exception:
+            self._decided("error", started)
+            raise
+        # A cancelled call (the client left, the stream closed) decided nothing.
+        self._decided("allow", started)
+
+    def _decided(self, outcome: str, started: float) -> None:
+        self._families.decisions.labels(self.name, outcome).inc()
+        self._families.duration.labels(self.name).observe(time.perf_counter() - started)
 
 
 class SseConnection:
@@ -182,7 +273,14 @@ class SseConnection:
 class Metrics:
     """The §5.2 inventory plus the backpressure and history-gap counters, pre-initialised."""
 
-    def __init__(self, *, version: str, backend: str, event_types: Iterable[str]) -> None:
+    def __init__(
+        self,
+        *,
+        version: str,
+        backend: str,
+        event_types: Iterable[str],
+        authorisers: Iterable[type[StreamAuthoriser]] = (),
+    ) -> None:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         self.backend = backend
@@ -283,7 +381,10 @@ class Metrics:
         self.auth_requests = Counter(
             "aviso_auth_requests", "Caller resolutions", ["mode", "outcome"], registry=registry
         )
-        self.ecpds = EcpdsMetrics(registry)
+        families = AuthoriserFamilies(registry)
+        self.authorisers = {
+            cls.name: AuthoriserRecorder(cls, families, registry) for cls in authorisers
+        }
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()

@@ -51,6 +51,7 @@ class Service:
             version=server_version(),
             backend=settings.backend.kind,
             event_types=self.catalog.event_types,
+            authorisers=registry.authorisers.values(),
         )
         try:
             self.backend: StorageBackend = build_backend(settings, registry)

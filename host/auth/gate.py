@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
 
 from aviso_host.auth.responses import auth_error
 from aviso_host.auth.roles import RoleMap, matches
-from aviso_host.config.ecpds_rules import PLUGIN as ECPDS
 from aviso_host.config.settings import Settings
 from aviso_host.errors import ApiError
 from aviso_host.metrics import Metrics
@@ -52,8 +50,7 @@ class AuthGate:
             admin_roles=auth.admin_roles,
             authorisers={
                 name: registry.authorisers[name](
-                    _authoriser_options(settings, name),
-                    metrics.ecpds if name == ECPDS else None,
+                    settings.authorisers.get(name, {}), metrics.authorisers[name]
                 )
                 for name in sorted(used)
                 if name in registry.authorisers
@@ -77,11 +74,3 @@ class AuthGate:
         for authoriser in self.authorisers.values():
             await authoriser.close()
         await self.provider.close()
-
-
-def _authoriser_options(settings: Settings, name: str) -> Mapping[str, Any]:
-    """An authoriser's configuration: the top-level section named after it."""
-    if name == ECPDS:
-        return settings.ecpds or {}
-    section = settings.document.get(name)
-    return section if isinstance(section, Mapping) else {}

@@ -63,14 +63,16 @@ async def run_authorisers(
     if gate.is_admin(caller):
         for name in stream_auth.plugins:
             if name in gate.authorisers:
-                gate.authorisers[name].metrics.decision("admin_bypass")
+                gate.metrics.authorisers[name].admin_bypass()
         return
     for name in stream_auth.plugins:
         authoriser = gate.authorisers.get(name)
         if authoriser is None:
             raise auth_error(500, SERVER_CONFIGURATION_ERROR)
         try:
-            await authoriser.authorise(caller, schema.event_type, identifier)
+            await gate.metrics.authorisers[name].judge(
+                authoriser.authorise(caller, schema.event_type, identifier)
+            )
         except AuthError as exc:
             raise gate.failure(exc.status, exc.message) from exc
         except Exception as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.logs import log_event
+from aviso_host.metrics import AuthoriserRecorder
 from aviso_host.schemas import EventSchema
 from aviso_host.streaming.control import StreamControl
 from aviso_plugins.types import AuthError, Caller, StreamAuthoriser
@@ -31,6 +32,7 @@ EXPIRED_CREDENTIAL = "Authentication expired"
 class _Recheck:
     name: str
     authoriser: StreamAuthoriser
+    recorder: AuthoriserRecorder
     interval: float
     due: float
 
@@ -107,7 +109,9 @@ class Reauthorisation:
     async def _still_allowed(self, recheck: _Recheck) -> bool:
         """``False`` only on a definite denial; an undecided check keeps the stream open."""
         try:
-            await recheck.authoriser.reauthorise(self._caller, self._event_type, self._identifier)
+            await recheck.recorder.judge(
+                recheck.authoriser.reauthorise(self._caller, self._event_type, self._identifier)
+            )
         except AuthError as exc:
             if exc.status == 403:
                 return False
@@ -159,7 +163,8 @@ def reauthorisation(
             authoriser = gate.authorisers.get(name)
             interval = authoriser.recheck_seconds if authoriser is not None else 0.0
             if authoriser is not None and interval > 0:
-                rechecks.append(_Recheck(name, authoriser, interval, loop_now + interval))
+                recorder = gate.metrics.authorisers[name]
+                rechecks.append(_Recheck(name, authoriser, recorder, interval, loop_now + interval))
     expires_at = math.inf
     if caller.expires_at is not None:
         # Wall-clock expiry moved onto the loop's monotonic clock, which the stream timer uses.

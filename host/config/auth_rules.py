@@ -15,9 +15,6 @@ from aviso_host.config.hygiene import check_role_map, is_padded
 BUILTIN_AUTH_MODES = frozenset({"direct", "trusted_proxy"})
 """Modes the specification defines; valid in configuration before their plugins load."""
 
-BUILTIN_STREAM_PLUGINS = frozenset({"ecpds"})
-"""Stream plugins the specification defines; valid in configuration before they load."""
-
 _ROLE_MAPS = ("read_roles", "write_roles")
 
 
@@ -47,7 +44,6 @@ def check_global_auth(auth: Mapping[str, Any]) -> None:
 def check_stream_plugins(
     schemas: Mapping[str, Mapping[str, Any]], registered: Collection[str]
 ) -> None:
-    known = sorted(BUILTIN_STREAM_PLUGINS | set(registered))
     for event_type, stream_auth in _stream_auth_blocks(schemas):
         if "plugins" not in stream_auth:
             continue
@@ -56,8 +52,9 @@ def check_stream_plugins(
         if not plugins:
             raise at(path, "must not be empty (omit the key instead)")
         for index, name in enumerate(plugins):
-            if name not in known:
-                raise at((*path, index), f"unknown plugin {name!r} (known: {', '.join(known)})")
+            if name not in registered:
+                known = ", ".join(sorted(registered)) or "none installed"
+                raise at((*path, index), f"unknown plugin {name!r} (known: {known})")
         if not stream_auth["required"]:
             raise at(path, "stream plugins need auth.required: true")
 
@@ -96,12 +93,7 @@ def _stream_auth_blocks(
     return [(name, schema["auth"]) for name, schema in schemas.items() if "auth" in schema]
 
 
-def check_plugins_installed(
-    auth: Mapping[str, Any],
-    schemas: Mapping[str, Mapping[str, Any]],
-    auth_modes: Collection[str],
-    authorisers: Collection[str],
-) -> None:
+def check_plugins_installed(auth: Mapping[str, Any], auth_modes: Collection[str]) -> None:
     """Fail closed: authentication that is configured but not enforceable never starts."""
     mode = auth.get("mode", "direct")
     if auth.get("enabled", False) and mode not in auth_modes:
@@ -110,10 +102,3 @@ def check_plugins_installed(
             f"no installed plugin provides auth mode {mode!r}; refusing to start with "
             "authentication enabled but not enforced",
         )
-    for event_type, stream_auth in _stream_auth_blocks(schemas):
-        for index, name in enumerate(stream_auth.get("plugins", ())):
-            if name not in authorisers:
-                raise at(
-                    ("notification_schema", event_type, "auth", "plugins", index),
-                    f"no installed plugin provides the stream authoriser {name!r}",
-                )

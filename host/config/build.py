@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
+from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
 from aviso_host.config.rules import check_rules
@@ -27,16 +28,6 @@ from aviso_host.config.shape import validate_shape
 from aviso_host.plugins import PluginRegistry
 
 LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
-
-ECPDS_DEFAULTS: Mapping[str, Any] = {
-    "target_field": "name",
-    "cache_ttl_seconds": 300,
-    "max_entries": 10000,
-    "request_timeout_seconds": 30,
-    "connect_timeout_seconds": 5,
-    "partial_outage_policy": "strict",
-    "recheck_seconds": 60,
-}
 
 
 def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry) -> Settings:
@@ -63,7 +54,9 @@ def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,
-        ecpds={**ECPDS_DEFAULTS, **effective["ecpds"]} if "ecpds" in effective else None,
+        authorisers={
+            name: authoriser_options(cls, effective) for name, cls in registry.authorisers.items()
+        },
         document=effective,
         warnings=tuple(warnings),
     )

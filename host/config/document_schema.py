@@ -2,9 +2,10 @@
 
 It encodes the loading-time rules of the configuration chapter: required keys, types,
 enumerations, and unknown keys failing only in the strict locations of §1.5 (global
-``auth``, stream ``auth``, ``payload``, identifier field definitions, ``ecpds``). Parts
-depend on the loaded plugins: field definitions are built from the registered handler
-classes and each registered backend contributes the schema of its own section.
+``auth``, stream ``auth``, ``payload``, identifier field definitions, and wherever a
+plugin's schema says so). Parts depend on the loaded plugins: field definitions are built
+from the registered handler classes, each registered backend contributes the schema of its
+own section and each stream authoriser the schema of the top-level section it claims.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
+from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import FieldHandler
@@ -34,7 +36,7 @@ _TOPIC = {
 def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     """The schema every configuration document must satisfy with these plugins loaded."""
     modes = sorted(BUILTIN_AUTH_MODES | set(registry.auth_providers))
-    return {
+    schema: dict[str, Any] = {
         "type": "object",
         "required": ["application", "notification_backend"],
         "properties": {
@@ -66,24 +68,6 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                         for mode, cls in registry.auth_providers.items()
                         if cls.options_schema is not None
                     },
-                },
-            },
-            "ecpds": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["username", "password", "servers", "match_key"],
-                "properties": {
-                    "username": _TEXT,
-                    "password": _TEXT,
-                    "servers": {"type": "array", "items": _TEXT},
-                    "match_key": _TEXT,
-                    "target_field": _TEXT,
-                    "cache_ttl_seconds": _COUNT,
-                    "max_entries": _COUNT,
-                    "request_timeout_seconds": _COUNT,
-                    "connect_timeout_seconds": _COUNT,
-                    "partial_outage_policy": {"type": "string", "enum": ["strict", "any_success"]},
-                    "recheck_seconds": _COUNT,
                 },
             },
             "metrics": {
@@ -142,6 +126,8 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
             },
         },
     }
+    schema["properties"].update(claimed_sections(registry, schema["properties"]))
+    return schema
 
 
 def _event_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:

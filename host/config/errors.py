@@ -13,7 +13,7 @@ class ConfigError(Exception):
 
 
 def key_path(path: Iterable[str | int]) -> str:
-    """Render a key path the way operators write it: ``ecpds.servers[0]``."""
+    """Render a key path the way operators write it: ``auth.admin_roles.lab[0]``."""
     text = ""
     for part in path:
         if isinstance(part, int):

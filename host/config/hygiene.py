@@ -1,4 +1,4 @@
-"""Text hygiene shared by the auth and ECPDS rules: no blank or whitespace-padded names.
+"""Text hygiene of the auth rules: no blank or whitespace-padded names.
 
 A padded role or secret almost always comes from a copy-paste accident and would never
 match at runtime, so it fails startup instead.

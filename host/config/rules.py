@@ -15,7 +15,7 @@ from aviso_host.config.auth_rules import (
     check_stream_auth,
     check_stream_plugins,
 )
-from aviso_host.config.ecpds_rules import check_ecpds, match_key_warnings
+from aviso_host.config.authorisers import check_authorisers
 from aviso_host.config.errors import at
 from aviso_host.config.schema_rules import check_schemas
 from aviso_host.plugins import PluginRegistry
@@ -49,10 +49,9 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     check_stream_plugins(schemas, registry.authorisers)
     check_stream_auth(schemas, auth.get("enabled", False))
     _check_metrics(document.get("metrics", {}), document["application"]["port"])
-    check_ecpds(document.get("ecpds"), schemas)
-    warnings += match_key_warnings(document.get("ecpds"), schemas, registry.field_handlers)
+    warnings += check_authorisers(document, registry)
     _check_watch_endpoint(document.get("watch_endpoint", {}))
-    check_plugins_installed(auth, schemas, set(registry.auth_providers), set(registry.authorisers))
+    check_plugins_installed(auth, set(registry.auth_providers))
     return warnings
 
 

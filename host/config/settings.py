@@ -144,7 +144,9 @@ class Settings:
     """False when ``notification_schema`` is absent (the schema endpoint says so)."""
     strict: bool = False
     """Effective ``notification_schema_strict``."""
-    ecpds: Mapping[str, Any] | None = None
+    authorisers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Stream authoriser name -> the options it is constructed with (its top-level section
+    over its schema's defaults), for every registered authoriser."""
     document: Mapping[str, Any] = field(default_factory=dict)
     """The effective configuration document (explicit nulls dropped, text converted), for
     ``aviso-server config check`` (redact before use)."""

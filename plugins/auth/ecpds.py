@@ -9,16 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
 
 from aviso_builtins.auth.ecpds_cache import DestinationCache, Destinations
-from aviso_builtins.auth.ecpds_upstream import LookupFailed, ask_server, merge
+from aviso_builtins.auth.ecpds_rules import OPTIONS_SCHEMA, SECTION, check
+from aviso_builtins.auth.ecpds_upstream import (
+    FAILURE_LABELS,
+    SUCCESS,
+    LookupFailed,
+    ask_server,
+    merge,
+)
 from aviso_builtins.auth.http import upstream_client
 from aviso_plugins import hookimpl
-from aviso_plugins.types import AuthError, AuthoriserMetrics, Caller, StreamAuthoriser
+from aviso_plugins.types import (
+    AuthError,
+    AuthoriserConfiguration,
+    AuthoriserMetrics,
+    Caller,
+    ConfigurationProblem,
+    StreamAuthoriser,
+)
 
 UNAVAILABLE = "ECPDS service is inaccessible"
 FAILED = "ECPDS check failed unexpectedly"
@@ -36,7 +50,25 @@ class _Denied(AuthError):
 
 
 class EcpdsAuthoriser(StreamAuthoriser):
-    name: ClassVar[str] = "ecpds"
+    name: ClassVar[str] = SECTION
+    options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
+    decision_outcomes: ClassVar[tuple[str, ...]] = (
+        "allow",
+        "deny_destination",
+        "deny_match_key_missing",
+        "unavailable",
+        "admin_bypass",
+        "error",
+    )
+    fetch_outcomes: ClassVar[tuple[str, ...]] = (SUCCESS, *FAILURE_LABELS)
+    # The specification pins the aviso_ecpds_* names.
+    dedicated_metrics: ClassVar[bool] = True
+
+    @classmethod
+    def check_configuration(
+        cls, configuration: AuthoriserConfiguration
+    ) -> Sequence[ConfigurationProblem]:
+        return check(configuration)
 
     def __init__(
         self, options: Mapping[str, Any], metrics: AuthoriserMetrics | None = None

@@ -262,7 +262,7 @@ def test_recheck_seconds_is_optional_and_must_not_be_negative() -> None:
     registry = discover()
     doc = document("trusted_proxy", "", ["http://127.0.0.1:9"])
     settings = settings_from_document(doc, registry)
-    assert settings.ecpds is not None and settings.ecpds["recheck_seconds"] == 60
+    assert settings.authorisers["ecpds"]["recheck_seconds"] == 60
     doc["ecpds"]["recheck_seconds"] = -1
     with pytest.raises(ConfigError, match="recheck_seconds"):
         settings_from_document(doc, registry)

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from aviso_builtins.auth.ecpds import EcpdsAuthoriser
 from aviso_builtins.backends.jetstream.options import OPTIONS_SCHEMA as JETSTREAM_OPTIONS_SCHEMA
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.topics import TopicPattern
@@ -19,7 +20,6 @@ from aviso_plugins.types import (
     StartCursor,
     StorageBackend,
     StoredNotification,
-    StreamAuthoriser,
     Subscription,
 )
 
@@ -125,15 +125,6 @@ class TrustedProxyStub(_AuthStub):
     mode: ClassVar[str] = "trusted_proxy"
 
 
-class EcpdsStub(StreamAuthoriser):
-    name: ClassVar[str] = "ecpds"
-
-    async def authorise(
-        self, caller: Caller, event_type: str, identifier: Mapping[str, str]
-    ) -> None:
-        raise NotImplementedError
-
-
 def make_registry(with_auth_plugins: bool = True) -> PluginRegistry:
     """Stub plugins for every kind; ``with_auth_plugins=False`` leaves auth uninstalled."""
     handlers: list[type[FieldHandler]] = [StringStub, IntStub, EnumStub, DateStub]
@@ -142,7 +133,8 @@ def make_registry(with_auth_plugins: bool = True) -> PluginRegistry:
         field_handlers={handler.type_name: handler for handler in handlers},
         backends={"in_memory": InMemoryStub, "jetstream": JetStreamStub},
         auth_providers=auth if with_auth_plugins else {},
-        authorisers={"ecpds": EcpdsStub} if with_auth_plugins else {},
+        # The real one: its section's schema and rules are what the ECPDS tests here check.
+        authorisers={"ecpds": EcpdsAuthoriser} if with_auth_plugins else {},
     )
 
 

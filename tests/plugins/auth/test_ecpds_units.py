@@ -17,7 +17,7 @@ from aviso_builtins.auth.ecpds_upstream import (
     list_url,
     merge,
 )
-from aviso_host.config.build import ECPDS_DEFAULTS
+from aviso_host.config.authorisers import authoriser_options
 from aviso_plugins.types import AuthError, Caller
 
 
@@ -209,16 +209,14 @@ def test_single_flight_shares_success_and_failure_and_survives_cancellation() ->
 
 
 def _authoriser(**options: Any) -> EcpdsAuthoriser:
-    return EcpdsAuthoriser(
-        {
-            **ECPDS_DEFAULTS,
-            "username": "svc",
-            "password": "pw",
-            "servers": ["http://127.0.0.1:9"],
-            "match_key": "destination",
-            **options,
-        }
-    )
+    section = {
+        "username": "svc",
+        "password": "pw",
+        "servers": ["http://127.0.0.1:9"],
+        "match_key": "destination",
+        **options,
+    }
+    return EcpdsAuthoriser(authoriser_options(EcpdsAuthoriser, {"ecpds": section}))
 
 
 def test_unexpected_failure_is_500_and_never_allows() -> None:
