@@ -154,9 +154,7 @@ def _build_registry(
             name,
             tuple(kinds.get(name, {})),
             *origins.get(name, ("(registered in code)", "")),
-            provides=tuple(
-                (kind, tuple(names)) for kind, names in kinds.get(name, {}).items()
-            ),
+            provides=tuple((kind, tuple(names)) for kind, names in kinds.get(name, {}).items()),
         )
         for name, plugin in sorted(manager.list_name_plugin(), key=lambda item: item[0])
         if plugin is not None
