@@ -14,14 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import pytest
 
-from aviso_plugins.testing import AvisoClient, serve
+if TYPE_CHECKING:
+    from aviso_plugins.testing import AvisoClient
 
 
 @pytest.fixture
 def aviso_server() -> Iterator[Callable[..., AvisoClient]]:
+    # Imported here: pytest loads this module in every run where aviso-py is installed.
+    from aviso_plugins.testing import serve
+
     with ExitStack() as servers:
 
         def start(*args: object, **kwargs: object) -> AvisoClient:

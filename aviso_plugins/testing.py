@@ -34,6 +34,7 @@ import httpx
 import yaml
 from starlette.applications import Starlette
 
+from aviso_host.server import AvisoServer, uvicorn_config
 from aviso_plugins.sse import SSEParser
 
 START_TIMEOUT = 15.0
@@ -48,6 +49,7 @@ __all__ = [
     "AvisoClient",
     "Event",
     "EventStream",
+    "ThreadedServer",
     "build_app",
     "serve",
 ]
@@ -211,25 +213,21 @@ class AvisoClient(httpx.Client):
 # -- the server ------------------------------------------------------------------------------
 
 
-def _server_class() -> type:
-    from aviso_host.server import AvisoServer
+class ThreadedServer(AvisoServer):
+    """``aviso-server serve``'s server, signalling when it listens (or failed to start), for
+    running in a background thread."""
 
-    class ThreadedServer(AvisoServer):
-        """``aviso-server serve``'s server, signalling when it listens (or failed to)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.ready = threading.Event()
-            self.loop: asyncio.AbstractEventLoop | None = None
-
-        async def startup(self, sockets: Any = None) -> None:
-            self.loop = asyncio.get_running_loop()
-            try:
-                await super().startup(sockets)
-            finally:
-                self.ready.set()
-
-    return ThreadedServer
+    async def startup(self, sockets: Any = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        try:
+            await super().startup(sockets)
+        finally:
+            self.ready.set()
 
 
 @contextmanager
@@ -238,10 +236,8 @@ def serve(
 ) -> Iterator[AvisoClient]:
     """Run :func:`build_app` on 127.0.0.1 (a free port) and yield a client for it; the
     server's open streams are closed and it stops when the block ends."""
-    from aviso_host.server import uvicorn_config
-
     app = build_app(config, plugins, installed)
-    server = _server_class()(uvicorn_config(app, "127.0.0.1", 0), app.state.service)
+    server = ThreadedServer(uvicorn_config(app, "127.0.0.1", 0), app.state.service)
     thread = threading.Thread(target=server.run, name="aviso-testing", daemon=True)
     thread.start()
     try:
