@@ -164,33 +164,49 @@ class AvisoClient(httpx.Client):
     """An httpx client on a running aviso server, with the API's three verbs."""
 
     def notify(
-        self, event_type: str, identifier: Mapping[str, Any], payload: Any = None, **extra: Any
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        payload: Any = None,
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
     ) -> httpx.Response:
-        """POST /api/v1/notification; ``payload=None`` sends none. Returns the response
-        unchecked, so a test can assert on a rejection (status, ``code``, ``message``)."""
+        """POST /api/v1/notification; ``payload=None`` sends none, ``extra`` are more body
+        members. Returns the response unchecked, so a test can assert on a rejection
+        (status, ``code``, ``message``)."""
         body: dict[str, Any] = {"event_type": event_type, "identifier": dict(identifier), **extra}
         if payload is not None:
             body["payload"] = payload
-        return self.post("/api/v1/notification", json=body)
+        return self.post("/api/v1/notification", json=body, headers=headers)
 
     @contextmanager
     def watch(
-        self, event_type: str, identifier: Mapping[str, Any], **extra: Any
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
     ) -> Iterator[EventStream]:
         """POST /api/v1/watch; the stream is open (``connection_established`` read) on entry,
-        so a notification sent inside the block is delivered to it."""
-        with self._stream("/api/v1/watch", event_type, identifier, extra) as stream:
+        so a notification sent inside the block is delivered to it. A refused request raises
+        AssertionError with the status and body."""
+        with self._stream("/api/v1/watch", event_type, identifier, headers, extra) as stream:
             stream.until(lambda event: event.data.get("type") == "connection_established")
             yield stream
 
     def replay(
-        self, event_type: str, identifier: Mapping[str, Any], from_id: str = "1", **extra: Any
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        from_id: str | None = "1",
+        headers: Mapping[str, str] | None = None,
+        **extra: Any,
     ) -> EventStream:
         """POST /api/v1/replay from ``from_id`` (or pass ``from_date=...`` and
         ``from_id=None``), read to the end of the stream."""
         if from_id is not None:
             extra["from_id"] = from_id
-        with self._stream("/api/v1/replay", event_type, identifier, extra) as stream:
+        with self._stream("/api/v1/replay", event_type, identifier, headers, extra) as stream:
             stream.to_end()
         return stream
 
@@ -200,10 +216,11 @@ class AvisoClient(httpx.Client):
         path: str,
         event_type: str,
         identifier: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
         extra: Mapping[str, Any],
     ) -> Iterator[EventStream]:
         body = {"event_type": event_type, "identifier": dict(identifier), **extra}
-        with self.stream("POST", path, json=body) as response:
+        with self.stream("POST", path, json=body, headers=headers) as response:
             if response.status_code != 200:
                 response.read()
                 raise AssertionError(f"{path}: {response.status_code} {response.text}")

@@ -92,11 +92,9 @@ def test_a_refused_stream_is_an_assertion_with_the_answer() -> None:
 def test_until_fails_when_the_stream_ends_first() -> None:
     with serve(CONFIG, plugins=[UpperPlugin()]) as aviso:
         aviso.notify("shout", {"word": "a"})
-        with (
-            aviso._stream("/api/v1/replay", "shout", {"word": "a"}, {"from_id": "1"}) as stream,
-            pytest.raises(AssertionError, match="no 'live-notification' event"),
-        ):
-            stream.until("live-notification")
+        replay = aviso.replay("shout", {"word": "a"})
+    with pytest.raises(AssertionError, match="no 'live-notification' event"):
+        replay.until("live-notification")
 
 
 def test_the_fixture_is_registered_with_pytest() -> None:
