@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from aviso_host.plugins import BLOCK_ENV, PluginError, discover
+from aviso_host.plugins import BLOCK_ENV, HOST_COMMANDS, PluginError, discover
 from aviso_plugins import hookimpl
 from aviso_plugins.types import FieldHandler
 from tests.support.process import run_aviso
@@ -144,6 +144,12 @@ def test_a_plugin_adds_a_subcommand(tmp_path: Path) -> None:
     row = next(line for line in listing.stdout.splitlines() if line.startswith("hello_cmd"))
     assert row.split() == ["hello_cmd", "aviso-hello", "0.2.0", "commands:", "hello"]
     assert "hello" in run_aviso("--help", env=env).stdout
+
+
+def test_the_reserved_names_are_the_host_commands() -> None:
+    from aviso_host.cli import main
+
+    assert set(main.commands) - set(discover().commands) == HOST_COMMANDS
 
 
 def test_a_plugin_cannot_take_a_host_command(tmp_path: Path) -> None:
