@@ -8,6 +8,7 @@ hook here lacks a docstring or a section in ``docs/plugins.md``.
 
 from collections.abc import Iterable
 
+import click
 from starlette.routing import BaseRoute
 
 from aviso_plugins import hookspec
@@ -63,3 +64,17 @@ def aviso_sinks() -> Iterable[type[Sink]]:
 @hookspec
 def aviso_extra_routes() -> Iterable[BaseRoute]:
     """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``)."""
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+@hookspec
+def aviso_commands() -> Iterable[click.Command]:
+    """Return click commands (or groups) to add to ``aviso-server`` under their own names.
+
+    Called whenever ``aviso-server`` starts, including for ``serve``: keep the module that
+    implements this import-light and import heavy dependencies inside the command function.
+    A name already used by the host (``serve``, ``plugins``, ``config``) or by another plugin
+    fails startup.
+    """

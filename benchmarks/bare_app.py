@@ -1,33 +1,11 @@
-"""The baseline: a bare Starlette JSON POST endpoint, served exactly like aviso.
+"""The baseline app, which the load-test package owns (``aviso_loadtests.bare_app``).
 
 Run as ``python -m benchmarks.bare_app PORT``.
 """
 
-from __future__ import annotations
+from aviso_loadtests.bare_app import app, echo, main
 
-import json
-import sys
-
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-
-from aviso_host.server import uvicorn_config
-
-
-async def echo(request: Request) -> Response:
-    body = json.loads(await request.body())
-    return Response(
-        json.dumps({"status": "success", "event_type": body.get("event_type")}),
-        media_type="application/json",
-    )
-
-
-app = Starlette(routes=[Route("/api/v1/notification", echo, methods=["POST"])])
+__all__ = ["app", "echo"]
 
 if __name__ == "__main__":
-    config = uvicorn_config(app, "127.0.0.1", int(sys.argv[1]))
-    config.lifespan = "off"
-    uvicorn.Server(config).run()
+    main()

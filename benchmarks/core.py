@@ -13,16 +13,14 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from aviso_loadtests.report import percentile
+from aviso_loadtests.servers import bare_server, raw_post
 from tests.support.pipelined import post_many, request_bytes
-from tests.support.process import aviso_process, free_port
+from tests.support.process import aviso_process
 
 CONFIG = """
 application: {host: 127.0.0.1, port: 0}
@@ -49,31 +47,6 @@ def notification(run: str, step: int, payload: object) -> bytes:
     return request_bytes("/api/v1/notification", body)
 
 
-@contextmanager
-def bare_server(module: str = "benchmarks.bare_app") -> Iterator[int]:
-    """Serve ``python -m MODULE PORT`` (a baseline app) on a free port; yields the port."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", module, str(port)], stderr=subprocess.DEVNULL)
-    try:
-        wait_until_healthy_post(port, process)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(30)
-
-
-def wait_until_healthy_post(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            asyncio.run(post_many(port, 1, lambda n: notification("warm", n, None), 1))
-            return
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("bare server did not start")
-
-
 def requests_per_second(port: int, count: int, connections: int) -> float:
     start = time.perf_counter()
     statuses = asyncio.run(
@@ -82,10 +55,6 @@ def requests_per_second(port: int, count: int, connections: int) -> float:
     elapsed = time.perf_counter() - start
     assert statuses == {200: count}, statuses
     return count / elapsed
-
-
-def raw_post(path: str, body: str) -> bytes:
-    return f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
 
 
 # -- replay ----------------------------------------------------------------------------------
@@ -167,11 +136,6 @@ async def fan_out_latency(port: int, watchers: int, notifications: int, gap: flo
     await asyncio.wait_for(asyncio.gather(*tasks), 120)
     writer.close()
     return latencies
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def main() -> None:

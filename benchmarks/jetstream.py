@@ -12,14 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-import nats
-from nats.js import api
-
-from benchmarks.core import CONFIG, bare_server, notification, replay_rate, requests_per_second
+from aviso_loadtests.baselines import raw_ordered_read_rate, raw_publish_rate
+from aviso_loadtests.servers import bare_server
+from benchmarks.core import CONFIG, notification, replay_rate, requests_per_second
 from tests.support.nats import nats_server
 from tests.support.pipelined import post_many
 from tests.support.process import aviso_process
@@ -44,46 +42,6 @@ def jetstream_config(url: str, batch_size: int) -> str:
         "      step: {type: IntHandler, required: false}\n"
         "    storage_policy: {allow_duplicates: true}\n",
     )
-
-
-async def raw_publish_rate(url: str, count: int, concurrency: int) -> float:
-    connection = await nats.connect(url)
-    js = connection.jetstream()
-    await js.add_stream(name="RAWBENCH", subjects=["rawbench.>"], max_msgs_per_subject=-1)
-    body = json.dumps({"n": 1}).encode()
-
-    async def worker(share: int) -> None:
-        for n in range(share):
-            await js.publish(f"rawbench.run.{n % 100}", body)
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker(count // concurrency) for _ in range(concurrency)))
-    elapsed = time.perf_counter() - start
-    await connection.close()
-    return count / elapsed
-
-
-async def raw_ordered_read_rate(url: str, subject: str, expected: int) -> float:
-    connection = await nats.connect(url)
-    js = connection.jetstream()
-    done = asyncio.Event()
-    received = 0
-
-    async def on_message(msg: object) -> None:
-        nonlocal received
-        received += 1
-        if received == expected:
-            done.set()
-
-    start = time.perf_counter()
-    subscription = await js.subscribe(
-        subject, cb=on_message, ordered_consumer=True, deliver_policy=api.DeliverPolicy.ALL
-    )
-    await asyncio.wait_for(done.wait(), 300)
-    elapsed = time.perf_counter() - start
-    await subscription.unsubscribe()
-    await connection.close()
-    return expected / elapsed
 
 
 def main() -> None:

@@ -5,18 +5,56 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 import yaml
 
 from aviso_host.logs import configure_logging, log_event
 from aviso_host.plugins import PluginError, discover
-from aviso_spark.cli import spark
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
 
 
-@click.group()
+class _AvisoCommands(click.Group):
+    """The host's own commands, plus those plugins add through the ``aviso_commands`` hook.
+
+    Plugins are discovered only when a name is not one of the host's (or for ``--help``), so
+    ``serve`` discovers them once, itself. A plugin that fails to load is reported when its
+    command (or any unknown one) is asked for; the host's commands keep working.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugins_added = False
+        self._plugin_error: PluginError | None = None
+
+    def _add_plugin_commands(self) -> None:
+        if self._plugins_added:
+            return
+        self._plugins_added = True
+        try:
+            registry = discover()
+        except PluginError as exc:
+            self._plugin_error = exc
+            return
+        for name, command in registry.commands.items():
+            self.add_command(command, name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._add_plugin_commands()
+        command = super().get_command(ctx, cmd_name)
+        if command is None and self._plugin_error is not None:
+            raise click.ClickException(str(self._plugin_error))
+        return command
+
+
+@click.group(cls=_AvisoCommands)
 def main() -> None:
     """aviso-server: notifications for data-driven workflows (notify, watch, replay)."""
 
@@ -79,14 +117,24 @@ def serve(
 
 @main.command("plugins")
 def list_plugins() -> None:
-    """List the discovered plugins: name, kind, distribution, version."""
+    """List the discovered plugins: name, distribution, version and what each provides
+    (handler types, backend kinds, auth modes, authorisers, sinks, commands, routes)."""
     try:
         registry = discover()
     except PluginError as exc:
         raise click.ClickException(str(exc)) from exc
-    rows = [("NAME", "KIND", "DISTRIBUTION", "VERSION")]
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "PROVIDES")]
     rows += [
-        (p.name, ",".join(p.kinds) or "-", p.distribution, p.version) for p in registry.plugins
+        (
+            p.name,
+            p.distribution,
+            p.version or "-",
+            "; ".join(
+                f"{kind}: {', '.join(names)}" if names else kind for kind, names in p.provides
+            )
+            or "-",
+        )
+        for p in registry.plugins
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
@@ -118,29 +166,3 @@ def check(path: str) -> None:
     click.echo(
         yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
     )
-
-
-@main.group()
-def load() -> None:
-    """Load tests with locust, from a source checkout (pip install -e '.[load]')."""
-
-
-@load.command(
-    "run",
-    add_help_option=False,
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def load_run(args: tuple[str, ...]) -> None:
-    """Run a load scenario: aviso-server load run SCENARIO [--backend B] [--users N]
-    [--duration S]."""
-    try:
-        from aviso_loadtests.cli import run
-    except ImportError as exc:  # the package or the 'load' extra is not installed
-        raise click.ClickException(
-            f"load tests unavailable ({exc}); pip install -e '.[load]'"
-        ) from exc
-    run.main(list(args), prog_name="aviso-server load run")
-
-
-main.add_command(spark)  # imports pyspark only when a spark command runs

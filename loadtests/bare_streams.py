@@ -1,9 +1,9 @@
 """The streaming baseline: the least a Starlette app can do for notify, watch and replay.
 
 Run as ``python -m aviso_loadtests.bare_streams PORT`` (through
-``benchmarks.core.bare_server(module=...)``). Served with aviso's own uvicorn settings.
+``aviso_loadtests.servers.bare_server(module)``). Served with aviso's own uvicorn settings.
 
-- ``POST /api/v1/notification`` is ``benchmarks.bare_app.echo`` (parse the JSON body, answer
+- ``POST /api/v1/notification`` is ``aviso_loadtests.bare_app.echo`` (parse the JSON body, answer
   JSON), then the raw body is broadcast to every open watch if it is what the load test's
   watchers follow, and kept for replay if it is replay history. Two substring tests stand
   in for aviso's schema validation, topic encoding, storage and filtering.
@@ -32,7 +32,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from aviso_host.server import uvicorn_config
-from benchmarks.bare_app import echo
+from aviso_loadtests.bare_app import echo
 
 HEARTBEAT_SECONDS = 10.0
 BATCH = 100

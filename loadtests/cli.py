@@ -68,10 +68,11 @@ from aviso_loadtests.run import BACKENDS, DEFAULT_USERS, SCENARIOS, LoadOptions,
 )
 @click.option("--profile", is_flag=True, help="py-spy record the server and locust (raw stacks).")
 @click.option(
+    "--output",
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Output directory (default: loadtests/results/<time>-<scenario>-<backend>).",
+    help="Output directory (default: ./aviso-load-results/<time>-<scenario>-<backend>).",
 )
 def run(
     scenario: str,

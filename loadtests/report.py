@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.core import percentile
-
 # The order figures are listed in; anything else (failure-only names) follows.
 ORDER = (
     "notify",
@@ -50,6 +48,11 @@ class Figure:
     p95_ms: float | None = None
     p99_ms: float | None = None
     max_ms: float | None = None
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def figures(result: Mapping[str, Any], run: str) -> dict[str, Figure]:

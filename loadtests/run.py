@@ -9,6 +9,7 @@ This module never imports locust (it would monkey-patch the process for gevent).
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import json
 import os
 import resource
@@ -25,16 +26,9 @@ from typing import Any
 import psutil
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-# The shared helpers live in the source tree (benchmarks/, tests/support/), not in the wheel.
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from aviso_loadtests import identifiers, report  # noqa: E402
-from benchmarks.core import bare_server, raw_post  # noqa: E402
-from tests.support.nats import nats_server  # noqa: E402
-from tests.support.pipelined import post_many  # noqa: E402
-from tests.support.process import aviso_process  # noqa: E402
+from aviso_loadtests import identifiers, report
+from aviso_loadtests.pipelined import post_many
+from aviso_loadtests.servers import aviso_server, bare_server, nats_server, raw_post
 
 SCENARIOS = ("notify", "watch", "replay", "mixed")
 BACKENDS = ("in_memory", "jetstream")
@@ -45,6 +39,7 @@ DEFAULT_HISTORY = {"replay": 10_000, "mixed": 1_000}
 DEFAULT_REPLAY_DELAY_MS = {"mixed": 100}
 BARE_REPLAY_DELAY_ENV = "AVISO_LOAD_BARE_REPLAY_DELAY_MS"
 CHILD_MARGIN = 60.0  # seconds a locust child may take beyond its duration before it is killed
+RESULTS_DIR = "aviso-load-results"  # under the current directory unless --output is given
 
 
 @dataclass
@@ -82,8 +77,9 @@ class LoadOptions:
 
 def aviso_config(backend: str, nats_url: str | None, replay_delay_ms: int = 0) -> str:
     """The shipped dissemination and mars schemas, history kept, replay pacing as given."""
-    shipped = yaml.safe_load((REPO / "configuration" / "config.yaml").read_text())
-    schemas = {k: shipped["notification_schema"][k] for k in ("dissemination", "mars")}
+    schemas = yaml.safe_load(
+        importlib.resources.files("aviso_loadtests").joinpath("schemas.yaml").read_text()
+    )
     if backend == "jetstream":
         backend_section: dict[str, Any] = {
             "kind": "jetstream",
@@ -111,30 +107,6 @@ def aviso_config(backend: str, nats_url: str | None, replay_delay_ms: int = 0) -
         "notification_schema": schemas,
     }
     return yaml.safe_dump(document, sort_keys=False)
-
-
-def child_environment() -> dict[str, str]:
-    """Children (baseline apps, the locust child) import from the source tree too."""
-    env = dict(os.environ)
-    paths = [str(REPO), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-@contextmanager
-def source_tree_on_pythonpath() -> Iterator[None]:
-    """For the children started by shared helpers that take no environment (bare_server);
-    the environment is restored afterwards."""
-    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", BARE_REPLAY_DELAY_ENV)}
-    os.environ["PYTHONPATH"] = child_environment()["PYTHONPATH"]
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def seed_history(port: int, count: int) -> None:
@@ -185,7 +157,7 @@ class LoadRun:
         if options.backend not in BACKENDS:
             raise ValueError(f"unknown backend {options.backend!r}; one of {', '.join(BACKENDS)}")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.out = options.out_dir or REPO / "loadtests" / "results" / (
+        self.out = options.out_dir or Path.cwd() / RESULTS_DIR / (
             f"{stamp}-{scenario}-{options.backend}"
         )
         self.out.mkdir(parents=True, exist_ok=True)
@@ -221,7 +193,6 @@ class LoadRun:
                 [sys.executable, "-m", "aviso_loadtests.child", str(spec_path)],
                 stdout=log,
                 stderr=log,
-                env=child_environment(),
             )
             profilers = self.start_profilers(label, {"server": server_pid, "locust": process.pid})
             children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -274,9 +245,10 @@ class LoadRun:
 
     def baseline(self) -> None:
         o = self.options
-        module = "benchmarks.bare_app" if o.scenario == "notify" else "aviso_loadtests.bare_streams"
-        os.environ[BARE_REPLAY_DELAY_ENV] = str(o.resolved_replay_delay_ms())
-        with bare_server(module) as port:
+        bare = "bare_app" if o.scenario == "notify" else "bare_streams"
+        module = f"aviso_loadtests.{bare}"
+        env = {**os.environ, BARE_REPLAY_DELAY_ENV: str(o.resolved_replay_delay_ms())}
+        with bare_server(module, env) as port:
             seed_history(port, o.resolved_history())
             duration = o.baseline_duration or o.duration
             self.locust("bare", f"http://127.0.0.1:{port}", duration, child_pid(module))
@@ -321,7 +293,7 @@ class LoadRun:
         o = self.options
         config = self.out / "aviso.yaml"
         config.write_text(aviso_config(o.backend, nats_url, o.resolved_replay_delay_ms()))
-        with aviso_process(config, self.out / "aviso.log") as (url, process):
+        with aviso_server(config, self.out / "aviso.log") as (url, process):
             seed_history(int(url.rsplit(":", 1)[1]), o.resolved_history())
             o.echo(f"[aviso] server pid {process.pid}, {o.backend} backend, {url}")
             self.locust("aviso", url, o.duration, process.pid)
@@ -329,11 +301,10 @@ class LoadRun:
     def execute(self) -> int:
         o = self.options
         with ExitStack() as stack:
-            stack.enter_context(source_tree_on_pythonpath())
             nats_url = None
             if o.backend == "jetstream":
                 nats = stack.enter_context(nats_server(self.out / "nats"))
-                nats_url, self.nats_pid = nats.url, nats.process.pid if nats.process else None
+                nats_url, self.nats_pid = nats.url, nats.process.pid
             if o.baselines:
                 self.baseline()
                 if nats_url:

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from aviso_loadtests.sse import SSEParser
+from aviso_plugins.sse import SSEParser
 
 REPLAY_PATH = "/api/v1/replay"
 SCHEMA_PATH = "/api/v1/schema/"

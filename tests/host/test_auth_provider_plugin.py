@@ -76,7 +76,13 @@ def test_aviso_plugins_lists_the_auth_provider(plugin_path: Path) -> None:
     listing = run_aviso("plugins", env=with_pythonpath(plugin_path))
     assert listing.returncode == 0, listing.stderr
     row = next(line for line in listing.stdout.splitlines() if line.startswith("api_keys_auth"))
-    assert row.split() == ["api_keys_auth", "auth-provider", "aviso-api-keys", "0.1.0"]
+    assert row.split() == [
+        "api_keys_auth",
+        "aviso-api-keys",
+        "0.1.0",
+        "auth-provider:",
+        "api_keys",
+    ]
 
 
 def test_the_plugin_mode_authenticates_over_http(client: httpx.Client) -> None:

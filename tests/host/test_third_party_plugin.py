@@ -41,7 +41,13 @@ def test_aviso_plugins_lists_the_installed_plugin(plugin_path: Path) -> None:
     listing = run_aviso("plugins", env=with_pythonpath(plugin_path))
     assert listing.returncode == 0, listing.stderr
     row = next(line for line in listing.stdout.splitlines() if line.startswith("colour_handler"))
-    assert row.split() == ["colour_handler", "field-handlers", "aviso-colour-handler", "0.1.0"]
+    assert row.split() == [
+        "colour_handler",
+        "aviso-colour-handler",
+        "0.1.0",
+        "field-handlers:",
+        "ColourHandler",
+    ]
 
 
 def test_schema_with_the_plugin_handler_works_end_to_end(plugin_path: Path, tmp_path: Path) -> None:

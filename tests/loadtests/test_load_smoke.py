@@ -16,12 +16,11 @@ import pytest
 if importlib.util.find_spec("locust") is None:
     pytest.skip("locust is not installed", allow_module_level=True)
 
-from aviso_loadtests.run import child_environment
 from tests.support.process import aviso_command
 
 SMOKE_SECONDS = "10"
 CASES = {
-    # The notify case also runs its bare Starlette baseline briefly (benchmarks.bare_app).
+    # The notify case also runs its bare Starlette baseline briefly (aviso_loadtests.bare_app).
     "notify": ["--users", "8", "--baseline-duration", "2"],
     "watch": ["--users", "50", "--no-baselines"],
     "replay": ["--users", "2", "--history", "1000", "--no-baselines"],
@@ -40,9 +39,8 @@ def load_run(tmp_path: Path, scenario: str, *args: str) -> dict:
     done = subprocess.run(
         [
             *aviso_command("load", "run", scenario),
-            *("--duration", SMOKE_SECONDS, "--out", str(out), *args),
+            *("--duration", SMOKE_SECONDS, "--output", str(out), *args),
         ],
-        env=child_environment(),
         capture_output=True,
         text=True,
         timeout=150,

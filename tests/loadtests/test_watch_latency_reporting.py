@@ -24,7 +24,7 @@ import pytest
 if importlib.util.find_spec("locust") is None:
     pytest.skip("locust is not installed", allow_module_level=True)
 
-from aviso_loadtests.run import aviso_config, child_environment
+from aviso_loadtests.run import aviso_config
 from tests.support.process import aviso_process
 
 DELAY_S = 3.0
@@ -54,7 +54,6 @@ def test_reported_watch_latency_includes_delivery_time(tmp_path: Path) -> None:
         spec_path.write_text(json.dumps(spec))
         done = subprocess.run(
             [sys.executable, "-m", "aviso_loadtests.child", str(spec_path)],
-            env=child_environment(),
             capture_output=True,
             text=True,
             timeout=60,

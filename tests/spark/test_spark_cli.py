@@ -164,9 +164,12 @@ def test_too_many_rejected_rows_fail_the_command_with_the_reason(
 
 
 def test_aviso_serve_commands_do_not_import_pyspark() -> None:
+    # serve discovers every plugin, the spark and load commands included.
     probe = (
-        "import sys; from aviso_host.cli import main; "
-        "assert 'spark' in main.commands; assert 'pyspark' not in sys.modules"
+        "import sys, click; from aviso_host.cli import main; "
+        "assert 'spark' in main.list_commands(click.Context(main)); "
+        "from aviso_host.plugins import discover; assert 'spark' in discover().commands; "
+        "assert 'pyspark' not in sys.modules and 'locust' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)
 

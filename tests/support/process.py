@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,15 +14,11 @@ from pathlib import Path
 
 import httpx
 
+from aviso_loadtests.servers import free_port
+
 START_TIMEOUT = 20.0
 KILL_WAIT = 10.0
 CLI_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def aviso_command(*args: str) -> list[str]:

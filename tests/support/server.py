@@ -15,22 +15,11 @@ from starlette.applications import Starlette
 from aviso_host.app import create_app
 from aviso_host.config import settings_from_document
 from aviso_host.plugins import discover
-from aviso_host.server import AvisoServer, uvicorn_config
+from aviso_host.server import uvicorn_config
 from aviso_host.service import Service
+from aviso_plugins.testing import ThreadedServer as _TestServer
 
 START_TIMEOUT = 15.0
-
-
-class _TestServer(AvisoServer):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.ready = threading.Event()
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    async def startup(self, sockets: Any = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        await super().startup(sockets)
-        self.ready.set()
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The load tests' incremental SSE parser: the same events whatever the chunking."""
+"""The incremental SSE parser (testing kit, Spark reader, load tests): the same events
+whatever the chunking."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 import pytest
 
 from aviso_host.streaming import frames
-from aviso_loadtests.sse import SSEEvent, SSEParser
+from aviso_plugins.sse import SSEEvent, SSEParser
 
 
 def parse(chunks: list[bytes]) -> list[SSEEvent]:

@@ -1,0 +1,38 @@
+"""The baseline: a bare Starlette JSON POST endpoint, served exactly like aviso.
+
+Run as ``python -m aviso_loadtests.bare_app PORT`` (``benchmarks.bare_app`` is the same app).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from aviso_host.server import uvicorn_config
+
+
+async def echo(request: Request) -> Response:
+    body = json.loads(await request.body())
+    return Response(
+        json.dumps({"status": "success", "event_type": body.get("event_type")}),
+        media_type="application/json",
+    )
+
+
+app = Starlette(routes=[Route("/api/v1/notification", echo, methods=["POST"])])
+
+
+def main() -> None:
+    config = uvicorn_config(app, "127.0.0.1", int(sys.argv[1]))
+    config.lifespan = "off"
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()

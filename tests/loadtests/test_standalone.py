@@ -1,0 +1,91 @@
+"""The installed load-test package stands alone: a wheel built from this checkout, installed
+(not editable) into a fresh virtualenv, runs ``aviso-server load run`` from an unrelated
+directory and writes its results there.
+
+The virtualenv sees the system site-packages (for locust, uvicorn and the rest: nothing is
+downloaded) but the wheel's own copy of aviso-py is what runs; the test checks that.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+# What the wheel is built from: the packages and the metadata, nothing of tests/ or benchmarks/.
+SOURCES = ("aviso_plugins", "host", "plugins", "loadtests", "spark")
+METADATA = ("setup.cfg", "pyproject.toml", "README.md")
+PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation")
+# Bounded: about 25 s for the whole test (build, install, run) on a loaded 2-core machine.
+SHORT_RUN = ("--duration", "3", "--users", "4", "--baseline-duration", "1")
+
+
+def test_the_packaged_schemas_are_the_shipped_ones() -> None:
+    packaged = yaml.safe_load((ROOT / "loadtests" / "schemas.yaml").read_text())
+    shipped = yaml.safe_load((ROOT / "configuration" / "config.yaml").read_text())
+    assert packaged == {k: shipped["notification_schema"][k] for k in ("dissemination", "mars")}
+
+
+def run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.install
+@pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="no 'load' extra")
+def test_an_installed_wheel_runs_a_load_test_from_any_directory(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    for name in SOURCES:
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in METADATA:
+        shutil.copy(ROOT / name, source / name)
+    built = run(
+        [*PIP_WHEEL, "-w", str(tmp_path / "dist"), str(source)],
+        tmp_path,
+        180,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("aviso_py-*.whl")
+    venv = tmp_path / "venv"
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    made = run(
+        [base_python, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+        tmp_path,
+        120,
+    )
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    installed = run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        tmp_path,
+        180,
+    )
+    assert installed.returncode == 0, installed.stderr
+    where = run(
+        [str(python), "-c", "import aviso_loadtests; print(aviso_loadtests.__file__)"], tmp_path, 60
+    )
+    assert where.stdout.startswith(str(venv)), where.stdout + where.stderr
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run(
+        [str(venv / "bin" / "aviso-server"), "load", "run", "notify", *SHORT_RUN],
+        elsewhere,
+        150,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (results,) = (elsewhere / "aviso-load-results").iterdir()
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["errors"] == 0 and summary["main_count"] > 0
+    assert summary["figures"]["bare Starlette"]["notify"]["count"] > 0
+    assert (results / "aviso_stats.csv").exists() and (results / "aviso.log").exists()
