@@ -18,6 +18,7 @@ from aviso_host.config.settings import Settings
 from aviso_host.metrics import HttpMetricsMiddleware
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.request_id import RequestIdMiddleware
+from aviso_host.request_log import RequestLogMiddleware
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
 from aviso_host.service import Service, server_version
@@ -75,7 +76,11 @@ def create_app(
 
     routes = [
         *api_routes(),
-        *ops_routes(settings.application.static_files_path, server_version()),
+        *ops_routes(
+            settings.application.static_files_path,
+            server_version(),
+            settings.application.homepage,
+        ),
         *extra_routes,
     ]
     app = Starlette(
@@ -88,6 +93,7 @@ def create_app(
                 else []
             ),
             Middleware(RequestIdMiddleware),
+            Middleware(RequestLogMiddleware),
             # Only with auth enabled: then it runs for every /api/v1 request before routing.
             *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),
         ],
