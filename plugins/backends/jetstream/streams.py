@@ -85,8 +85,9 @@ def desired_config(
     return config
 
 
-def _storage_name(storage: api.StorageType | None) -> str:
-    return (storage or api.StorageType.FILE).value
+def _storage_name(storage: api.StorageType | str | None) -> str:
+    """``file`` or ``memory`` (the server's JSON gives text, the desired config an enum)."""
+    return api.StorageType(storage or api.StorageType.FILE).value
 
 
 def _normalised(config: api.StreamConfig, field: str) -> Any:
@@ -162,7 +163,7 @@ class StreamKeeper:
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
-        if (current.storage or api.StorageType.FILE) != desired.storage:
+        if _storage_name(current.storage) != _storage_name(desired.storage):
             raise StorageTypeMismatch(
                 f"stream {current.name} exists with storage "
                 f"{_storage_name(current.storage)} but notification_backend.jetstream."
