@@ -93,6 +93,9 @@ class _CountingExporter(LogRecordExporter):
             TALLIES.failed()
         return result
 
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self._exporter.force_flush(timeout_millis)
+
     def shutdown(self) -> None:
         self._exporter.shutdown()
 
