@@ -145,7 +145,9 @@ class OtlpLogExport:
 
     def __init__(self, settings: OtlpSettings, version: str) -> None:
         self._provider = LoggerProvider(
-            resource=Resource.create({"service.name": "aviso-server", "service.version": version})
+            resource=Resource.create({"service.name": "aviso-server", "service.version": version}),
+            # The SDK's own exit hook would wait up to 30 s for a hanging collector.
+            shutdown_on_exit=False,
         )
         self._provider.add_log_record_processor(
             BatchLogRecordProcessor(
