@@ -21,6 +21,7 @@ from aviso_host.errors import internal_error, json_response
 from aviso_host.metrics import HttpMetricsMiddleware
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.request_id import RequestIdMiddleware
+from aviso_host.request_log import RequestLogMiddleware
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
 from aviso_host.service import Service, server_version
@@ -88,7 +89,11 @@ def create_app(
 
     routes = [
         *api_routes(),
-        *ops_routes(settings.application.static_files_path, server_version()),
+        *ops_routes(
+            settings.application.static_files_path,
+            server_version(),
+            settings.application.homepage,
+        ),
         *extra_routes,
     ]
     app = Starlette(
@@ -101,6 +106,7 @@ def create_app(
                 else []
             ),
             Middleware(RequestIdMiddleware),
+            Middleware(RequestLogMiddleware),
             # Only with auth enabled: then it runs for every /api/v1 request before routing.
             *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),
             # After caller resolution, as the order of checks puts it.

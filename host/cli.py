@@ -98,6 +98,10 @@ def serve(
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
     raise_descriptor_limit()
+    from aviso_host.otlp import start_otlp_export
+    from aviso_host.service import server_version
+
+    otlp = start_otlp_export(settings.logging.otlp, server_version())
     for warning in settings.warnings:
         log_event("config.warning", warning, logging.WARNING)
     try:
@@ -110,7 +114,11 @@ def serve(
         port if port is not None else settings.application.port,
     )
     server = AvisoServer(config, app.state.service)
-    server.run()
+    try:
+        server.run()
+    finally:
+        if otlp is not None:
+            otlp.close()
     if not server.started:
         sys.exit(1)
 

@@ -14,6 +14,14 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "aviso_request_id", default=None
 )
 
+audit_var: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "aviso_audit", default=None
+)
+"""(username, auth realm) of the caller the auth middleware resolved for this request."""
+
+ANONYMOUS = "anonymous"
+NO_REALM = "none"
+
 LEVELS = {
     "trace": logging.DEBUG,
     "debug": logging.DEBUG,
@@ -53,6 +61,7 @@ class JsonLineFormatter(logging.Formatter):
         request_id = getattr(record, "request_id", None) or request_id_var.get()
         if request_id:
             entry["request_id"] = request_id
+            entry.update(audit_fields())
         for name, value in getattr(record, "fields", {}).items():
             entry[name] = echoed(value, LINE_TEXT_LIMIT) if isinstance(value, str) else value
         if record.exc_info:
@@ -75,3 +84,16 @@ def configure_logging(level: str) -> None:
 def log_event(event_name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log a named event; ``fields`` (event_type, topic, ...) become top-level JSON keys."""
     logger.log(level, message, extra={"fields": {"event_name": event_name, **fields}})
+
+
+def audit_fields() -> dict[str, str]:
+    """``username`` and ``auth_realm`` of the current request's caller (audit, aviso-server
+    0.13): ``anonymous`` / ``none`` when nobody authenticated."""
+    caller = audit_var.get()
+    username, realm = caller if caller is not None else (ANONYMOUS, NO_REALM)
+    return {"username": username, "auth_realm": realm}
+
+
+def set_audit(username: str, realm: str | None) -> None:
+    """Record who made the current request, for every log line it writes from now on."""
+    audit_var.set((username, realm or NO_REALM))

@@ -26,7 +26,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,6 +34,7 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
+from aviso_host.otlp import TALLIES
 from aviso_host.request_id import RequestIdMiddleware
 from aviso_plugins.types import AuthError, AuthoriserMetrics, StorageBackend, StreamAuthoriser
 
@@ -270,6 +271,22 @@ class SseConnection:
         self._metrics.history_gaps.labels(self._route).inc()
 
 
+class OtlpCollector:
+    """The OTLP log export counters: process-wide, read at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "aviso_otlp_export_failures",
+            "OTLP log exports that failed (collector down, slow or refusing)",
+            value=TALLIES.export_failures,
+        )
+        yield CounterMetricFamily(
+            "aviso_otlp_suppressed_log_records",
+            "Log records dropped because the OTLP export queue was full",
+            value=TALLIES.suppressed_records,
+        )
+
+
 class Metrics:
     """The §5.2 inventory plus the backpressure and history-gap counters, pre-initialised."""
 
@@ -385,6 +402,7 @@ class Metrics:
         self.authorisers = {
             cls.name: AuthoriserRecorder(cls, families, registry) for cls in authorisers
         }
+        registry.register(OtlpCollector())
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()

@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.errors import ApiError, json_response
-from aviso_host.logs import log_event
+from aviso_host.logs import log_event, set_audit
 from aviso_plugins.types import AuthError, Caller, MalformedCredentials
 
 API_PREFIX = "/api/v1"
@@ -63,6 +63,7 @@ class AuthMiddleware:
             return
         if caller is not None:
             self.gate.metrics.auth_request(self.gate.provider.mode, None)
+            set_audit(caller.username, caller.realm)
         state["caller"] = caller
         await self.app(scope, receive, send)
 

@@ -9,15 +9,18 @@ from typing import Any
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
+from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.rules import check_rules
 from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
 from aviso_host.config.settings import (
     ApplicationSettings,
     AuthSettings,
     BackendSettings,
+    HomepageSettings,
     LimitSettings,
     LoggingSettings,
     MetricsSettings,
+    OtlpSettings,
     SchemaSettings,
     Settings,
     StreamAuthSettings,
@@ -44,9 +47,9 @@ def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry
             "generically although schemas are configured"
         )
     return Settings(
-        application=ApplicationSettings(**_known(effective["application"], ApplicationSettings)),
+        application=_application(effective["application"]),
         backend=_backend(effective["notification_backend"]),
-        logging=LoggingSettings(level=_log_level(effective.get("logging", {}).get("level"))),
+        logging=_logging(effective.get("logging", {})),
         auth=_auth(effective.get("auth", {})),
         metrics=MetricsSettings(**_known(effective.get("metrics", {}), MetricsSettings)),
         watch=WatchSettings(**_known(effective.get("watch_endpoint", {}), WatchSettings)),
@@ -66,6 +69,26 @@ def _known(section: Mapping[str, Any], cls: type) -> dict[str, Any]:
     """The entries of ``section`` that ``cls`` has a field for (unknown keys are ignored)."""
     names = {item.name for item in fields(cls)}
     return {key: value for key, value in section.items() if key in names}
+
+
+def _application(section: Mapping[str, Any]) -> ApplicationSettings:
+    known = _known(section, ApplicationSettings)
+    known["homepage"] = HomepageSettings(**_known(section.get("homepage", {}), HomepageSettings))
+    return ApplicationSettings(**known)
+
+
+def _logging(section: Mapping[str, Any]) -> LoggingSettings:
+    otlp = section.get("otlp", {})
+    protocol = otlp.get("protocol", "grpc")
+    endpoint = otlp.get("endpoint", "")
+    return LoggingSettings(
+        level=_log_level(section.get("level")),
+        otlp=OtlpSettings(
+            enabled=otlp.get("enabled", False),
+            endpoint=otlp_endpoint(endpoint, protocol) if endpoint.strip() else "",
+            protocol=protocol,
+        ),
+    )
 
 
 def _log_level(level: Any) -> str:
@@ -109,6 +132,7 @@ def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
             if policy is not None
             else None
         ),
+        max_historical_notifications=entry.get("max_historical_notifications"),
     )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
 from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
+from aviso_host.config.ops_rules import OTLP_PROTOCOLS
+from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import FieldHandler
 
@@ -48,10 +50,26 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "port": _PORT,
                     "base_url": _TEXT,
                     "static_files_path": _TEXT,
+                    "homepage": {
+                        "type": "object",
+                        "properties": {name: _TEXT for name in DEFAULT_HOMEPAGE_URLS},
+                    },
                 },
             },
             # ``level`` is left unconstrained: an unusable level means info, never a failure.
-            "logging": {"type": "object"},
+            "logging": {
+                "type": "object",
+                "properties": {
+                    "otlp": {
+                        "type": "object",
+                        "properties": {
+                            "enabled": _BOOLEAN,
+                            "endpoint": _TEXT,
+                            "protocol": {"type": "string", "enum": list(OTLP_PROTOCOLS)},
+                        },
+                    }
+                },
+            },
             "auth": {
                 "type": "object",
                 "additionalProperties": False,
@@ -158,6 +176,7 @@ def _event_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:
                     "plugins": {"type": "array", "items": _TEXT},
                 },
             },
+            "max_historical_notifications": _POSITIVE,
             "storage_policy": {
                 "type": "object",
                 "properties": {

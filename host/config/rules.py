@@ -17,6 +17,12 @@ from aviso_host.config.auth_rules import (
 )
 from aviso_host.config.authorisers import check_authorisers
 from aviso_host.config.errors import at
+from aviso_host.config.ops_rules import (
+    check_homepage,
+    check_otlp,
+    check_workqueue,
+    replay_cap_warnings,
+)
 from aviso_host.config.schema_rules import check_schemas
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import StorageBackend
@@ -41,7 +47,10 @@ _WATCH_POSITIVE = (
 
 def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
     """Fail on the first violated rule; return warnings worth logging at startup."""
+    check_homepage(document["application"])
+    check_otlp(document.get("logging", {}))
     backend = _selected_backend(document["notification_backend"], registry)
+    check_workqueue(document)
     schemas = document.get("notification_schema", {})
     warnings = check_schemas(schemas, registry.field_handlers, backend)
     auth = document.get("auth", {})
@@ -51,6 +60,7 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     _check_metrics(document.get("metrics", {}), document["application"]["port"])
     warnings += check_authorisers(document, registry)
     _check_watch_endpoint(document.get("watch_endpoint", {}))
+    warnings += replay_cap_warnings(document.get("watch_endpoint", {}))
     check_plugins_installed(auth, set(registry.auth_providers))
     return warnings
 

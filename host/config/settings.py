@@ -6,8 +6,25 @@ Handlers receive only the part they need; nothing re-reads the raw document afte
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+DEFAULT_HOMEPAGE_URLS: Mapping[str, str] = {
+    "client_documentation_url": "https://pyaviso.readthedocs.io/",
+    "client_repository_url": "https://github.com/ecmwf/pyaviso",
+    "server_documentation_url": "https://sites.ecmwf.int/docs/aviso-server/",
+    "server_repository_url": "https://github.com/ecmwf/aviso-server",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HomepageSettings:
+    """``application.homepage``: the links the landing page shows (absolute http(s) URLs)."""
+
+    client_documentation_url: str = DEFAULT_HOMEPAGE_URLS["client_documentation_url"]
+    client_repository_url: str = DEFAULT_HOMEPAGE_URLS["client_repository_url"]
+    server_documentation_url: str = DEFAULT_HOMEPAGE_URLS["server_documentation_url"]
+    server_repository_url: str = DEFAULT_HOMEPAGE_URLS["server_repository_url"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,12 +33,24 @@ class ApplicationSettings:
     port: int
     base_url: str = "http://localhost"
     static_files_path: str = "/app/static"
+    homepage: HomepageSettings = HomepageSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class OtlpSettings:
+    """``logging.otlp``: log records also exported over OTLP (aviso-server 0.8.1)."""
+
+    enabled: bool = False
+    endpoint: str = ""
+    """The collector URL as the exporter uses it: scheme added, ``/v1/logs`` for http."""
+    protocol: str = "grpc"
 
 
 @dataclass(frozen=True, slots=True)
 class LoggingSettings:
     level: str = "info"
     """One of trace, debug, info, warn, error (lower case); anything else became info."""
+    otlp: OtlpSettings = OtlpSettings()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +157,8 @@ class SchemaSettings:
     """``None`` when the schema has no ``payload`` block (payload optional)."""
     auth: StreamAuthSettings | None = None
     storage_policy: Mapping[str, Any] | None = None
+    max_historical_notifications: int | None = None
+    """Overrides ``watch_endpoint.max_historical_notifications`` for this event type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +183,10 @@ class Settings:
     ``aviso-server config check`` (redact before use)."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop startup; logged once logging is configured."""
+
+    def watch_for(self, event_type: str) -> WatchSettings:
+        """The watch settings of streams of ``event_type`` (its schema's replay cap applied)."""
+        schema = self.schemas.get(event_type)
+        if schema is None or schema.max_historical_notifications is None:
+            return self.watch
+        return replace(self.watch, max_historical_notifications=schema.max_historical_notifications)

@@ -112,7 +112,7 @@ async def aggregate(request: Request) -> ASGIApp:
         debounce_ms=debounce_ms,
         backend=service.backend,
         renderer=service.renderer,
-        settings=service.settings.watch,
+        settings=service.settings.watch_for(body.event_type),
         streams=service.streams,
         control=control,
         stream_filter=stream_filter,

@@ -18,12 +18,16 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS, HomepageSettings
 from aviso_host.encoding import dumps
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
 from aviso_host.openapi import openapi_document
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
+# ``{{CLIENT_DOCUMENTATION_URL}}`` ... : the ``application.homepage`` links.
+_HOMEPAGE_FIELDS = tuple(DEFAULT_HOMEPAGE_URLS)
+_DEFAULT_HOMEPAGE = HomepageSettings()
 
 # The bundle's own index.html and initializer load the petstore demo; ours replaces them.
 _SWAGGER_UI_DIR = Path(str(swagger_ui_bundle.swagger_ui_path))
@@ -103,16 +107,24 @@ def _directory_listing(directory: Path, url_path: str, at_root: bool) -> HTMLRes
     )
 
 
-def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
-    """The operational routes, serving ``static_files_path`` and announcing ``version``."""
+def _filled(page: bytes, values: dict[bytes, bytes]) -> bytes:
+    for placeholder, value in values.items():
+        page = page.replace(placeholder, value)
+    return page
+
+
+def ops_routes(
+    static_files_path: str, version: str, homepage: HomepageSettings = _DEFAULT_HOMEPAGE
+) -> list[BaseRoute]:
+    """The operational routes, serving ``static_files_path`` and announcing ``version``
+    and the ``homepage`` links."""
     static_root = Path(static_files_path).resolve()
-    version_bytes = html.escape(version).encode()
-    fallback_home = (
-        files("aviso_host")
-        .joinpath("static", "index.html")
-        .read_bytes()
-        .replace(_VERSION_PLACEHOLDER, version_bytes)
-    )
+    values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
+        b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
+        for name in _HOMEPAGE_FIELDS
+    }
+    packaged_home = files("aviso_host").joinpath("static", "index.html").read_bytes()
+    fallback_home = _filled(packaged_home, values)
     openapi_json = dumps(openapi_document(version), sort_keys=False).encode()
     swagger_assets = {
         asset.name: asset
@@ -140,7 +152,7 @@ def ops_routes(static_files_path: str, version: str) -> list[BaseRoute]:
         except OSError as exc:
             log_event("landing_page.read.failed", f"index.html unreadable: {exc}", logging.WARNING)
             return HTMLResponse(fallback_home)
-        return HTMLResponse(page.replace(_VERSION_PLACEHOLDER, version_bytes))
+        return HTMLResponse(_filled(page, values))
 
     def static(request: Request) -> Response:
         relative: str = request.path_params["path"]

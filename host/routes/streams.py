@@ -194,7 +194,7 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     return EventStream(
         backend=service.backend,
         renderer=service.renderer,
-        settings=service.settings.watch,
+        settings=service.settings.watch_for(body.event_type),
         streams=service.streams,
         control=control,
         stream_filter=stream_filter,

@@ -100,6 +100,9 @@ def parse_options(
     for key in _POSITIVE:
         if key in raw and raw[key] <= 0:
             raise fail(key, "must be greater than 0")
+    if raw.get("retention_policy") == "workqueue":
+        # History and concurrent watchers need every notification kept (aviso-server 0.13).
+        raise fail("retention_policy", "'workqueue' is not supported; use 'limits' or 'interest'")
     url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")

@@ -19,7 +19,6 @@ logger = logging.getLogger("aviso.jetstream")
 _RETENTION = {
     "limits": api.RetentionPolicy.LIMITS,
     "interest": api.RetentionPolicy.INTEREST,
-    "workqueue": api.RetentionPolicy.WORK_QUEUE,
 }
 _DISCARD = {"old": api.DiscardPolicy.OLD, "new": api.DiscardPolicy.NEW}
 _STORAGE = {"file": api.StorageType.FILE, "memory": api.StorageType.MEMORY}
@@ -39,6 +38,11 @@ _RECONCILED = {
 # Compared only when configured (non-zero): unset, the server derives it from max_age.
 _RECONCILED_WHEN_SET = ("duplicate_window",)
 _DURATIONS = ("max_age", "duplicate_window")
+
+
+class StorageTypeMismatch(RuntimeError):
+    """An existing stream keeps its messages elsewhere than configured (aviso-server 0.13
+    refuses it too): recreating it would lose them, so the operator has to decide."""
 
 
 def stream_name(base: str) -> str:
@@ -79,6 +83,11 @@ def desired_config(
         window = options.duplicate_window_seconds
         config.duplicate_window = min(window, config.max_age) if config.max_age else window
     return config
+
+
+def _storage_name(storage: api.StorageType | str | None) -> str:
+    """``file`` or ``memory`` (the server's JSON gives text, the desired config an enum)."""
+    return api.StorageType(storage or api.StorageType.FILE).value
 
 
 def _normalised(config: api.StreamConfig, field: str) -> Any:
@@ -154,6 +163,13 @@ class StreamKeeper:
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
+        if _storage_name(current.storage) != _storage_name(desired.storage):
+            raise StorageTypeMismatch(
+                f"stream {current.name} exists with storage "
+                f"{_storage_name(current.storage)} but notification_backend.jetstream."
+                f"storage_type is {_storage_name(desired.storage)}; move or delete the "
+                "stream, or configure its storage type"
+            )
         fields = [*_RECONCILED, *(f for f in _RECONCILED_WHEN_SET if getattr(desired, f))]
         changed = {
             field: getattr(desired, field)

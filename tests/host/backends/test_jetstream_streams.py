@@ -592,3 +592,33 @@ def test_item_35_wipe_of_unknown_stream_is_404(
     assert replay(client, event_type, {"n": "*"}) == []
     notify_ok(client, event_type, {"n": 2})
     assert ids(replay(client, event_type, {"n": "*"})) == [f"{event_type}@2"]
+
+
+# -- aviso-server 0.13: storage type --------------------------------------------------------
+
+
+def test_an_existing_stream_of_another_storage_type_is_an_error_not_a_recreate(
+    module_nats: NatsServer, tmp_path: Path
+) -> None:
+    """Recreating the stream to switch storage would lose its messages: notify fails, the
+    log says why, and the stream keeps its storage and every message."""
+    base = unique("storage")
+    name = base.upper()
+
+    def config(storage_type: str) -> dict[str, Any]:
+        return document(
+            module_nats.url,
+            jetstream={"storage_type": storage_type},
+            schemas={"stored": keyed(base)},
+        )
+
+    with aviso_serving(tmp_path, config("file")) as first, first.client() as http:
+        notify_ok(http, "stored", {"n": "1"}, {"n": 1})
+    with aviso_serving(tmp_path, config("memory")) as second, second.client() as http:
+        assert_storage_failed(notify(http, "stored", {"n": "2"}, {"n": 2}))
+        log = second.log()
+    assert f"stream {name} exists with storage file" in log
+    assert "storage_type is memory" in log
+    settings = stream_config(module_nats.url, name)
+    assert settings is not None and settings.storage == api.StorageType.FILE
+    assert stream_state(module_nats.url, name).messages == 1

@@ -1,0 +1,93 @@
+"""The aviso-server 0.13 operations keys: ``application.homepage``, ``logging.otlp`` and the
+replay caps (current-upstream.md §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from aviso_host.config.errors import at
+from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
+
+OTLP_PROTOCOLS = ("grpc", "http")
+_OTLP_HTTP_PATH = "/v1/logs"
+
+
+def check_homepage(application: Mapping[str, Any]) -> None:
+    """Each link must be an absolute http(s) URL with a host and no user information."""
+    homepage = application.get("homepage", {})
+    for key in DEFAULT_HOMEPAGE_URLS:
+        if key not in homepage:
+            continue
+        value = homepage[key]
+        if not _is_public_http_url(value):
+            raise at(
+                ("application", "homepage", key),
+                f"must be an absolute http(s) URL with a host and no userinfo, got {value!r}",
+            )
+
+
+def _is_public_http_url(value: str) -> bool:
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 -- raises ValueError on a malformed port
+    except ValueError:
+        return False
+    return (
+        parts.scheme.lower() in ("http", "https")
+        and bool(parts.hostname)
+        and "@" not in parts.netloc
+        and value == value.strip()
+    )
+
+
+def check_otlp(logging_section: Mapping[str, Any]) -> None:
+    otlp = logging_section.get("otlp", {})
+    if otlp.get("enabled", False) and not str(otlp.get("endpoint", "")).strip():
+        raise at(("logging", "otlp", "endpoint"), "is required when logging.otlp.enabled is true")
+
+
+def otlp_endpoint(endpoint: str, protocol: str) -> str:
+    """The URL the exporter is given: ``http://`` when no scheme is written, and the OTLP/HTTP
+    logs path for ``http`` (as aviso-server does)."""
+    url = endpoint.strip()
+    if "://" not in url:
+        url = f"http://{url}"
+    if protocol == "http" and not url.rstrip("/").endswith(_OTLP_HTTP_PATH):
+        url = url.rstrip("/") + _OTLP_HTTP_PATH
+    return url
+
+
+def replay_cap_warnings(watch: Mapping[str, Any]) -> list[str]:
+    """0.13 refuses a cap of 0; 0.7.1 accepted it (no history delivered), so it still starts."""
+    if watch.get("max_historical_notifications") == 0:
+        return [
+            "watch_endpoint.max_historical_notifications: 0 delivers no history; aviso-server "
+            "0.13 refuses it (positive integers only)"
+        ]
+    return []
+
+
+_WORKQUEUE_REFUSED = (
+    "'workqueue' is refused (as by aviso-server 0.13): a work-queue stream deletes each "
+    "notification once one consumer acknowledged it, so history and concurrent watchers "
+    "cannot work; use 'limits' or 'interest'"
+)
+
+
+def check_workqueue(document: Mapping[str, Any]) -> None:
+    """``retention_policy: workqueue`` fails startup, in the JetStream section or a schema's
+    storage policy."""
+    backend = document["notification_backend"]
+    if backend.get("kind") == "jetstream":
+        jetstream = backend.get("jetstream", {})
+        if jetstream.get("retention_policy") == "workqueue":
+            raise at(("notification_backend", "jetstream", "retention_policy"), _WORKQUEUE_REFUSED)
+    for event_type, schema in document.get("notification_schema", {}).items():
+        policy = schema.get("storage_policy", {})
+        if policy.get("retention_policy") == "workqueue":
+            raise at(
+                ("notification_schema", event_type, "storage_policy", "retention_policy"),
+                _WORKQUEUE_REFUSED,
+            )
