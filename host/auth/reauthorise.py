@@ -145,10 +145,10 @@ def reauthorisation(
 ) -> Reauthorisation | None:
     """What may end this admitted stream's authorisation; ``None`` when nothing can.
 
-    Raises the 401 for a credential already past its expiry (admitted by the clock-skew
-    leeway): its stream would end at once with ``auth_expired``, which clients answer by
-    reconnecting at once with the same credential, a loop until the leeway runs out. A 401
-    instead makes them refresh it (pyaviso refreshes once, then stops).
+    Raises the 401 for a credential its provider says has already expired: its stream would
+    end at once with ``auth_expired``, which clients answer by reconnecting at once with the
+    same credential, in a loop. A 401 instead makes them refresh it (pyaviso refreshes once,
+    then stops).
     """
     if gate is None or caller is None:
         return None

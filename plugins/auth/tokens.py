@@ -94,7 +94,7 @@ class TokenVerifier:
             realm=claims.get("realm"),
             roles=frozenset(claims.get("roles", ())),
             attributes=dict(claims.get("attributes", {})),
-            expires_at=_expiry(claims["exp"]),
+            expires_at=_expiry(claims["exp"], self._clock()),
         )
 
     def _claims_valid(self, claims: Mapping[str, Any]) -> bool:
@@ -121,10 +121,15 @@ class TokenVerifier:
         )
 
 
-def _expiry(exp: int) -> float | None:
+def _expiry(exp: int, now: float) -> float | None:
     """When streams opened with this token close: at ``exp`` itself (the skew leeway only
-    softens admission). An ``exp`` beyond exact float range never comes: no expiry."""
-    return float(exp) if exp < _EXACT_FLOAT_LIMIT else None
+    softens admission), or, for a token admitted although ``exp`` has passed, when the leeway
+    ends: closing at once would have its client reconnect at once with the same token, in a
+    loop, while after the leeway its reconnect meets the 401 that makes it refresh. An
+    ``exp`` beyond exact float range never comes: no expiry."""
+    if exp >= _EXACT_FLOAT_LIMIT:
+        return None
+    return float(exp) if exp > now else float(exp + CLOCK_SKEW_SECONDS)
 
 
 def _is_integer(value: Any) -> bool:
