@@ -43,7 +43,12 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     """Fail on the first violated rule; return warnings worth logging at startup."""
     backend = _selected_backend(document["notification_backend"], registry)
     schemas = document.get("notification_schema", {})
-    warnings = check_schemas(schemas, registry.field_handlers, backend)
+    warnings = check_schemas(
+        schemas,
+        registry.field_handlers,
+        backend,
+        lambda name: registry.describe("field_handlers", name),
+    )
     auth = document.get("auth", {})
     check_global_auth(auth)
     check_stream_plugins(schemas, registry.authorisers)
