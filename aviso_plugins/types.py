@@ -195,7 +195,10 @@ class StorageBackend(ABC):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
 
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
-    """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected."""
+    """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected.
+
+    For the selected kind it applies even when the section is absent, ``"default"`` values
+    are filled in and ``"writeOnly": true`` marks a secret (never shown or logged)."""
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
@@ -577,8 +580,9 @@ class Notification:
 class SinkContext:
     """What the caller of a sink hands it at construction."""
 
-    options: Mapping[str, str]
-    """The sink's own options, as text (they usually come from Spark ``.option(...)``)."""
+    options: Mapping[str, Any]
+    """The sink's own options (they usually come from Spark ``.option(...)``): text, except
+    where the sink's ``options_schema`` types a key, defaults filled in."""
     planner: NotificationPlanner | None = None
     """Host validation; required by sinks that bypass the HTTP API."""
     backend_factory: Callable[[], StorageBackend] | None = None
@@ -622,6 +626,12 @@ class Sink(ABC):
 
     name: ClassVar[str]
     """The sink name producers select, e.g. ``"http"``."""
+
+    options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
+    """JSON Schema of the sink's options, applied before construction: text is converted
+    where it asks for an integer, number or boolean, ``"default"`` values are filled in and
+    ``"writeOnly": true`` marks a secret (masked in error messages). Keys it does not type
+    stay text."""
 
     def __init__(self, context: SinkContext) -> None:
         self.context = context

@@ -38,6 +38,12 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
         "type": "object",
         "required": ["application", "notification_backend"],
         "properties": {
+            # A stream authoriser's section is the top-level key named after it.
+            **{
+                name: dict(cls.options_schema)
+                for name, cls in registry.authorisers.items()
+                if getattr(cls, "options_schema", None) is not None
+            },
             "application": {
                 "type": "object",
                 "required": ["host", "port"],

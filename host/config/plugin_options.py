@@ -23,7 +23,8 @@ from typing import Any
 
 from aviso_host.auth.request_view import DEPRECATED_SIGNATURE, takes_authorization_header
 from aviso_host.config.coerce import coerce_text
-from aviso_host.config.errors import KeyPath
+from aviso_host.config.errors import ConfigError, KeyPath
+from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.shape import validate_shape
 from aviso_host.plugins import PluginRegistry
 
@@ -139,9 +140,17 @@ def apply_options_schema(
     """Options given outside the configuration file (a sink's): text converted where the
     schema asks for another type, defaults filled in, checked; ``ConfigError`` names
     ``path`` plus the key."""
-    filled = fill_defaults(coerce_text(dict(options), schema, path), schema)
-    validate_shape(filled, schema, path)
+    try:
+        filled = fill_defaults(coerce_text(dict(options), schema, path), schema)
+        validate_shape(filled, schema, path)
+    except ConfigError as exc:
+        raise ConfigError(mask_secrets(str(exc), option_secrets(options, schema))) from None
     return filled
+
+
+def option_secrets(options: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[str]:
+    """The text of the secret values among ``options`` (``writeOnly`` or a secret key name)."""
+    return secret_values(options, {path for path, _ in secret_locations(options, schema)})
 
 
 def secret_locations(value: Any, schema: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
