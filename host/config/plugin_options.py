@@ -11,7 +11,8 @@ Where each kind's section lives (:func:`selected_sections`):
 - auth provider ``auth.mode`` (when ``auth.enabled``): ``auth.<mode>``;
 - storage backend ``notification_backend.kind``: ``notification_backend.<kind>``;
 - stream authoriser listed in a stream's ``auth.plugins``: the top-level section ``<name>``;
-- sink (no configuration file section): its options, through :func:`apply_options_schema`.
+- sink (no configuration file section): its options, through :func:`apply_options_schema`;
+- field handler: every field definition (always written) gets its ``options`` defaults.
 """
 
 from __future__ import annotations
@@ -92,7 +93,29 @@ def with_plugin_sections(
             leaf = section.path[-1]
             current = parent.get(leaf, {})
             parent[leaf] = fill_defaults(current, section.schema)
+    schemas = result.get("notification_schema")
+    if isinstance(schemas, Mapping):
+        result["notification_schema"] = {
+            name: _with_handler_defaults(entry, registry) for name, entry in schemas.items()
+        }
     return result, sections
+
+
+def _with_handler_defaults(entry: Any, registry: PluginRegistry) -> Any:
+    """A schema entry whose field definitions have their handler's option defaults."""
+    identifier = entry.get("identifier") if isinstance(entry, Mapping) else None
+    if not isinstance(identifier, Mapping):
+        return entry
+    fields = {}
+    for name, definition in identifier.items():
+        handler_type = definition.get("type") if isinstance(definition, Mapping) else None
+        handler = (
+            registry.field_handlers.get(handler_type) if isinstance(handler_type, str) else None
+        )
+        fields[name] = (
+            fill_defaults(definition, {"properties": handler.options}) if handler else definition
+        )
+    return {**entry, "identifier": fields}
 
 
 def without_empty_sections(

@@ -107,12 +107,27 @@ class _CrashingHandler(FieldHandler):
         return text
 
 
+class _DefaultingHandler(FieldHandler):
+    type_name = "DefaultingHandler"
+    options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
+        "allow_short": {"type": "boolean", "default": False}
+    }
+
+    def __init__(self, field: str, definition: Mapping[str, Any]) -> None:
+        super().__init__(field, definition)
+        self.allow_short = definition["allow_short"]
+
+    def canonicalise(self, text: str) -> str:
+        return text
+
+
 def registry() -> PluginRegistry:
     base = make_registry()
     base.backends.update({cls.kind: cls for cls in (_Backend, _RequiringBackend, _BrokenBackend)})
     base.auth_providers.update({cls.mode: cls for cls in (_Provider, _RefusingProvider)})
     base.authorisers["acl"] = _Authoriser
     base.field_handlers["CrashingHandler"] = _CrashingHandler
+    base.field_handlers["DefaultingHandler"] = _DefaultingHandler
     return base
 
 
@@ -170,6 +185,18 @@ def test_an_authoriser_section_is_required_and_defaulted_when_a_stream_lists_it(
         "allow": ["alice"],
         "cache_seconds": 60,
     }
+
+
+def test_field_definitions_get_their_handler_option_defaults() -> None:
+    identifier = {
+        "colour": {"type": "DefaultingHandler", "required": True},
+        "shade": {"type": "DefaultingHandler", "required": False, "allow_short": True},
+    }
+    doc = with_schema(identifier=identifier, topic={"base": "paint", "key_order": ["colour"]})
+    settings = settings_from_document(doc, registry())
+    fields = settings.schemas["river_gauge"].identifier
+    assert fields["colour"]["allow_short"] is False
+    assert fields["shade"]["allow_short"] is True
 
 
 def test_options_given_outside_the_file_get_the_same_treatment() -> None:
