@@ -43,6 +43,7 @@ def plugin_error(
         reason = f"{type(exc).__name__}: {reason}"
     reason = f"{mask_secrets(reason, secrets)} [{plugin}]"
     # A plugin that already names the key (``notification_backend.jetstream.x: ...``).
-    if path and reason.startswith(key_path(path)):
+    where = key_path(path)
+    if path and reason.startswith((f"{where}:", f"{where}.", f"{where}[")):
         return ConfigError(reason)
     return at(path, reason)
