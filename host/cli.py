@@ -112,6 +112,8 @@ def check(path: str) -> None:
     try:
         registry = discover()
         settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
+        # As serve: what plugins log while being constructed is a masked JSON line.
+        configure_logging(settings.logging.level)
         create_app(settings, registry)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc

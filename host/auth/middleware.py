@@ -64,7 +64,7 @@ class AuthMiddleware:
         try:
             caller = await gate.authenticate(request)
         except MalformedCredentials as exc:
-            # Elsewhere a defective header is as good as none: public streams stay usable.
+            # Elsewhere defective credentials are as good as none: public streams stay usable.
             if admin:
                 raise gate.failure(401, exc.message) from exc
             return None
