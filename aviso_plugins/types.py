@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -195,7 +195,10 @@ class StorageBackend(ABC):
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
 
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
-    """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected."""
+    """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected.
+
+    For the selected kind it applies even when the section is absent, ``"default"`` values
+    are filled in and ``"writeOnly": true`` marks a secret (never shown or logged)."""
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
@@ -324,7 +327,7 @@ class AuthError(Exception):
 
 
 class MalformedCredentials(AuthError):
-    """The ``Authorization`` header itself is unusable (always 401).
+    """The credentials themselves are unusable, e.g. a malformed header (always 401).
 
     The host answers 401 with ``message`` on admin paths and treats the request as
     anonymous everywhere else, so providers must raise this, not a plain
@@ -335,14 +338,88 @@ class MalformedCredentials(AuthError):
         super().__init__(401, message)
 
 
+class RequestHeaders(Mapping[str, str]):
+    """A request's header fields, read-only: names case-insensitive, values as sent.
+
+    Values are the bytes decoded as latin-1, so nothing is lost (non-ASCII bytes show as
+    characters above U+007E). As a mapping, a name gives its *first* field; use
+    :meth:`get_list` for every field of a repeated name.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Sequence[tuple[str, str]]) -> None:
+        self._fields = tuple((name.lower(), value) for name, value in fields)
+
+    @classmethod
+    def from_raw(cls, raw: Sequence[tuple[bytes, bytes]]) -> RequestHeaders:
+        """From ASGI header pairs (``scope["headers"]``)."""
+        return cls([(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw])
+
+    def __getitem__(self, name: str) -> str:
+        wanted = name.lower()
+        for field_name, value in self._fields:
+            if field_name == wanted:
+                return value
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(name for name, _ in self._fields))
+
+    def __len__(self) -> int:
+        return len({name for name, _ in self._fields})
+
+    def get_list(self, name: str) -> list[str]:
+        """Every value of ``name``, in the order sent."""
+        wanted = name.lower()
+        return [value for field_name, value in self._fields if field_name == wanted]
+
+    def __repr__(self) -> str:  # values may be credentials: never shown
+        return f"RequestHeaders({sorted(self)})"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequest:
+    """What an :class:`AuthProvider` sees of one request: read-only, no body.
+
+    ``path`` is the path as the router sees it (below any mount prefix, percent-decoded);
+    ``client`` is the peer address of the connection (``None`` when the server does not
+    know it). Behind a proxy the peer is the proxy: trusting a forwarded header such as
+    ``X-Forwarded-For`` or a client-certificate header is the provider's decision.
+    """
+
+    method: str
+    path: str
+    headers: RequestHeaders
+    client: str | None = None
+
+    @property
+    def authorization(self) -> str | None:
+        """The first ``Authorization`` header, ``None`` when there is none."""
+        return self.headers.get("authorization")
+
+    @property
+    def cookies(self) -> Mapping[str, str]:
+        """The ``Cookie`` header(s) as name -> value (the first of a repeated name wins)."""
+        cookies: dict[str, str] = {}
+        for header in self.headers.get_list("cookie"):
+            for pair in header.split(";"):
+                name, equals, value = pair.strip().partition("=")
+                if equals and name:
+                    cookies.setdefault(name, value.strip().strip('"'))
+        return cookies
+
+
 class AuthProvider(ABC):
-    """Resolves the caller of a request from its ``Authorization`` header.
+    """Resolves the caller of a request from what it sent (an :class:`AuthRequest`).
 
     ``auth.mode`` selects one provider when ``auth.enabled`` is true. The host constructs it
     once with ``options``: the validated ``auth`` section with every default applied, keys
     ``enabled``, ``mode``, ``auth_o_tron_url``, ``jwt_secret``, ``timeout_ms``,
     ``admin_roles`` (realm -> tuple of roles) and ``mode_options`` (the mode's own section
-    ``auth.<mode>``, checked against ``options_schema``; ``{}`` when absent).
+    ``auth.<mode>``, checked against ``options_schema`` with its ``default`` values filled
+    in, whether or not the section is present). Any exception ``__init__`` raises fails
+    startup (and ``aviso-server config check``) with one line naming the plugin and the key.
     """
 
     mode: ClassVar[str]
@@ -352,7 +429,10 @@ class AuthProvider(ABC):
     """``WWW-Authenticate`` values sent, one header field each and in order, with every 401."""
 
     options_schema: ClassVar[Mapping[str, Any] | None] = None
-    """JSON Schema of the provider's own section ``auth.<mode>``; ``None`` forbids one."""
+    """JSON Schema of the provider's own section ``auth.<mode>``; ``None`` forbids one.
+
+    ``"default"`` values are filled in; a property marked ``"writeOnly": true`` is a secret,
+    never shown by ``config check`` nor written to logs or error messages."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options = options
@@ -364,14 +444,17 @@ class AuthProvider(ABC):
         """Release what ``start`` acquired; called once after the HTTP server stopped."""
 
     @abstractmethod
-    async def authenticate(self, authorization: str | None) -> Caller | None:
-        """Resolve one request's caller from its ``Authorization`` header value.
+    async def authenticate(self, request: AuthRequest) -> Caller | None:
+        """Resolve one request's caller from its method, path, headers and client address.
 
-        ``authorization`` is the first ``Authorization`` header as sent (bytes decoded as
-        latin-1, so non-ASCII bytes show as characters above U+007E), ``None`` when the
-        request had none. Return ``None`` for an anonymous request, raise
-        :class:`MalformedCredentials` for an unusable header and :class:`AuthError` when
-        the credentials are refused or cannot be checked.
+        Return ``None`` for an anonymous request, raise :class:`MalformedCredentials` for
+        unusable credentials and :class:`AuthError` when they are refused or cannot be
+        checked.
+
+        Providers written for aviso-py 0.x declared ``authenticate(self, authorization)``
+        and received only the ``Authorization`` header value: the host still calls those
+        that way (it recognises a first parameter named ``authorization`` or annotated as
+        text) and logs a deprecation warning at startup.
         """
 
 
@@ -569,8 +652,9 @@ class Notification:
 class SinkContext:
     """What the caller of a sink hands it at construction."""
 
-    options: Mapping[str, str]
-    """The sink's own options, as text (they usually come from Spark ``.option(...)``)."""
+    options: Mapping[str, Any]
+    """The sink's own options (they usually come from Spark ``.option(...)``): text, except
+    where the sink's ``options_schema`` types a key, defaults filled in."""
     planner: NotificationPlanner | None = None
     """Host validation; required by sinks that bypass the HTTP API."""
     backend_factory: Callable[[], StorageBackend] | None = None
@@ -614,6 +698,12 @@ class Sink(ABC):
 
     name: ClassVar[str]
     """The sink name producers select, e.g. ``"http"``."""
+
+    options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
+    """JSON Schema of the sink's options, applied before construction: text is converted
+    where it asks for an integer, number or boolean, ``"default"`` values are filled in and
+    ``"writeOnly": true`` marks a secret (masked in error messages). Keys it does not type
+    stay text."""
 
     def __init__(self, context: SinkContext) -> None:
         self.context = context

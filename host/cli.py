@@ -159,12 +159,19 @@ def config() -> None:
 @config.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 def check(path: str) -> None:
-    """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration."""
+    """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration.
+
+    Every plugin is constructed exactly as ``serve`` constructs it (nothing is started), so
+    a configuration this accepts is one ``serve`` can build."""
+    from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
 
     try:
         registry = discover()
         settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
+        # As serve: what plugins log while being constructed is a masked JSON line.
+        configure_logging(settings.logging.level)
+        create_app(settings, registry)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     # Accepted, but worth acting on (e.g. what aviso-server 0.13 would refuse); on stderr
@@ -172,5 +179,10 @@ def check(path: str) -> None:
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(
-        yaml.safe_dump(redact(settings.document), sort_keys=False, allow_unicode=True), nl=False
+        yaml.safe_dump(
+            redact(settings.document, settings.secret_paths, settings.plugin_sections),
+            sort_keys=False,
+            allow_unicode=True,
+        ),
+        nl=False,
     )

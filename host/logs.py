@@ -6,8 +6,10 @@ import contextvars
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
+from aviso_host.config.redact import mask_secrets
 from aviso_host.encoding import dumps
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -49,8 +51,20 @@ def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
     return f"{text[:limit]}... [{len(text) - limit} more characters]"
 
 
+_secrets: set[str] = set()
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Mask these values (configured secrets) in every log line from now on."""
+    _secrets.update(values)
+
+
 class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        line = self._format(record)
+        return mask_secrets(line, _secrets) if _secrets else line
+
+    def _format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",

@@ -55,6 +55,17 @@ class PluginRegistry:
     commands: dict[str, click.Command] = field(default_factory=dict)
     plugins: tuple[PluginInfo, ...] = ()
     manager: pluggy.PluginManager | None = None
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(registry attribute, name) -> the entry-point name of the plugin providing it."""
+
+    def describe(self, attribute: str, name: str) -> str:
+        """Who provides ``name``, for error messages: kind, name, entry point, distribution."""
+        noun = _NOUNS[attribute]
+        owner = self.owners.get((attribute, name))
+        info = next((plugin for plugin in self.plugins if plugin.name == owner), None)
+        if owner is None or info is None or not info.version:
+            return f"{noun} {name!r} (registered in code)"
+        return f"{noun} {name!r} (entry point {owner!r} of {info.distribution} {info.version})"
 
 
 # hook name -> (kind shown by `aviso-server plugins`, registry attribute, class attribute naming it)
@@ -65,6 +76,15 @@ _PROVIDES = {
     "aviso_stream_authorisers": ("stream-authoriser", "authorisers", "name"),
     "aviso_sinks": ("sink", "sinks", "name"),
     "aviso_commands": ("commands", "commands", "name"),
+}
+
+
+_NOUNS = {
+    "field_handlers": "field handler",
+    "backends": "storage backend",
+    "auth_providers": "auth provider",
+    "authorisers": "stream authoriser",
+    "sinks": "sink",
 }
 
 
@@ -159,4 +179,9 @@ def _build_registry(
         for name, plugin in sorted(manager.list_name_plugin(), key=lambda item: item[0])
         if plugin is not None
     )
-    return PluginRegistry(**provided, plugins=plugins, manager=manager)
+    return PluginRegistry(
+        **provided,
+        plugins=plugins,
+        manager=manager,
+        owners=owners,
+    )

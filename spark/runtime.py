@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 
 from aviso_host.config import Settings, load_settings
+from aviso_host.config.construct import construct
+from aviso_host.config.plugin_options import apply_options_schema, option_secrets
 from aviso_host.identifiers import CatalogPlanner
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.schemas import SchemaCatalog
@@ -35,7 +37,15 @@ class HostRuntime:
         if sink_class is None:
             installed = ", ".join(sorted(self.registry.sinks)) or "none"
             raise ValueError(f"unknown sink '{name}' (installed sinks: {installed})")
-        return sink_class(SinkContext(options, self.planner, self.backend))
+        # Spark passes ``sink.<key>`` options as ``<key>``: errors name them that way.
+        path = ("sink",)
+        checked = apply_options_schema(options, sink_class.options_schema, path)
+        return construct(
+            lambda: sink_class(SinkContext(checked, self.planner, self.backend)),
+            path,
+            self.registry.describe("sinks", name),
+            option_secrets(checked, sink_class.options_schema),
+        )
 
 
 @functools.cache

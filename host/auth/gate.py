@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import partial
 
+from aviso_host.auth.request_view import takes_authorization_header
 from aviso_host.auth.responses import auth_error
 from aviso_host.auth.roles import RoleMap, matches
+from aviso_host.config.construct import construct
 from aviso_host.config.settings import Settings
 from aviso_host.errors import ApiError
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginError, PluginRegistry
-from aviso_plugins.types import AuthProvider, Caller, StreamAuthoriser
+from aviso_plugins.types import AuthProvider, AuthRequest, Caller, StreamAuthoriser
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class AuthGate:
     authorisers: Mapping[str, StreamAuthoriser]
     """Only the authorisers some stream lists and some plugin provides."""
     metrics: Metrics
+    legacy_provider: bool = False
+    """The provider declares ``authenticate(authorization)`` (deprecated, still served)."""
 
     @classmethod
     def build(
@@ -46,17 +51,36 @@ class AuthGate:
             for name in schema.auth.plugins
         }
         return cls(
-            provider=provider(options),
+            provider=construct(
+                lambda: provider(options),
+                ("auth", auth.mode),
+                registry.describe("auth_providers", auth.mode),
+                settings.secrets,
+            ),
             admin_roles=auth.admin_roles,
             authorisers={
-                name: registry.authorisers[name](
-                    settings.authorisers.get(name, {}), metrics.authorisers[name]
+                name: construct(
+                    partial(
+                        registry.authorisers[name],
+                        settings.authorisers.get(name, {}),
+                        metrics.authorisers[name],
+                    ),
+                    (name,),
+                    registry.describe("authorisers", name),
+                    settings.secrets,
                 )
                 for name in sorted(used)
                 if name in registry.authorisers
             },
             metrics=metrics,
+            legacy_provider=takes_authorization_header(provider),
         )
+
+    async def authenticate(self, request: AuthRequest) -> Caller | None:
+        """The provider's verdict; a provider of the old signature gets the header only."""
+        if self.legacy_provider:
+            return await self.provider.authenticate(request.authorization)  # type: ignore[arg-type]
+        return await self.provider.authenticate(request)
 
     def failure(self, status: int, message: str) -> ApiError:
         """An auth error carrying this provider's challenges (on 401)."""

@@ -13,9 +13,10 @@ from starlette._utils import get_route_path  # the router's own path-below-mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aviso_host.auth.gate import AuthGate
+from aviso_host.auth.request_view import auth_request
 from aviso_host.errors import ApiError, json_response
 from aviso_host.logs import log_event, set_audit
-from aviso_plugins.types import AuthError, Caller, MalformedCredentials
+from aviso_plugins.types import AuthError, AuthRequest, Caller, MalformedCredentials
 
 API_PREFIX = "/api/v1"
 SCHEMA_PREFIX = "/api/v1/schema"
@@ -32,14 +33,6 @@ def is_authenticated_path(path: str) -> bool:
     return under_api and not path.startswith(SCHEMA_PREFIX)
 
 
-def authorization_header(scope: Scope) -> str | None:
-    """The first ``Authorization`` header, bytes decoded as latin-1 (nothing is lost)."""
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            return value.decode("latin-1")
-    return None
-
-
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, gate: AuthGate) -> None:
         self.app = app
@@ -52,7 +45,7 @@ class AuthMiddleware:
             return
         state = scope.setdefault("state", {})
         try:
-            caller = await self._resolve(scope, path.startswith(ADMIN_PREFIX))
+            caller = await self._resolve(auth_request(scope, path), path.startswith(ADMIN_PREFIX))
         except ApiError as error:
             self.gate.metrics.auth_request(self.gate.provider.mode, error.status)
             level = logging.ERROR if error.status >= 500 else logging.WARNING
@@ -67,12 +60,12 @@ class AuthMiddleware:
         state["caller"] = caller
         await self.app(scope, receive, send)
 
-    async def _resolve(self, scope: Scope, admin: bool) -> Caller | None:
+    async def _resolve(self, request: AuthRequest, admin: bool) -> Caller | None:
         gate = self.gate
         try:
-            caller = await gate.provider.authenticate(authorization_header(scope))
+            caller = await gate.authenticate(request)
         except MalformedCredentials as exc:
-            # Elsewhere a defective header is as good as none: public streams stay usable.
+            # Elsewhere defective credentials are as good as none: public streams stay usable.
             if admin:
                 raise gate.failure(401, exc.message) from exc
             return None

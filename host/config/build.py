@@ -9,7 +9,16 @@ from typing import Any
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
+from aviso_host.config.errors import ConfigError
 from aviso_host.config.ops_rules import otlp_endpoint
+from aviso_host.config.plugin_options import (
+    deprecation_warnings,
+    secret_locations,
+    selected_sections,
+    with_plugin_sections,
+    without_empty_sections,
+)
+from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.rules import check_rules
 from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
 from aviso_host.config.settings import (
@@ -36,9 +45,32 @@ LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
 def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry) -> Settings:
     """Validate ``document`` against the loaded plugins; raise ``ConfigError`` if unusable."""
     schema = document_schema(registry)
-    effective = coerce_text(drop_nulls(document), schema)
+    written = drop_nulls(document)
+    # Found before any check, so that no error message can quote a secret value.
+    secret_paths = frozenset(path for path, _ in secret_locations(written, schema))
+    named = frozenset(section.path for section in selected_sections(written, registry))
+    secrets = secret_values(written, secret_paths, named)
+    try:
+        return _settings(written, schema, registry, secrets)
+    except ConfigError as exc:
+        raise ConfigError(mask_secrets(str(exc), secrets)) from None
+
+
+def _settings(
+    written: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    registry: PluginRegistry,
+    secrets: frozenset[str],
+) -> Settings:
+    effective, sections = with_plugin_sections(coerce_text(written, schema), registry)
     validate_shape(effective, schema)
+    effective = without_empty_sections(effective, written, sections)
+    # Again on the effective document: defaults may hold secrets too.
+    secret_paths = frozenset(path for path, _ in secret_locations(effective, schema))
+    named = frozenset(section.path for section in sections)
+    secrets |= secret_values(effective, secret_paths, named)
     warnings = check_rules(effective, registry)
+    warnings += deprecation_warnings(effective, registry)
     schemas = effective.get("notification_schema", {})
     strict = effective.get("notification_schema_strict", bool(schemas))
     if strict is False and schemas:
@@ -62,6 +94,9 @@ def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry
         },
         document=effective,
         warnings=tuple(warnings),
+        secret_paths=secret_paths,
+        plugin_sections=named,
+        secrets=secrets,
     )
 
 

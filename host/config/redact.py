@@ -1,35 +1,77 @@
-"""Hide secrets before the effective configuration is shown (configuration chapter §1.6)."""
+"""Hide secrets before the effective configuration is shown (configuration chapter §1.6).
+
+A value is secret when its key names one (``password``, ``token``...), when a plugin's
+options schema marks it ``"writeOnly": true`` (the key paths in ``secret_paths``), or when it
+is a URL's credentials. The key of a plugin's own section (``auth.api_keys`` for a mode named
+``api_keys``, the paths in ``plugin_sections``) is a name the plugin chose, not a secret, so
+it is not judged by its name; what the section holds is. The same values are masked in free
+text (logs, error messages) by :func:`mask_secrets`.
+"""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
+
+from aviso_host.config.errors import KeyPath
 
 REDACTED = "[REDACTED]"
 SECRET_KEY_PARTS = ("password", "secret", "token", "authorization", "api_key")
+
+MIN_MASKED_LENGTH = 4
+"""Shorter secret values are not searched for in free text: they would mask ordinary words
+and numbers everywhere (they are still hidden wherever the configuration is shown)."""
 
 # ``scheme://userinfo@`` where userinfo holds a user name, a password or a bare token.
 # Greedy up to the last ``@`` of the authority, so a stray ``@`` in a password is masked too.
 _URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s]+@")
 
 
-def redact(document: Mapping[str, Any]) -> dict[str, Any]:
+def redact(
+    document: Mapping[str, Any],
+    secret_paths: Collection[KeyPath] = frozenset(),
+    plugin_sections: Collection[KeyPath] = frozenset(),
+) -> dict[str, Any]:
     """A copy of ``document`` with secret values and URL credentials masked."""
-    return {key: _redact_entry(key, value) for key, value in document.items()}
+    return _redact_mapping(document, _Secrets(secret_paths, plugin_sections), ())
 
 
-def _redact_entry(key: Any, value: Any) -> Any:
-    if isinstance(key, str) and any(part in key.lower() for part in SECRET_KEY_PARTS):
-        return REDACTED
-    return _redact_value(value)
+class _Secrets:
+    def __init__(self, paths: Collection[KeyPath], plugin_sections: Collection[KeyPath]) -> None:
+        self.paths = paths
+        self.plugin_sections = plugin_sections
+
+    def at(self, key: Any, path: KeyPath) -> bool:
+        if path in self.paths:
+            return True
+        return path not in self.plugin_sections and _is_secret_key(key)
 
 
-def _redact_value(value: Any) -> Any:
+def _redact_mapping(document: Mapping[str, Any], secrets: _Secrets, path: KeyPath) -> dict:
+    return {
+        key: REDACTED
+        if secrets.at(key, (*path, key))
+        else _redact_value(value, secrets, (*path, key))
+        for key, value in document.items()
+    }
+
+
+def _is_secret_key(key: Any) -> bool:
+    return isinstance(key, str) and any(part in key.lower() for part in SECRET_KEY_PARTS)
+
+
+def _redact_value(value: Any, secrets: _Secrets, path: KeyPath) -> Any:
     if isinstance(value, Mapping):
-        return redact(value)
+        return _redact_mapping(value, secrets, path)
     if isinstance(value, list | tuple):
-        return [_redact_value(item) for item in value]
+        return [
+            REDACTED
+            if (*path, index) in secrets.paths
+            else _redact_value(item, secrets, (*path, index))
+            for index, item in enumerate(value)
+        ]
     if isinstance(value, str):
         return mask_url_credentials(value)
     return value
@@ -37,3 +79,48 @@ def _redact_value(value: Any) -> Any:
 
 def mask_url_credentials(text: str) -> str:
     return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)
+
+
+def secret_values(
+    document: Mapping[str, Any],
+    secret_paths: Collection[KeyPath],
+    plugin_sections: Collection[KeyPath] = frozenset(),
+) -> frozenset[str]:
+    """The text of every secret in ``document``: strings (and mapping keys) below a secret
+    key name or a ``secret_paths`` entry, for masking in free text."""
+    found: set[str] = set()
+    secrets = _Secrets(secret_paths, plugin_sections)
+
+    def walk(value: Any, path: KeyPath, depth: int | None) -> None:
+        """``depth``: levels below the secret value, ``None`` outside any secret."""
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                # The keys of a secret mapping (an API-key map) are secrets; deeper keys
+                # are its structure (``username``).
+                if depth == 0 and isinstance(key, str):
+                    found.add(key)
+                walk(item, (*path, key), _below(depth, secrets.at(key, (*path, key))))
+        elif isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                walk(item, (*path, index), _below(depth, (*path, index) in secret_paths))
+        elif depth is not None and isinstance(value, str | int | float | bool):
+            found.add(str(value))
+
+    walk(document, (), None)
+    return frozenset(text for text in found if len(text) >= MIN_MASKED_LENGTH)
+
+
+def _below(depth: int | None, secret: bool) -> int | None:
+    if depth is not None:
+        return depth + 1
+    return 0 if secret else None
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of a secret (also as JSON string content) masked."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        if escaped != secret:
+            text = text.replace(escaped, REDACTED)
+    return text

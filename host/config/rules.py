@@ -52,7 +52,12 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     backend = _selected_backend(document["notification_backend"], registry)
     check_workqueue(document)
     schemas = document.get("notification_schema", {})
-    warnings = check_schemas(schemas, registry.field_handlers, backend)
+    warnings = check_schemas(
+        schemas,
+        registry.field_handlers,
+        backend,
+        lambda name: registry.describe("field_handlers", name),
+    )
     auth = document.get("auth", {})
     check_global_auth(auth)
     check_stream_plugins(schemas, registry.authorisers)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
+from functools import partial
 from typing import Any
 
+from aviso_host.config.construct import construct
 from aviso_host.config.errors import at, key_path
 from aviso_plugins.literals import parse_duration, parse_size
 from aviso_plugins.types import BackendCapabilities, FieldHandler, StorageBackend
@@ -41,13 +43,16 @@ def check_schemas(
     schemas: Mapping[str, Mapping[str, Any]],
     handlers: Mapping[str, type[FieldHandler]],
     backend: type[StorageBackend],
+    describe: Callable[[str], str] = lambda name: f"field handler {name!r}",
 ) -> list[str]:
-    """Fail on the first broken schema; return warnings worth logging at startup."""
+    """Fail on the first broken schema; return warnings worth logging at startup.
+
+    ``describe`` names the plugin of a handler type in error messages."""
     warnings: list[str] = []
     bases: dict[str, tuple[str, str]] = {}  # case-folded base -> (event type, base)
     for event_type, schema in schemas.items():
         path = ("notification_schema", event_type)
-        _check_identifier(path, schema["identifier"], handlers)
+        _check_identifier(path, schema["identifier"], handlers, describe)
         warnings += _check_spatial(path, schema, handlers)
         if "topic" in schema:
             warnings += _check_topic(path, schema, bases)
@@ -171,16 +176,15 @@ def _check_identifier(
     path: tuple[str, ...],
     identifier: Mapping[str, Mapping[str, Any]],
     handlers: Mapping[str, type[FieldHandler]],
+    describe: Callable[[str], str],
 ) -> None:
     for name, definition in identifier.items():
         field_path = (*path, "identifier", name)
         if name == RESERVED_FIELD:
             raise at(field_path, f"{RESERVED_FIELD!r} is reserved for spatial watch filters")
         # Built once only to surface semantic problems; the host builds its own later.
-        try:
-            handlers[definition["type"]](name, dict(definition))
-        except ValueError as exc:
-            raise at(field_path, str(exc)) from exc
+        handler = handlers[definition["type"]]
+        construct(partial(handler, name, dict(definition)), field_path, describe(handler.type_name))
 
 
 def _check_storage_policy(

@@ -183,6 +183,13 @@ class Settings:
     ``aviso-server config check`` (redact before use)."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop startup; logged once logging is configured."""
+    secret_paths: frozenset[tuple[str | int, ...]] = frozenset()
+    """Key paths of ``document`` that plugin options schemas mark ``writeOnly`` (secret)."""
+    plugin_sections: frozenset[tuple[str | int, ...]] = frozenset()
+    """Key paths of the sections plugins own (``auth.<mode>``...): named by plugins, so their
+    keys are not redacted for sounding secret (``api_keys``)."""
+    secrets: frozenset[str] = frozenset()
+    """The text of every secret value, masked wherever free text is written (logs, errors)."""
 
     def watch_for(self, event_type: str) -> WatchSettings:
         """The watch settings of streams of ``event_type`` (its schema's replay cap applied)."""

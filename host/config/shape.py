@@ -9,7 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-from aviso_host.config.errors import at
+from aviso_host.config.errors import KeyPath, at
 
 # JSON Schema counts 8000.0 as an integer; aviso-server's typed settings do not.
 _TYPE_CHECKER = Draft202012Validator.TYPE_CHECKER.redefine(
@@ -28,8 +28,9 @@ _TYPE_NAMES = {
 }
 
 
-def validate_shape(document: Any, schema: Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming the key of the first, shallowest violation.
+def validate_shape(document: Any, schema: Mapping[str, Any], prefix: KeyPath = ()) -> None:
+    """Raise :class:`ConfigError` naming the key of the first, shallowest violation
+    (below ``prefix``, where ``document`` sits in a larger one).
 
     Shallow problems (a missing section) explain deeper ones, and taking the first of
     equally deep ones keeps the message stable: it follows the document's order.
@@ -37,7 +38,7 @@ def validate_shape(document: Any, schema: Mapping[str, Any]) -> None:
     errors = _Validator(schema).iter_errors(document)
     error = min(errors, key=lambda item: len(item.absolute_path), default=None)
     if error is not None:
-        raise at(error.absolute_path, _describe(error)) from None
+        raise at((*prefix, *error.absolute_path), _describe(error)) from None
 
 
 def _describe(error: ValidationError) -> str:

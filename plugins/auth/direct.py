@@ -13,7 +13,7 @@ from aviso_builtins.auth.auth_o_tron import AuthOTron
 from aviso_builtins.auth.headers import direct_credential
 from aviso_builtins.auth.tokens import DEFAULT_MAX_JSON_DEPTH, TokenVerifier
 from aviso_plugins import hookimpl
-from aviso_plugins.types import AuthProvider, Caller
+from aviso_plugins.types import AuthProvider, AuthRequest, Caller
 
 
 class DirectAuthProvider(AuthProvider):
@@ -34,7 +34,8 @@ class DirectAuthProvider(AuthProvider):
     async def close(self) -> None:
         await self._auth_o_tron.close()
 
-    async def authenticate(self, authorization: str | None) -> Caller | None:
+    async def authenticate(self, request: AuthRequest) -> Caller | None:
+        authorization = request.authorization
         if authorization is None:
             return None
         token = await self._auth_o_tron.token_for(direct_credential(authorization))

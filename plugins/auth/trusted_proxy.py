@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from aviso_builtins.auth.headers import bearer_token
 from aviso_builtins.auth.tokens import DEFAULT_MAX_JSON_DEPTH, TokenVerifier
 from aviso_plugins import hookimpl
-from aviso_plugins.types import AuthProvider, Caller
+from aviso_plugins.types import AuthProvider, AuthRequest, Caller
 
 
 class TrustedProxyAuthProvider(AuthProvider):
@@ -25,7 +25,8 @@ class TrustedProxyAuthProvider(AuthProvider):
             max_json_depth=options.get("max_json_depth", DEFAULT_MAX_JSON_DEPTH),
         )
 
-    async def authenticate(self, authorization: str | None) -> Caller | None:
+    async def authenticate(self, request: AuthRequest) -> Caller | None:
+        authorization = request.authorization
         if authorization is None:
             return None
         return self._verifier.caller(bearer_token(authorization))

@@ -1,9 +1,11 @@
 """A separately installed package adds an auth mode, selected purely by configuration.
 
-``tests/fixtures/aviso_api_keys`` (static API keys from a file) is built and installed by
-pip into a private directory; a real ``aviso-server serve`` with that directory on its path then
-authenticates with it over HTTP, while every decision (roles, admin, stream policy, error
-bodies) stays the host's.
+``tests/fixtures/aviso_api_keys`` (static API keys sent in an ``X-Api-Key`` header) is built
+and installed by pip into a private directory; a real ``aviso-server serve`` with that
+directory on its path then authenticates with it over HTTP, with no wrapper around the app,
+while every decision (roles, admin, stream policy, error bodies) stays the host's. Its
+configuration goes through the same checks as the host's own: ``config check`` and ``serve``
+fail with one line naming the plugin and the key, and its secret option is never shown.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def client(plugin_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def _key(key: str) -> dict[str, str]:
-    return {"Authorization": f"ApiKey {key}"}
+    return {"X-Api-Key": key}
 
 
 def _notify(client: httpx.Client, event_type: str, headers: dict[str, str]) -> httpx.Response:
@@ -79,7 +81,7 @@ def test_aviso_plugins_lists_the_auth_provider(plugin_path: Path) -> None:
     assert row.split() == [
         "api_keys_auth",
         "aviso-api-keys",
-        "0.1.0",
+        "0.2.0",
         "auth-provider:",
         "api_keys",
     ]
@@ -99,17 +101,20 @@ def test_the_plugin_mode_authenticates_over_http(client: httpx.Client) -> None:
     assert wrong.status_code == 401
     assert list(wrong.json()) == ["code", "error", "message", "request_id"]
     assert wrong.json()["message"] == "Invalid API key"
-    # A header in another scheme is malformed: anonymous on a public stream.
-    assert _notify(client, "open_data", {"Authorization": "Bearer x.y.z"}).status_code == 200
+    # The provider reads its own header: an Authorization header means nothing to it.
+    assert _notify(client, "lab_results", {"Authorization": "Bearer x.y.z"}).status_code == 401
+    # A malformed key is anonymous on a public stream.
+    assert _notify(client, "open_data", {"X-Api-Key": b"\xe9"}).status_code == 200
 
 
 def test_the_plugin_mode_guards_the_admin_routes(client: httpx.Client) -> None:
     missing = client.delete("/api/v1/admin/wipe/all")
     assert missing.status_code == 401
     assert missing.json()["message"] == "Authorization header is required"
-    malformed = client.delete("/api/v1/admin/wipe/all", headers={"Authorization": "Bearer x"})
+    malformed = client.delete("/api/v1/admin/wipe/all", headers={"X-Api-Key": b"\xe9"})
     assert malformed.status_code == 401
-    assert malformed.json()["message"] == "Authorization header must use ApiKey scheme"
+    assert malformed.json()["message"] == "X-Api-Key header must hold an API key"
+    assert malformed.headers.get_list("www-authenticate") == ["ApiKey"]
     reader = client.delete("/api/v1/admin/wipe/all", headers=_key("key-reader-0001"))
     assert reader.status_code == 403
     admin = client.delete("/api/v1/admin/wipe/all", headers=_key("key-admin-0002"))
@@ -121,4 +126,72 @@ def test_the_plugin_section_is_validated(plugin_path: Path, tmp_path: Path) -> N
     config.write_text(CONFIG.format(keys="k.json").replace('file: "k.json"', 'fil: "k.json"'))
     check = run_aviso("config", "check", str(config), env=with_pythonpath(plugin_path))
     assert check.returncode != 0
-    assert "auth.api_keys" in check.stderr, check.stderr
+    assert check.stderr == "Error: auth.api_keys: unknown key 'fil'\n"
+
+
+PLUGIN = "[auth provider 'api_keys' (entry point 'api_keys_auth' of aviso-api-keys 0.2.0)]"
+
+
+def _config(tmp_path: Path, section: str) -> Path:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.format(keys="unused").replace('api_keys: {file: "unused"}', section))
+    return config
+
+
+def _refusals(plugin_path: Path, config: Path) -> list[str]:
+    """What ``config check`` and ``serve`` print when they refuse ``config``: the same."""
+    env = with_pythonpath(plugin_path)
+    check = run_aviso("config", "check", str(config), env=env)
+    serve = run_aviso("serve", "--config", str(config), "--port", "0", env=env)
+    assert (check.returncode, serve.returncode) == (1, 1), (check.stderr, serve.stderr)
+    assert check.stdout == serve.stdout == ""
+    assert check.stderr == serve.stderr
+    return check.stderr.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("section", "reason"),
+    [
+        # No section at all: the options schema still applies (defaults filled in), and the
+        # constructor's ValueError is one line, not a traceback.
+        ("", "give exactly one of 'file' (a JSON file) or 'keys' (inline)"),
+        ("api_keys: {header: X-Key}", "give exactly one of 'file' (a JSON file) or 'keys'"),
+        # Any other exception is a plugin defect, shown with its type.
+        ('api_keys: {file: "/nonexistent/keys.json"}', "FileNotFoundError: [Errno 2] No such"),
+    ],
+)
+def test_a_provider_that_refuses_its_options_is_one_error_line_naming_it(
+    plugin_path: Path, tmp_path: Path, section: str, reason: str
+) -> None:
+    [line] = _refusals(plugin_path, _config(tmp_path, section))
+    assert line.startswith(f"Error: auth.api_keys: {reason}"), line
+    assert line.endswith(PLUGIN), line
+
+
+def test_a_secret_option_is_never_shown(plugin_path: Path, tmp_path: Path) -> None:
+    inline = "api_keys: {keys: {key-inline-0004: {username: ivy, roles: [secret-role]}}}"
+    config = _config(tmp_path, inline)
+    check = run_aviso("config", "check", str(config), env=with_pythonpath(plugin_path))
+    assert check.returncode == 0, check.stderr
+    assert "key-inline-0004" not in check.stdout
+    assert "secret-role" not in check.stdout
+    # The default header is filled in; the secret map is masked as a whole.
+    assert "    keys: '[REDACTED]'\n    header: X-Api-Key\n" in check.stdout, check.stdout
+    # The same secret in a value that fails a check is masked in the error too.
+    broken = _config(tmp_path, "api_keys: {keys: {key-inline-0004: {username: 7}}}")
+    [line] = _refusals(plugin_path, broken)
+    assert "key-inline-0004" not in line
+    assert line.startswith("Error: auth.api_keys.keys.[REDACTED].username: expected text"), line
+
+
+def test_inline_keys_and_a_custom_header_work_under_serve(
+    plugin_path: Path, tmp_path: Path
+) -> None:
+    section = "api_keys: {header: X-Token, keys: {key-inline-0004: {username: ivy, realm: lab}}}"
+    config = _config(tmp_path, section)
+    log = tmp_path / "server.log"
+    server = aviso_process(config, log, with_pythonpath(plugin_path))
+    with server as (url, _), httpx.Client(base_url=url, timeout=10.0) as http:
+        assert _notify(http, "lab_results", {"X-Token": "key-inline-0004"}).status_code == 403
+        assert _notify(http, "lab_results", {"X-Api-Key": "key-inline-0004"}).status_code == 401
+    assert "key-inline-0004" not in log.read_text()

@@ -129,7 +129,7 @@ def test_handler_value_errors_fail_naming_event_type_and_field() -> None:
     fails(
         with_schema(identifier=identifier),
         r"^notification_schema\.river_gauge\.identifier\.level_band: "
-        r"range minimum 9 exceeds maximum 0$",
+        r"range minimum 9 exceeds maximum 0 \[field handler 'IntHandler' \(registered in code\)\]$",
     )
 
 

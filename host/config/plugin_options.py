@@ -1,0 +1,209 @@
+"""The configuration sections plugins own, applied the same way for every plugin kind.
+
+A plugin class declares the JSON Schema of its section in ``options_schema`` (field handlers:
+``options``). For every plugin the configuration selects, the host applies that schema
+whether or not the section is written: an absent section is checked as ``{}`` (so a
+``required`` key is reported instead of crashing the constructor) and ``"default"`` values
+are filled in. Unselected sections are only shape-checked by the document schema.
+
+Where each kind's section lives (:func:`selected_sections`):
+
+- auth provider ``auth.mode`` (when ``auth.enabled``): ``auth.<mode>``;
+- storage backend ``notification_backend.kind``: ``notification_backend.<kind>``;
+- stream authoriser listed in a stream's ``auth.plugins``: the top-level section ``<name>``;
+- sink (no configuration file section): its options, through :func:`apply_options_schema`;
+- field handler: every field definition (always written) gets its ``options`` defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aviso_host.auth.request_view import DEPRECATED_SIGNATURE, takes_authorization_header
+from aviso_host.config.coerce import coerce_text
+from aviso_host.config.errors import ConfigError, KeyPath
+from aviso_host.config.redact import mask_secrets, secret_values
+from aviso_host.config.shape import validate_shape
+from aviso_host.plugins import PluginRegistry
+
+SECRET_ANNOTATION = "writeOnly"
+"""A property whose schema has ``"writeOnly": true`` holds a secret (JSON Schema's own
+annotation for "accepted, never shown back")."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSection:
+    path: KeyPath
+    schema: Mapping[str, Any]
+
+
+def selected_sections(document: Mapping[str, Any], registry: PluginRegistry) -> list[PluginSection]:
+    """The sections of the plugins this document makes the host construct."""
+    sections: list[PluginSection] = []
+    auth = document.get("auth")
+    if isinstance(auth, Mapping) and auth.get("enabled") is True:
+        mode = auth.get("mode", "direct")
+        provider = registry.auth_providers.get(mode) if isinstance(mode, str) else None
+        if provider is not None and provider.options_schema is not None:
+            sections.append(PluginSection(("auth", mode), provider.options_schema))
+    backend = document.get("notification_backend")
+    kind = backend.get("kind") if isinstance(backend, Mapping) else None
+    if isinstance(kind, str) and kind in registry.backends:
+        sections.append(
+            PluginSection(("notification_backend", kind), registry.backends[kind].options_schema)
+        )
+    for name in _listed_authorisers(document):
+        schema = getattr(registry.authorisers.get(name), "options_schema", None)
+        if schema is not None:
+            sections.append(PluginSection((name,), schema))
+    return sections
+
+
+def _listed_authorisers(document: Mapping[str, Any]) -> list[str]:
+    schemas = document.get("notification_schema")
+    names: dict[str, None] = {}
+    for entry in schemas.values() if isinstance(schemas, Mapping) else ():
+        stream_auth = entry.get("auth") if isinstance(entry, Mapping) else None
+        plugins = stream_auth.get("plugins") if isinstance(stream_auth, Mapping) else None
+        for name in plugins if isinstance(plugins, list) else ():
+            if isinstance(name, str):
+                names[name] = None
+    return list(names)
+
+
+def with_plugin_sections(
+    document: Mapping[str, Any], registry: PluginRegistry
+) -> tuple[dict[str, Any], list[PluginSection]]:
+    """``document`` with every selected plugin section present (``{}`` when not written)
+    and its defaults filled in; run after text coercion (defaults are typed already),
+    before shape validation (so a bad default is reported like a bad value)."""
+    result = dict(document)
+    sections = selected_sections(result, registry)
+    for section in sections:
+        parent = result
+        for key in section.path[:-1]:
+            child = parent.get(key)
+            if not isinstance(child, Mapping):
+                break
+            parent[key] = parent = dict(child)
+        else:
+            leaf = section.path[-1]
+            current = parent.get(leaf, {})
+            parent[leaf] = fill_defaults(current, section.schema)
+    schemas = result.get("notification_schema")
+    if isinstance(schemas, Mapping):
+        result["notification_schema"] = {
+            name: _with_handler_defaults(entry, registry) for name, entry in schemas.items()
+        }
+    return result, sections
+
+
+def _with_handler_defaults(entry: Any, registry: PluginRegistry) -> Any:
+    """A schema entry whose field definitions have their handler's option defaults."""
+    identifier = entry.get("identifier") if isinstance(entry, Mapping) else None
+    if not isinstance(identifier, Mapping):
+        return entry
+    fields = {}
+    for name, definition in identifier.items():
+        handler_type = definition.get("type") if isinstance(definition, Mapping) else None
+        handler = (
+            registry.field_handlers.get(handler_type) if isinstance(handler_type, str) else None
+        )
+        fields[name] = (
+            fill_defaults(definition, {"properties": handler.options}) if handler else definition
+        )
+    return {**entry, "identifier": fields}
+
+
+def without_empty_sections(
+    document: Mapping[str, Any], original: Mapping[str, Any], sections: list[PluginSection]
+) -> dict[str, Any]:
+    """Drop sections :func:`with_plugin_sections` added that stayed empty: the effective
+    configuration shows only what was written or defaulted."""
+    result = dict(document)
+    for section in sections:
+        if _lookup(original, section.path) is not None:
+            continue
+        parent: Any = result
+        for key in section.path[:-1]:
+            parent = parent.get(key) if isinstance(parent, Mapping) else None
+        if isinstance(parent, dict) and parent.get(section.path[-1]) == {}:
+            del parent[section.path[-1]]
+    return result
+
+
+def _lookup(document: Mapping[str, Any], path: KeyPath) -> Any:
+    node: Any = document
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def fill_defaults(value: Any, schema: Any) -> Any:
+    """A copy of ``value`` with every absent property that declares a ``default`` added,
+    in nested mappings too."""
+    if not isinstance(value, Mapping) or not isinstance(schema, Mapping):
+        return value
+    properties = schema.get("properties", {})
+    filled = {key: fill_defaults(item, properties.get(key)) for key, item in value.items()}
+    for key, subschema in properties.items():
+        if key not in filled and isinstance(subschema, Mapping) and "default" in subschema:
+            filled[key] = copy.deepcopy(subschema["default"])
+    return filled
+
+
+def apply_options_schema(
+    options: Mapping[str, Any], schema: Mapping[str, Any], path: KeyPath
+) -> dict[str, Any]:
+    """Options given outside the configuration file (a sink's): text converted where the
+    schema asks for another type, defaults filled in, checked; ``ConfigError`` names
+    ``path`` plus the key."""
+    try:
+        filled = fill_defaults(coerce_text(dict(options), schema, path), schema)
+        validate_shape(filled, schema, path)
+    except ConfigError as exc:
+        raise ConfigError(mask_secrets(str(exc), option_secrets(options, schema))) from None
+    return filled
+
+
+def option_secrets(options: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[str]:
+    """The text of the secret values among ``options`` (``writeOnly`` or a secret key name)."""
+    return secret_values(options, {path for path, _ in secret_locations(options, schema)})
+
+
+def secret_locations(value: Any, schema: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """Every value of ``value`` whose schema is marked ``writeOnly``, with its key path.
+
+    Follows ``properties``, ``additionalProperties`` and ``items``: the places a plugin
+    section declares its keys.
+    """
+    if not isinstance(schema, Mapping):
+        return
+    if schema.get(SECRET_ANNOTATION) is True:
+        yield path, value
+        return
+    if isinstance(value, Mapping):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            yield from secret_locations(item, properties.get(key, extra), (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from secret_locations(item, schema.get("items"), (*path, index))
+
+
+def deprecation_warnings(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
+    """Plugins the host still supports through an adapter, named for the operator."""
+    auth = document.get("auth", {})
+    provider = registry.auth_providers.get(auth.get("mode", "direct"))
+    if auth.get("enabled", False) and provider and takes_authorization_header(provider):
+        return [
+            f"auth.mode: {DEPRECATED_SIGNATURE.format(mode=provider.mode)} "
+            f"({registry.describe('auth_providers', provider.mode)})"
+        ]
+    return []
