@@ -55,23 +55,9 @@ def selected_sections(document: Mapping[str, Any], registry: PluginRegistry) -> 
         sections.append(
             PluginSection(("notification_backend", kind), registry.backends[kind].options_schema)
         )
-    for name in _listed_authorisers(document):
-        schema = getattr(registry.authorisers.get(name), "options_schema", None)
-        if schema is not None:
-            sections.append(PluginSection((name,), schema))
+    # Stream authorisers' top-level sections are not among them: an authoriser decides
+    # itself whether its absent section is an error (``StreamAuthoriser.check_configuration``).
     return sections
-
-
-def _listed_authorisers(document: Mapping[str, Any]) -> list[str]:
-    schemas = document.get("notification_schema")
-    names: dict[str, None] = {}
-    for entry in schemas.values() if isinstance(schemas, Mapping) else ():
-        stream_auth = entry.get("auth") if isinstance(entry, Mapping) else None
-        plugins = stream_auth.get("plugins") if isinstance(stream_auth, Mapping) else None
-        for name in plugins if isinstance(plugins, list) else ():
-            if isinstance(name, str):
-                names[name] = None
-    return list(names)
 
 
 def with_plugin_sections(

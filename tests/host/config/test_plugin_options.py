@@ -175,13 +175,16 @@ def test_an_absent_auth_mode_section_gets_its_defaults() -> None:
     assert settings.auth.mode_options == {"realm": "lab"}
 
 
-def test_an_authoriser_section_is_required_and_defaulted_when_a_stream_lists_it() -> None:
+def test_an_authoriser_section_is_checked_and_defaulted_when_written() -> None:
+    # An absent section is the authoriser's own call (``check_configuration``); a written
+    # one is checked against its schema and reaches the authoriser with its defaults.
     doc = with_schema(auth={"required": True, "plugins": ["acl"]})
     doc["auth"] = with_auth("custom")["auth"]
+    doc["acl"] = {}
     with pytest.raises(ConfigError, match=r"^acl: missing required key 'allow'$"):
         settings_from_document(doc, registry())
     doc["acl"] = {"allow": ["alice"]}
-    assert settings_from_document(doc, registry()).document["acl"] == {
+    assert settings_from_document(doc, registry()).authorisers["acl"] == {
         "allow": ["alice"],
         "cache_seconds": 60,
     }
