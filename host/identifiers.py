@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import dumps
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
 from aviso_host.schemas import POINT, POINT_CLOUD, POLYGON, EventSchema, SchemaCatalog
@@ -28,14 +29,16 @@ from aviso_plugins.types import (
 WILDCARD = "*"
 NOTIFY_VALIDATION_CODE = "INVALID_NOTIFICATION_REQUEST"
 
-DEFAULT_MAX_VALUE_BYTES = 1_024
+_DEFAULTS = LimitSettings()
+DEFAULT_MAX_VALUE_BYTES = _DEFAULTS.max_identifier_value_bytes
 """``limits.max_identifier_value_bytes`` when no settings are at hand (Spark's planner)."""
-DEFAULT_MAX_PAYLOAD_BYTES = 262_144
+DEFAULT_MAX_PAYLOAD_BYTES = _DEFAULTS.max_payload_bytes
 """``limits.max_payload_bytes`` likewise."""
-MAX_TOPIC_BYTES = 3_072
-"""An encoded topic (or watch pattern) longer than this is refused on every backend: NATS
-carries the subject in a protocol line of at most 4096 bytes (``max_control_line``), next to
-the JetStream API prefix, the consumer name and the reply inbox."""
+MAX_TOPIC_BYTES = _DEFAULTS.max_topic_bytes
+"""``limits.max_topic_bytes`` likewise: an encoded topic (or watch pattern) longer than this
+is refused on every backend, since NATS carries the subject in a protocol line of at most
+4096 bytes (``max_control_line``), next to the JetStream API prefix, the consumer name and
+the reply inbox."""
 MAX_BASE_CHARS = 255
 """JetStream refuses longer stream names, and a schema-less event type is its own stream."""
 TOPIC_BASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*", re.ASCII)
@@ -133,12 +136,12 @@ def _scalar_texts(value: Any) -> Iterator[str]:
             yield json_scalar_text(item)
 
 
-def check_topic_size(encoded: str) -> None:
+def check_topic_size(encoded: str, max_bytes: int) -> None:
     size = len(encoded.encode("utf-8", "surrogatepass"))
-    if size > MAX_TOPIC_BYTES:
+    if size > max_bytes:
         raise InvalidValue(
             f"The identifier makes a topic of {size} bytes once encoded; topics are limited "
-            f"to {MAX_TOPIC_BYTES} bytes"
+            f"to {max_bytes} bytes (limits.max_topic_bytes)"
         )
 
 
@@ -171,9 +174,7 @@ def plan_notification(
         check_topic_base(event_type)
         canonical = _generic_notify_values(identifier)
         tokens = [event_type, *(canonical[key] for key in sorted(canonical))]
-        topic = build_topic(tokens)
-        check_topic_size(topic)
-        return PlannedNotification(topic, dumps(payload), _metadata(canonical))
+        return PlannedNotification(build_topic(tokens), dumps(payload), _metadata(canonical))
     for key in identifier:
         if key not in schema.fields:
             raise InvalidValue(f"Unknown field '{key}' provided for notify operation")
@@ -200,9 +201,7 @@ def plan_notification(
     metadata = _metadata({key: value for key, value in canonical.items() if key not in apart})
     for key, value in apart.items():
         metadata.update(spatial_metadata(key, value))
-    topic = build_topic(tokens)
-    check_topic_size(topic)
-    return PlannedNotification(topic, dumps(payload), metadata)
+    return PlannedNotification(build_topic(tokens), dumps(payload), metadata)
 
 
 def _canonical(
@@ -235,10 +234,12 @@ class CatalogPlanner:
         catalog: SchemaCatalog,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_topic_bytes: int = MAX_TOPIC_BYTES,
     ) -> None:
         self.catalog = catalog
         self.max_value_bytes = max_value_bytes
         self.max_payload_bytes = max_payload_bytes
+        self.max_topic_bytes = max_topic_bytes
 
     def plan(
         self, event_type: str, identifier: Mapping[str, Any], payload: Any
@@ -254,6 +255,7 @@ class CatalogPlanner:
         try:
             check_identifier_values(schema, identifier, self.max_value_bytes)
             planned = plan_notification(schema, event_type, identifier, payload)
+            check_topic_size(planned.topic, self.max_topic_bytes)
             check_payload_size(planned.payload, self.max_payload_bytes)
             return planned
         except InvalidValue as exc:
@@ -340,7 +342,6 @@ def plan_stream_filter(
     pattern = TopicPattern.from_tokens(
         [schema.base, *(values.get(key, WILDCARD) for key in topic_fields)]
     )
-    check_topic_size(pattern.encoded)
     positions = {key: index + 1 for index, key in enumerate(topic_fields)}
     filters = [
         FieldFilter(key, positions.get(key), predicate) for key, predicate in constraints.items()
@@ -414,7 +415,6 @@ def _generic_stream_filter(
             raise InvalidValue(f"Field '{key}' constraint object is not supported without schema")
         requested[key] = scalar_text(key, value, "watch")
     pattern = TopicPattern.from_tokens([event_type, *requested.values()])
-    check_topic_size(pattern.encoded)
     return StreamFilter(event_type, pattern, (), _spatial(point, None), requested)
 
 

@@ -65,5 +65,6 @@ def host_runtime(config_file: str | None) -> HostRuntime:
         SchemaCatalog(settings, registry.field_handlers),
         limits.max_identifier_value_bytes,
         limits.max_payload_bytes,
+        limits.max_topic_bytes,
     )
     return HostRuntime(registry, settings, planner)

@@ -132,6 +132,7 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "max_connections": _POSITIVE,
                     "max_identifier_value_bytes": _POSITIVE,
                     "max_payload_bytes": _POSITIVE,
+                    "max_topic_bytes": _POSITIVE,
                     "max_polygon_vertices": _POSITIVE,
                     "max_aggregate_groups": _POSITIVE,
                     # Above the largest debounce_ms allowed, every aggregate would be refused.

@@ -123,6 +123,9 @@ class LimitSettings:
     """UTF-8 bytes of one identifier value (notify, watch, replay filters)."""
     max_payload_bytes: int = 262_144
     """Serialised JSON bytes of a notification's payload."""
+    max_topic_bytes: int = 3_072
+    """Bytes of a notification's encoded topic or a stream's topic pattern: the JetStream
+    subject, which must fit nats-server's protocol line (4 KiB by default)."""
     max_polygon_vertices: int = 10_000
     """Vertices of one polygon (stored or filter)."""
     max_aggregate_groups: int = 1_000

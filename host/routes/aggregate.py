@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.errors import Endpoint, validation_error
-from aviso_host.identifiers import check_identifier_values, plan_stream_filter
+from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
 from aviso_host.logs import log_event
 from aviso_host.metrics import AGGREGATE_ROUTE
 from aviso_host.requests import invalid_type, missing_field, parse_body, read_body
@@ -86,6 +86,7 @@ async def aggregate(request: Request) -> ASGIApp:
         stream_filter = plan_stream_filter(
             schema, body.event_type, body.identifier, ENDPOINT.operation, point
         )
+        check_topic_size(stream_filter.pattern.encoded, limits.max_topic_bytes)
         counts = plan_group_counts(schema, body.identifier, group_by, limits.max_aggregate_groups)
     except InvalidValue as exc:
         raise validation_error(ENDPOINT, exc.message, exc.details) from exc

@@ -22,6 +22,7 @@ from aviso_host.errors import (
 from aviso_host.identifiers import (
     check_identifier_values,
     check_payload_size,
+    check_topic_size,
     plan_notification,
 )
 from aviso_host.logs import log_event
@@ -76,6 +77,7 @@ async def notify(request: Request) -> Response:
     try:
         check_identifier_values(schema, body.identifier, limits.max_identifier_value_bytes)
         planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
+        check_topic_size(planned.topic, limits.max_topic_bytes)
         check_payload_size(planned.payload, limits.max_payload_bytes)
     except InvalidValue as exc:
         error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)

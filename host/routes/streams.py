@@ -21,7 +21,7 @@ from aviso_host.cursors import (
     to_ns,
 )
 from aviso_host.errors import Endpoint, stream_setup_error, validation_error
-from aviso_host.identifiers import check_identifier_values, plan_stream_filter
+from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
@@ -170,6 +170,7 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
         stream_filter = plan_stream_filter(
             schema, body.event_type, body.identifier, endpoint.operation, point
         )
+        check_topic_size(stream_filter.pattern.encoded, service.settings.limits.max_topic_bytes)
     except InvalidValue as exc:
         raise validation_error(endpoint, exc.message, exc.details) from exc
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)

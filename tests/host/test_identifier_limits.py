@@ -14,6 +14,7 @@ from aviso_host.identifiers import (
     CatalogPlanner,
     check_identifier_values,
     check_topic_base,
+    check_topic_size,
     plan_stream_filter,
 )
 from aviso_host.plugins import discover
@@ -73,10 +74,11 @@ def test_not_topic_bases(event_type: str) -> None:
 
 def test_a_pattern_over_the_topic_limit_is_refused(catalog: SchemaCatalog) -> None:
     fits = {f"k{index}": "." * 300 for index in range(3)}  # 900 characters, 2700 encoded
-    plan_stream_filter(None, "free", fits, "watch", None)
+    check_topic_size(plan_stream_filter(None, "free", fits, "watch", None).pattern.encoded, 3072)
     too_long = {**fits, "k3": "." * 300}
-    with pytest.raises(InvalidValue, match=f"limited to {MAX_TOPIC_BYTES} bytes"):
-        plan_stream_filter(None, "free", too_long, "watch", None)
+    pattern = plan_stream_filter(None, "free", too_long, "watch", None).pattern.encoded
+    with pytest.raises(InvalidValue, match=r"limited to 3072 bytes \(limits.max_topic_bytes\)"):
+        check_topic_size(pattern, MAX_TOPIC_BYTES)
 
 
 def test_the_spark_planner_applies_the_same_limits(catalog: SchemaCatalog) -> None:

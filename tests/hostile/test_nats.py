@@ -26,7 +26,9 @@ HUGE = "x" * 5_000  # over nats-server's default max_control_line (4,096 bytes)
 @pytest.fixture(scope="module")
 def nats_hostile(nats_session: NatsServer) -> Iterator[httpx.Client]:
     """A JetStream server of its own whose identifier limit lets 5,000-byte values through."""
-    config = with_changes(API_EXAMPLE, limits={"max_identifier_value_bytes": 100_000})
+    config = with_changes(
+        API_EXAMPLE, limits={"max_identifier_value_bytes": 100_000, "max_topic_bytes": 100_000}
+    )
     server: RunningServer
     with (
         running_server(jetstream_variant(config, nats_session.url)) as server,

@@ -63,7 +63,7 @@ def _config(nats_url: str, **jetstream: Any) -> dict[str, Any]:
         del options["max_reconnect_attempts"]
     if "reconnect_delay_ms" not in jetstream:
         del options["reconnect_delay_ms"]
-    config["limits"] = {"max_identifier_value_bytes": 100_000}
+    config["limits"] = {"max_identifier_value_bytes": 100_000, "max_topic_bytes": 100_000}
     return config
 
 
