@@ -11,7 +11,8 @@ measures, reading everything back:
 (a) raw: a nats-py ordered consumer over the stream (no HTTP, no Spark);
 (b) ``spark.read.format("aviso")`` with ``numPartitions=1`` into Spark's ``noop`` sink
     (after a warm-up read that checks every notification is read);
-(c) the same with ``numPartitions=4``;
+(c) the same with ``numPartitions=4``; for both, the server's CPU use during the read (share
+    of one core) says where the limit is;
 (d) the streaming source: ``--rate`` notifications/s published with nats-py for
     ``--seconds`` while a query (default trigger, 2 partitions per micro-batch) reads them;
     a notification's latency is the end of its micro-batch's ``foreachBatch`` minus its
@@ -130,11 +131,22 @@ def history(spark: Any, url: str, partitions: int) -> Any:
     return frame.option("numPartitions", str(partitions)).load()
 
 
-def spark_read_rate(spark: Any, url: str, partitions: int, count: int) -> float:
-    """Rows/s of a read into the ``noop`` sink (every row produced, none written)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spark_read_rate(
+    spark: Any, url: str, partitions: int, count: int, server_pid: int
+) -> tuple[float, float]:
+    """Rows/s of a read into the ``noop`` sink (every row produced, none written), and the
+    share of one core the server used meanwhile."""
+    busy = cpu_seconds(server_pid)
     start = time.perf_counter()
     history(spark, url, partitions).write.format("noop").mode("overwrite").save()
-    return count / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return count / elapsed, (cpu_seconds(server_pid) - busy) / elapsed
 
 
 def streaming(
@@ -195,7 +207,7 @@ def main() -> None:
         }
         config_file = folder / "aviso.yaml"
         config_file.write_text(yaml.safe_dump(document))
-        with aviso_process(config_file, folder / "server.log") as (url, _):
+        with aviso_process(config_file, folder / "server.log") as (url, server):
             body = {
                 "event_type": EVENT_TYPE,
                 "identifier": {
@@ -224,9 +236,11 @@ def main() -> None:
                     raise RuntimeError(f"read {read:,} of {args.count:,}")
                 for partitions in (1, 4):
                     print(f"(b/c) Spark read, {partitions} partition(s)", flush=True)
-                    figures[f"partitions_{partitions}_per_second"] = spark_read_rate(
-                        spark, url, partitions, args.count
+                    rate, server_cpu = spark_read_rate(
+                        spark, url, partitions, args.count, server.pid
                     )
+                    figures[f"partitions_{partitions}_per_second"] = rate
+                    figures[f"partitions_{partitions}_server_cpu"] = server_cpu
                 print(f"(d) streaming source, {args.rate:,}/s for {args.seconds} s", flush=True)
                 figures["streaming"] = streaming(
                     spark, url, nats_run.url, config_file, args.count, args.rate, args.seconds
@@ -238,8 +252,11 @@ def main() -> None:
     figures["ratio_4_over_1"] = four / one
     figures["ratio_4_over_raw"] = four / figures["raw_per_second"]
     print(f"    raw nats-py ordered consumer: {figures['raw_per_second']:10,.0f} msg/s")
-    print(f"    Spark read, 1 partition:      {one:10,.0f} rows/s")
-    print(f"    Spark read, 4 partitions:     {four:10,.0f} rows/s")
+    for count, rate in ((1, one), (4, four)):
+        cpu = figures[f"partitions_{count}_server_cpu"]
+        print(
+            f"    Spark read, {count} partition(s):  {rate:10,.0f} rows/s  (server {cpu:.0%} CPU)"
+        )
     print(f"    ratio 4 / 1 partitions:       {figures['ratio_4_over_1']:10.2f}   (goal >= 1.6)")
     print(f"    ratio 4 partitions / raw:     {figures['ratio_4_over_raw']:10.2f}")
     stream = figures["streaming"]
