@@ -29,11 +29,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from aviso_spark.partitioning import SequenceRange, split
-from aviso_spark.reader import ReadOptions, event_row
+from aviso_spark.reader import ReadOptions, event_batches
 from aviso_spark.replay import (
     HISTORY_GAP,
     MAX_SEQUENCE,
@@ -71,7 +72,7 @@ class AvisoStreamReader(DataSourceStreamReader):
         self.request = options.read.request
         self.partition_count = options.read.partitions
         self.accept_gap = options.accept_gap
-        self.columns = schema.fieldNames()
+        self.schema = schema
         self.key = self.request.event_type
 
     def initialOffset(self) -> dict[str, int]:
@@ -95,13 +96,16 @@ class AvisoStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return list(split(self._sequence(start) + 1, self._sequence(end), self.partition_count))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
         assert isinstance(partition, SequenceRange)
+        yield from event_batches(self._checked(partition), self.schema)
+
+    def _checked(self, partition: SequenceRange) -> Iterator[dict[str, Any]]:
         check = GapCheck(self.request, partition, unfiltered=not self.request.identifier)
         for event in replay(self.request.between(partition.first, partition.last), check.control):
             if not self.accept_gap:
                 check.delivered(event["sequence"])
-            yield event_row(event, self.columns)
+            yield event
         if not self.accept_gap:
             check.finished()
 
