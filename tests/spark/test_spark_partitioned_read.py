@@ -62,7 +62,7 @@ class History:
             assert response.status_code == 200, response.text
 
     def replayed(self, **bounds: str) -> list[dict[str, Any]]:
-        """(sequence, payload) of one plain replay of the destination, for comparison."""
+        """The CloudEvents of one plain replay of the destination (paged), for comparison."""
         body = {
             "event_type": EVENT_TYPE,
             "identifier": {"destination": self.destination, "class": "od"},
