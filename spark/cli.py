@@ -4,15 +4,20 @@ Spark code.
 pyspark is imported inside the commands only, so ``aviso-server serve`` (which loads this group)
 never imports it. When a Spark session is already active in the process (a notebook, a
 test) the commands use it and leave it running; otherwise they start one on ``--master``
-and stop it at the end.
+and stop it at the end. On a local master (``local[...]``, ``local-cluster[...]``) the
+executors' Python workers run this command's own interpreter unless ``PYSPARK_PYTHON`` says
+otherwise, so ``/path/to/venv/bin/aviso-server spark ...`` works without activating the
+virtualenv (PySpark would start the first ``python3`` on ``PATH``, which may not have aviso).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +52,8 @@ def _session(master: str) -> Iterator[SparkSession]:
     from aviso_spark import register
 
     active = SparkSession.getActiveSession()
+    if active is None:
+        use_this_interpreter(master, os.environ)
     # Spark's console progress bar would interleave with our own progress lines on stderr.
     builder = SparkSession.builder.master(master).appName("aviso-server spark")
     session = active or builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
@@ -56,6 +63,13 @@ def _session(master: str) -> Iterator[SparkSession]:
     finally:
         if active is None:
             session.stop()
+
+
+def use_this_interpreter(master: str, environ: MutableMapping[str, str]) -> None:
+    """Local masters run executors on this machine: give their Python workers this
+    interpreter (a cluster's workers have their own, set by the cluster's configuration)."""
+    if master.startswith("local") and not environ.get("PYSPARK_PYTHON"):
+        environ["PYSPARK_PYTHON"] = sys.executable
 
 
 def _pairs(items: tuple[str, ...], what: str) -> dict[str, str]:
@@ -216,8 +230,15 @@ def _reason(exc: BaseException) -> str:
 @click.option("--url", required=True, help="Server base URL.")
 @click.option("--event-type", required=True)
 @click.option("--identifier", "identifier", multiple=True, metavar="FIELD=VALUE")
-@click.option("--from-id")
-@click.option("--from-date")
+@click.option("--from-id", help="First sequence (inclusive); default: the oldest stored.")
+@click.option("--from-date", help="First storage time (inclusive).")
+@click.option("--to-id", help="Last sequence (inclusive); default: the last stored now.")
+@click.option("--to-date", help="Last storage time (inclusive).")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    help="Spark tasks reading sequence ranges in parallel; default: Spark's parallelism.",
+)
 @click.option("--authorization", help="Authorization header value.")
 @click.option("--output", help="Write here (a folder, as Spark does) instead of printing.")
 @click.option(
@@ -230,6 +251,9 @@ def history(
     identifier: tuple[str, ...],
     from_id: str | None,
     from_date: str | None,
+    to_id: str | None,
+    to_date: str | None,
+    partitions: int | None,
     authorization: str | None,
     output: str | None,
     file_format: str,
@@ -243,6 +267,9 @@ def history(
         "event_type": event_type,
         "from_id": from_id,
         "from_date": from_date,
+        "to_id": to_id,
+        "to_date": to_date,
+        "numPartitions": None if partitions is None else str(partitions),
         "authorization": authorization,
         **{f"identifier.{key}": value for key, value in _pairs(identifier, "--identifier").items()},
     }

@@ -1,6 +1,7 @@
 """``df.write.format("aviso")`` / ``df.writeStream.format("aviso")``: publish rows as
 notifications through a sink plugin; ``spark.read.format("aviso")``: read history back
-(options in ``aviso_spark.reader``).
+(options in ``aviso_spark.reader``); ``spark.readStream.format("aviso")``: follow it
+(``aviso_spark.stream_source``).
 
 Write options (keys are case-insensitive):
 
@@ -41,6 +42,7 @@ from pyspark.sql import Row
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
@@ -52,6 +54,7 @@ from aviso_spark import deadletter
 from aviso_spark.reader import AvisoReader, ReadOptions, history_schema
 from aviso_spark.rows import RowMapping, json_value
 from aviso_spark.runtime import host_runtime
+from aviso_spark.stream_source import AvisoStreamReader, StreamOptions
 
 SINK_PREFIX = "sink."
 # Set by Spark on every task of a micro-batch (MicroBatchExecution.BATCH_ID_KEY).
@@ -142,9 +145,19 @@ class PartitionResult(WriterCommitMessage):
 
 
 class AvisoDataSource(DataSource):
+    default_partitions = 1
+    """A read's ``numPartitions`` when the option is absent (see :meth:`for_session`)."""
+
     @classmethod
     def name(cls) -> str:
         return "aviso"
+
+    @classmethod
+    def for_session(cls, default_partitions: int) -> type[AvisoDataSource]:
+        """The data source with a session's default parallelism as its default partition
+        count: the Python workers that plan a read have no Spark context to ask, and a class
+        made here travels to them by value, attribute included."""
+        return type(cls.__name__, (cls,), {"default_partitions": max(1, default_partitions)})
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = WriteOptions.parse(self.options, schema)
@@ -161,7 +174,10 @@ class AvisoDataSource(DataSource):
         return history_schema(ReadOptions.parse(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return AvisoReader(ReadOptions.parse(self.options), schema)
+        return AvisoReader(ReadOptions.parse(self.options, self.default_partitions), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return AvisoStreamReader(StreamOptions.parse(self.options, self.default_partitions), schema)
 
 
 class AvisoWriter(DataSourceWriter):

@@ -1,17 +1,20 @@
-"""A blocking client of a server's replay API: every stored notification, in order.
+"""A blocking client of a server's replay API: stored notifications in order, and the
+sequence bounds a partitioned read is planned on.
 
 The server caps one replay at ``max_historical_notifications`` and says so with a
 ``notification_replay_limit_reached`` control event; the client then asks again from the
-sequence after the last one received, so a long history arrives whole, page by page.
-Anything that would leave a gap (an HTTP error, an in-stream ``error`` event, a stream the
-server shuts down) raises :class:`ReplayFailed` instead of returning a short history.
+sequence after the last one received, with the end the first page resolved (``to_id``), so
+a long history arrives whole, page by page, and never past its end. Anything that would
+leave a gap (an HTTP error, an in-stream ``error`` event, a stream the server shuts down)
+raises :class:`ReplayFailed` instead of returning a short history.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -21,6 +24,11 @@ from aviso_plugins.sse import SSEParser
 REPLAY_PATH = "/api/v1/replay"
 SCHEMA_PATH = "/api/v1/schema/"
 LIMIT_REACHED = "notification_replay_limit_reached"
+REPLAY_STARTED = "replay_started"
+REPLAY_COMPLETED = "replay_completed"
+HISTORY_GAP = "history_gap"
+MAX_SEQUENCE = 2**64 - 1
+"""The largest ``from_id`` / ``to_id`` the server accepts: "no end" as an explicit end."""
 
 
 class ReplayFailed(RuntimeError):
@@ -34,16 +42,36 @@ class ReplayRequest:
     identifier: Mapping[str, str]
     from_id: str | None = None
     from_date: str | None = None
+    to_id: str | None = None
+    to_date: str | None = None
     authorization: str | None = None
     timeout_seconds: float = 60.0
 
-    def body(self, from_id: str | None) -> dict[str, Any]:
+    def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"event_type": self.event_type, "identifier": dict(self.identifier)}
-        if from_id is not None:
-            body["from_id"] = from_id
-        else:
+        if self.from_date is not None:
             body["from_date"] = self.from_date
+        else:
+            body["from_id"] = self.from_id or "1"
+        if self.to_date is not None:
+            body["to_date"] = self.to_date
+        elif self.to_id is not None:
+            body["to_id"] = self.to_id
         return body
+
+    def between(self, first: int, last: int) -> ReplayRequest:
+        """The same filter over sequences ``first`` .. ``last`` (inclusive)."""
+        return replace(self, from_id=str(first), from_date=None, to_id=str(last), to_date=None)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Where a read's history lies: the first matching sequence (``None``: nothing matches)
+    and the end the server resolved (``to_id`` / ``to_date``, else the last sequence stored
+    when the request started)."""
+
+    first: int | None
+    end: int
 
 
 def identifier_fields(url: str, event_type: str, timeout_seconds: float = 30.0) -> list[str]:
@@ -56,27 +84,90 @@ def identifier_fields(url: str, event_type: str, timeout_seconds: float = 30.0) 
     return list(response.json()["schema"]["identifier"])
 
 
-def replay(request: ReplayRequest) -> Iterator[dict[str, Any]]:
-    """Yield the CloudEvents of ``request``'s history, ascending by sequence."""
+def _client(request: ReplayRequest) -> httpx.Client:
     headers = {"Content-Type": "application/json"}
     if request.authorization:
         headers["Authorization"] = request.authorization
-    from_id = request.from_id if request.from_id is not None or request.from_date else "1"
-    with httpx.Client(
+    return httpx.Client(
         base_url=request.url.rstrip("/"), headers=headers, timeout=request.timeout_seconds
-    ) as client:
+    )
+
+
+def resolve_bounds(request: ReplayRequest) -> Bounds:
+    """One replay, read only up to its first notification: the read's bounds.
+
+    Without an end the request asks for ``to_id`` = the largest sequence, which the server
+    resolves to the last one stored, so ``replay_started`` announces it.
+    """
+    if request.to_id is None and request.to_date is None:
+        request = replace(request, to_id=str(MAX_SEQUENCE))
+    end: int | None = None
+    with _client(request) as client, closing(_page(client, request.body())) as events:
+        for kind, data in events:
+            if kind == REPLAY_STARTED:
+                end = _end_sequence(data)
+            elif kind == "replay":
+                assert end is not None  # the opening comes first
+                return Bounds(data["sequence"], end)
+            elif kind in (REPLAY_COMPLETED, LIMIT_REACHED):
+                break
+    if end is None:
+        raise ReplayFailed("the replay ended before its replay_started event")
+    return Bounds(None, end)
+
+
+def latest_sequence(request: ReplayRequest) -> int:
+    """The last sequence stored in ``request``'s stream: an empty replay announcing it."""
+    probe = replace(
+        request,
+        from_id=str(MAX_SEQUENCE),
+        from_date=None,
+        to_id=str(MAX_SEQUENCE),
+        to_date=None,
+    )
+    with _client(probe) as client, closing(_page(client, probe.body())) as events:
+        for kind, data in events:
+            if kind == REPLAY_STARTED:
+                return _end_sequence(data)
+    raise ReplayFailed("the replay ended before its replay_started event")
+
+
+def _end_sequence(started: dict[str, Any]) -> int:
+    end = started.get("end_sequence")
+    if not isinstance(end, int):
+        raise ReplayFailed(
+            f"the server announced no end_sequence ({end!r}): it does not support to_id"
+        )
+    return end
+
+
+def replay(
+    request: ReplayRequest,
+    on_control: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield the CloudEvents of ``request``'s history, ascending by sequence.
+
+    ``on_control`` sees every replay-control event (``history_gap`` included) of every page.
+    """
+    with _client(request) as client:
         while True:
             last: int | None = None
             limited = False
-            for kind, data in _page(client, request.body(from_id)):
+            for kind, data in _page(client, request.body()):
                 if kind == "replay":
                     last = data["sequence"]
                     yield data
-                elif kind == LIMIT_REACHED:
+                    continue
+                if kind == LIMIT_REACHED:
                     limited = True
+                elif kind == REPLAY_STARTED and isinstance(data.get("end_sequence"), int):
+                    # Later pages keep the end this one resolved (a to_date, or H).
+                    request = replace(request, to_id=str(data["end_sequence"]), to_date=None)
+                if on_control is not None:
+                    on_control(kind, data)
             if not limited or last is None:
                 return
-            from_id = str(last + 1)
+            request = replace(request, from_id=str(last + 1), from_date=None)
 
 
 def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
