@@ -170,8 +170,15 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self._raw is not None and not self._raw.is_closing():
-            self._refuse(request_head_timeout(self._limits.header_timeout_seconds))
+        if self._raw is None or self._raw.is_closing():
+            return
+        timeout = self._limits.header_timeout_seconds
+        if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+            # Reading is paused while earlier (pipelined) requests are answered: the rest of
+            # this head waits on us, not on the client, so the client gets a new window.
+            self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
+            return
+        self._refuse(request_head_timeout(timeout))
 
     def _refuse(self, error: ApiError) -> None:
         """Answer ``error`` from the protocol itself (no app involved) and close."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from importlib.metadata import distribution
+from pathlib import Path
 
 
 def test_the_distribution_installs_aviso_server_and_no_aviso_script() -> None:
@@ -18,7 +20,10 @@ def test_the_distribution_installs_aviso_server_and_no_aviso_script() -> None:
 
 
 def test_the_installed_script_answers_with_its_own_name() -> None:
-    script = shutil.which("aviso-server")
+    # The script installed beside this interpreter (a virtualenv's is not on PATH unless
+    # activated).
+    beside = Path(sys.executable).with_name("aviso-server")
+    script = str(beside) if beside.exists() else shutil.which("aviso-server")
     assert script is not None
     result = subprocess.run(
         [script, "--help"], capture_output=True, text=True, timeout=60, check=True
