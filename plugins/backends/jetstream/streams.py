@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
-from aviso_builtins.backends.jetstream.options import JetStreamOptions
+from aviso_builtins.backends.jetstream.options import JetStreamOptions, OptionsError
 from aviso_plugins.literals import parse_duration, parse_size
 
 logger = logging.getLogger("aviso.jetstream")
@@ -108,9 +109,15 @@ class StreamKeeper:
         self._options = options
         self._policies = {base.lower(): policy for base, policy in policies.items()}
         self._ensured: dict[str, asyncio.Future[str]] = {}
+        self._seen: set[str] = set()
+        """Bases whose stream an ensure has confirmed."""
 
     def forget(self, base: str) -> None:
-        self._ensured.pop(base, None)
+        """Check ``base``'s stream again on next use; a check in progress is kept (during a
+        cluster election every publish would otherwise start one more)."""
+        pending = self._ensured.get(base)
+        if pending is not None and pending.done():
+            del self._ensured[base]
 
     async def ensure(self, base: str) -> str:
         """The stream name of ``base``, created or reconciled on first use.
@@ -128,12 +135,34 @@ class StreamKeeper:
             return pending.result()  # the common case: no task, no shield per publish
         if pending is None:
             pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
+            pending.add_done_callback(functools.partial(self._settled, base))
         try:
             return await asyncio.shield(pending)
         except Exception:
             if self._ensured.get(base) is pending:
                 del self._ensured[base]
             raise
+
+    def _settled(self, base: str, pending: asyncio.Future[str]) -> None:
+        """A failed check is dropped, and its error retrieved: the callers that waited for it
+        (if any did not give up first) saw it raised."""
+        failed = not pending.cancelled() and pending.exception() is not None
+        if failed and self._ensured.get(base) is pending:
+            del self._ensured[base]
+
+    async def ensure_within(self, base: str, seconds: float) -> str:
+        """:meth:`ensure`, except that for a base whose stream this keeper has seen before
+        a re-check that takes longer than ``seconds`` (or times out) gives its name
+        unconfirmed: while a JetStream cluster elects the stream's leader, its info request
+        waits for the election too, and the caller's own request tells sooner whether the
+        stream answers."""
+        pending = self._ensured.get(base)
+        if base not in self._seen or (pending is not None and pending.done()):
+            return await self.ensure(base)
+        try:
+            return await asyncio.wait_for(self.ensure(base), seconds)
+        except TimeoutError:
+            return stream_name(base)
 
     async def _ensure(self, base: str) -> str:
         name = stream_name(base)
@@ -148,9 +177,13 @@ class StreamKeeper:
             except BadRequestError as exc:
                 # A peer instance may have created it first; that is success.
                 if "already in use" not in str(exc.description or exc):
-                    raise
+                    refused = _replicas_refused(desired, exc)
+                    if refused is None:
+                        raise
+                    raise refused from exc
         else:
             await self._reconcile(current, desired)
+        self._seen.add(base)
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
@@ -165,7 +198,31 @@ class StreamKeeper:
         try:
             await self._js.update_stream(replace(current, **changed))
             logger.info("stream %s updated: %s", current.name, sorted(changed))
-        except Exception as exc:  # the stream stays usable as it is
+        except Exception as exc:
+            if "num_replicas" in changed:
+                # Fewer copies than configured would silently defeat a cluster's failover.
+                refused = _replicas_refused(desired, exc, current.num_replicas or 1)
+                raise refused from exc
+            # Any other difference: the stream stays usable as it is.
             logger.warning(
                 "stream %s could not be updated (%s); using it as it is", current.name, exc
             )
+
+
+@overload
+def _replicas_refused(desired: api.StreamConfig, exc: Exception) -> OptionsError | None: ...
+@overload
+def _replicas_refused(desired: api.StreamConfig, exc: Exception, current: int) -> OptionsError: ...
+def _replicas_refused(
+    desired: api.StreamConfig, exc: Exception, current: int | None = None
+) -> OptionsError | None:
+    """The error naming ``replicas`` for a refused replica count: always for an update of it
+    (``current`` replicas), for a new stream only when the server's reason is the replicas."""
+    reason = str(getattr(exc, "description", None) or exc)
+    if current is None and "replica" not in reason.lower():
+        return None
+    has = "" if current is None else f" (the stream has {current})"
+    return OptionsError(
+        f"notification_backend.jetstream.replicas: stream {desired.name} cannot have "
+        f"{desired.num_replicas} replicas{has}: {reason}"
+    )
