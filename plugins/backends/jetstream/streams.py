@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, overload
 
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 from aviso_builtins.backends.jetstream.options import JetStreamOptions, OptionsError
 from aviso_plugins.literals import parse_duration, parse_size
@@ -40,6 +40,7 @@ _RECONCILED = {
 # Compared only when configured (non-zero): unset, the server derives it from max_age.
 _RECONCILED_WHEN_SET = ("duplicate_window",)
 _DURATIONS = ("max_age", "duplicate_window")
+_REPLICAS_SETTLE_SECONDS = 10.0
 
 
 def stream_name(base: str) -> str:
@@ -174,7 +175,7 @@ class StreamKeeper:
         if current is None:
             try:
                 await self._js.add_stream(desired)
-            except BadRequestError as exc:
+            except APIError as exc:
                 # A peer instance may have created it first; that is success.
                 if "already in use" not in str(exc.description or exc):
                     refused = _replicas_refused(desired, exc)
@@ -207,6 +208,26 @@ class StreamKeeper:
             logger.warning(
                 "stream %s could not be updated (%s); using it as it is", current.name, exc
             )
+            return
+        if "num_replicas" in changed:
+            await self._await_replicas(current.name, desired.num_replicas or 1)
+
+    async def _await_replicas(self, name: str, replicas: int) -> None:
+        """Wait (bounded) until a re-replicated stream has a leader and current followers:
+        until then the cluster may drop what is published to it."""
+        deadline = asyncio.get_running_loop().time() + _REPLICAS_SETTLE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            cluster = (await self._js.stream_info(name)).cluster
+            followers = (cluster.replicas or []) if cluster is not None else []
+            if (
+                cluster is not None
+                and cluster.leader
+                and len(followers) == replicas - 1
+                and all(peer.current for peer in followers)
+            ):
+                return
+            await asyncio.sleep(0.1)
+        logger.warning("stream %s: its %d replicas are not settled yet", name, replicas)
 
 
 @overload
