@@ -371,10 +371,9 @@ class JetStreamBackend(StorageBackend):
             except NoStreamResponseError:
                 # Deleted behind our back (the next ensure recreates it), or a cluster is
                 # electing the stream's leader: nothing was stored, so try again.
-                keeper.forget(base)  # the next attempt's ensure is its back-off
+                keeper.forget(base)
                 if attempt == options.publish_retry_attempts:
                     raise
-                continue
             except (*_TRANSIENT, BackendUnavailable):
                 if attempt == options.publish_retry_attempts:
                     raise
