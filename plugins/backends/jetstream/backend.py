@@ -21,11 +21,17 @@ from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 from aviso_builtins.backends.jetstream.embedded import EmbeddedNatsServer
 from aviso_builtins.backends.jetstream.live import LiveFeeds
 from aviso_builtins.backends.jetstream.messages import filter_subject
-from aviso_builtins.backends.jetstream.options import OPTIONS_SCHEMA, parse_options
+from aviso_builtins.backends.jetstream.options import (
+    OPTIONS_SCHEMA,
+    parse_options,
+    redacted,
+    split_servers,
+)
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
     BackendCapabilities,
     BackendContext,
     Batch,
@@ -48,6 +54,8 @@ _MAX_RENEWAL_DELAY = 30.0
 """Longest pause between attempts at a new client (longer only if reconnect_delay_ms is)."""
 _READY_TIMEOUT = 1.0
 _SUPERVISION_SECONDS = 0.5
+_KEYED_ACK_TIMEOUT = 1.0
+"""Seconds a publish with a message id waits for its acknowledgement before it is re-sent."""
 
 
 class BackendUnavailable(RuntimeError):
@@ -132,13 +140,13 @@ class JetStreamBackend(StorageBackend):
                     "NATS connection attempt %d/%d to %s failed: %s",
                     attempt,
                     options.retry_attempts,
-                    _redacted(url),
+                    redacted(url),
                     exc or type(exc).__name__,
                 )
                 if attempt < options.retry_attempts:
                     await asyncio.sleep(options.reconnect_delay_ms / 1000)
         raise BackendUnavailable(
-            f"could not connect to NATS at {_redacted(url)} after "
+            f"could not connect to NATS at {redacted(url)} after "
             f"{options.retry_attempts} attempts: {failure or 'timeout'}"
         )
 
@@ -155,7 +163,7 @@ class JetStreamBackend(StorageBackend):
         try:
             await asyncio.wait_for(
                 client.connect(
-                    servers=[url],
+                    servers=split_servers(url),
                     token=options.token,
                     connect_timeout=options.timeout_seconds,
                     allow_reconnect=False,
@@ -254,7 +262,7 @@ class JetStreamBackend(StorageBackend):
             except Exception as exc:
                 logger.warning(
                     "new NATS connection to %s failed (attempt %d): %s",
-                    _redacted(self._url),
+                    redacted(self._url),
                     attempt,
                     exc or type(exc).__name__,
                 )
@@ -342,23 +350,38 @@ class JetStreamBackend(StorageBackend):
     ) -> StoredNotification:
         base = decode_token(topic.split(".", 1)[0])
         options = self.options
+        # With a message id JetStream drops a re-send, so an unanswered publish may be sent
+        # again: after a short wait, which bounds a cluster failover (a stream without a
+        # leader drops what it is sent) to the election rather than to the timeouts.
+        keyed = MESSAGE_ID_METADATA in metadata
         for attempt in range(1, options.publish_retry_attempts + 1):
+            delay = options.publish_retry_base_delay_ms * 2 ** (attempt - 1) / 1000
             try:
                 js, keeper = self._require()
-                name = await keeper.ensure(base)
+                name = await keeper.ensure_within(base, delay)
                 ack = await js.publish(
-                    topic, payload.encode(), stream=name, headers=dict(metadata) or None
+                    topic,
+                    payload.encode(),
+                    timeout=_KEYED_ACK_TIMEOUT if keyed else None,
+                    stream=name,
+                    headers=dict(metadata) or None,
                 )
                 # The record's time is local; deliveries carry the broker's timestamp.
                 return StoredNotification(ack.seq, topic, payload, time.time_ns(), metadata)
             except NoStreamResponseError:
-                keeper.forget(base)  # deleted behind our back: recreate and try again
+                # Deleted behind our back (the next ensure recreates it), or a cluster is
+                # electing the stream's leader: nothing was stored, so try again.
+                keeper.forget(base)
                 if attempt == options.publish_retry_attempts:
                     raise
             except (*_TRANSIENT, BackendUnavailable):
                 if attempt == options.publish_retry_attempts:
                     raise
-                await asyncio.sleep(options.publish_retry_base_delay_ms * 2 ** (attempt - 1) / 1000)
+            except (TimeoutError, RequestLost):  # nats-py's timeout is a TimeoutError
+                # Perhaps stored: only a re-send JetStream recognises is safe.
+                if not keyed or attempt == options.publish_retry_attempts:
+                    raise
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
@@ -461,10 +484,3 @@ async def _close_quietly(client: Client) -> None:
         await client.close()
     except Exception as exc:  # it never connected; nothing to clean up beyond this
         logger.debug("closing a failed NATS client: %s", exc)
-
-
-def _redacted(url: str) -> str:
-    scheme, separator, rest = url.partition("://")
-    if separator and "@" in rest:
-        return f"{scheme}://[REDACTED]@{rest.split('@', 1)[1]}"
-    return url

@@ -27,6 +27,11 @@ from aviso_plugins.types import LiveSink
 
 logger = logging.getLogger("aviso.jetstream")
 
+_HEARTBEAT_SECONDS = 1.0
+"""nats-py restarts an ordered consumer after two missed heartbeats: a consumer lost with
+its server (a cluster node killed) is replaced after 2 s instead of nats-py's default 10 s,
+so the backlog it then delivers at once stays well inside a watch's live queue."""
+
 
 class _Watcher:
     __slots__ = ("pattern", "sink")
@@ -128,9 +133,12 @@ class LiveFeeds:
                     api.ConsumerConfig(
                         deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
                         opt_start_seq=feed.last_sequence + 1,
+                        idle_heartbeat=_HEARTBEAT_SECONDS,
                     )
                     if resume
-                    else api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
+                    else api.ConsumerConfig(
+                        deliver_policy=api.DeliverPolicy.NEW, idle_heartbeat=_HEARTBEAT_SECONDS
+                    )
                 )
                 feed.subscription = await js.subscribe(
                     f"{base}.>",

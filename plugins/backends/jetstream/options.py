@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from aviso_plugins.literals import parse_duration
 
@@ -46,6 +47,9 @@ _POSITIVE = (
 
 
 DEFAULT_URL = "nats://localhost:4222"
+_URL_SCHEMES = ("nats", "tls")
+_MAX_REPLICAS = 5
+"""JetStream refuses a stream with more replicas."""
 _DEFAULT_SUBSCRIPTION_ATTEMPTS = 5
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 
@@ -57,6 +61,7 @@ class OptionsError(ValueError):
 @dataclass(frozen=True, slots=True)
 class JetStreamOptions:
     nats_url: str = DEFAULT_URL
+    """One server URL, or several separated by commas (the servers of one cluster)."""
     token: str | None = None
     timeout_seconds: int = 30
     retry_attempts: int = 3
@@ -89,6 +94,30 @@ class JetStreamOptions:
         return max(self.max_reconnect_attempts, 1)
 
 
+def split_servers(nats_url: str) -> list[str]:
+    """The server URLs of a ``nats_url``, in the order given (nats-py's server list)."""
+    return [part.strip() for part in nats_url.split(",") if part.strip()]
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` is not a NATS server URL, or ``None``. The port may be left out (4222,
+    as every NATS client assumes); user and password may be given."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in _URL_SCHEMES:
+        return "must start with nats:// or tls://"
+    if not parts.hostname:
+        return "has no host"
+    if port == 0:
+        return "port must be between 1 and 65535"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return "must be scheme://[user:password@]host[:port] only"
+    return None
+
+
 def parse_options(
     raw: Mapping[str, Any], environ: Mapping[str, str] = os.environ
 ) -> JetStreamOptions:
@@ -106,6 +135,13 @@ def parse_options(
     url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")
+    for server in url.split(","):
+        problem = _url_problem(server.strip()) if server.strip() else "has an empty entry"
+        if problem is not None:
+            shown = redacted(server.strip())
+            raise fail("nats_url", f"{shown!r} {problem}" if server.strip() else problem)
+    if raw.get("replicas", 0) > _MAX_REPLICAS:
+        raise fail("replicas", f"must be at most {_MAX_REPLICAS} (the JetStream maximum)")
 
     def duration(key: str) -> int | None:
         """Seconds of a positive duration option; ``None`` when it is not set."""
@@ -144,3 +180,14 @@ def parse_options(
         duplicate_window_seconds=duplicate_window_seconds,
         **simple,
     )
+
+
+def redacted(nats_url: str) -> str:
+    """``nats_url`` (one URL or a comma-separated list) without user names and passwords."""
+    shown = []
+    for url in nats_url.split(","):
+        scheme, separator, rest = url.partition("://")
+        if separator and "@" in rest:
+            url = f"{scheme}://[REDACTED]@{rest.rsplit('@', 1)[1]}"
+        shown.append(url)
+    return ",".join(shown)

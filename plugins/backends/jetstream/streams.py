@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, NotFoundError
 
-from aviso_builtins.backends.jetstream.options import JetStreamOptions
+from aviso_builtins.backends.jetstream.options import JetStreamOptions, OptionsError
 from aviso_plugins.literals import parse_duration, parse_size
 
 logger = logging.getLogger("aviso.jetstream")
@@ -38,6 +39,7 @@ _RECONCILED = {
 # Compared only when configured (non-zero): unset, the server derives it from max_age.
 _RECONCILED_WHEN_SET = ("duplicate_window",)
 _DURATIONS = ("max_age", "duplicate_window")
+_REPLICAS_SETTLE_SECONDS = 10.0
 
 
 class StorageTypeMismatch(RuntimeError):
@@ -117,9 +119,15 @@ class StreamKeeper:
         self._options = options
         self._policies = {base.lower(): policy for base, policy in policies.items()}
         self._ensured: dict[str, asyncio.Future[str]] = {}
+        self._seen: set[str] = set()
+        """Bases whose stream an ensure has confirmed."""
 
     def forget(self, base: str) -> None:
-        self._ensured.pop(base, None)
+        """Check ``base``'s stream again on next use; a check in progress is kept (during a
+        cluster election every publish would otherwise start one more)."""
+        pending = self._ensured.get(base)
+        if pending is not None and pending.done():
+            del self._ensured[base]
 
     async def ensure(self, base: str) -> str:
         """The stream name of ``base``, created or reconciled on first use.
@@ -137,12 +145,34 @@ class StreamKeeper:
             return pending.result()  # the common case: no task, no shield per publish
         if pending is None:
             pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
+            pending.add_done_callback(functools.partial(self._settled, base))
         try:
             return await asyncio.shield(pending)
         except Exception:
             if self._ensured.get(base) is pending:
                 del self._ensured[base]
             raise
+
+    def _settled(self, base: str, pending: asyncio.Future[str]) -> None:
+        """A failed check is dropped, and its error retrieved: the callers that waited for it
+        (if any did not give up first) saw it raised."""
+        failed = not pending.cancelled() and pending.exception() is not None
+        if failed and self._ensured.get(base) is pending:
+            del self._ensured[base]
+
+    async def ensure_within(self, base: str, seconds: float) -> str:
+        """:meth:`ensure`, except that for a base whose stream this keeper has seen before
+        a re-check that takes longer than ``seconds`` (or times out) gives its name
+        unconfirmed: while a JetStream cluster elects the stream's leader, its info request
+        waits for the election too, and the caller's own request tells sooner whether the
+        stream answers."""
+        pending = self._ensured.get(base)
+        if base not in self._seen or (pending is not None and pending.done()):
+            return await self.ensure(base)
+        try:
+            return await asyncio.wait_for(self.ensure(base), seconds)
+        except TimeoutError:
+            return stream_name(base)
 
     async def _ensure(self, base: str) -> str:
         name = stream_name(base)
@@ -154,12 +184,16 @@ class StreamKeeper:
         if current is None:
             try:
                 await self._js.add_stream(desired)
-            except BadRequestError as exc:
+            except APIError as exc:
                 # A peer instance may have created it first; that is success.
                 if "already in use" not in str(exc.description or exc):
-                    raise
+                    refused = _replicas_refused(desired, exc)
+                    if refused is None:
+                        raise
+                    raise refused from exc
         else:
             await self._reconcile(current, desired)
+        self._seen.add(base)
         return name
 
     async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
@@ -181,7 +215,51 @@ class StreamKeeper:
         try:
             await self._js.update_stream(replace(current, **changed))
             logger.info("stream %s updated: %s", current.name, sorted(changed))
-        except Exception as exc:  # the stream stays usable as it is
+        except Exception as exc:
+            if "num_replicas" in changed:
+                # Fewer copies than configured would silently defeat a cluster's failover.
+                refused = _replicas_refused(desired, exc, current.num_replicas or 1)
+                raise refused from exc
+            # Any other difference: the stream stays usable as it is.
             logger.warning(
                 "stream %s could not be updated (%s); using it as it is", current.name, exc
             )
+            return
+        if "num_replicas" in changed:
+            await self._await_replicas(current.name, desired.num_replicas or 1)
+
+    async def _await_replicas(self, name: str, replicas: int) -> None:
+        """Wait (bounded) until a re-replicated stream has a leader and current followers:
+        until then the cluster may drop what is published to it."""
+        deadline = asyncio.get_running_loop().time() + _REPLICAS_SETTLE_SECONDS
+        while asyncio.get_running_loop().time() < deadline:
+            cluster = (await self._js.stream_info(name)).cluster
+            followers = (cluster.replicas or []) if cluster is not None else []
+            if (
+                cluster is not None
+                and cluster.leader
+                and len(followers) == replicas - 1
+                and all(peer.current for peer in followers)
+            ):
+                return
+            await asyncio.sleep(0.1)
+        logger.warning("stream %s: its %d replicas are not settled yet", name, replicas)
+
+
+@overload
+def _replicas_refused(desired: api.StreamConfig, exc: Exception) -> OptionsError | None: ...
+@overload
+def _replicas_refused(desired: api.StreamConfig, exc: Exception, current: int) -> OptionsError: ...
+def _replicas_refused(
+    desired: api.StreamConfig, exc: Exception, current: int | None = None
+) -> OptionsError | None:
+    """The error naming ``replicas`` for a refused replica count: always for an update of it
+    (``current`` replicas), for a new stream only when the server's reason is the replicas."""
+    reason = str(getattr(exc, "description", None) or exc)
+    if current is None and "replica" not in reason.lower():
+        return None
+    has = "" if current is None else f" (the stream has {current})"
+    return OptionsError(
+        f"notification_backend.jetstream.replicas: stream {desired.name} cannot have "
+        f"{desired.num_replicas} replicas{has}: {reason}"
+    )
