@@ -271,7 +271,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         cycle = self.cycle
-        if self._lingering or (cycle is not None and cycle.more_body):
+        # ``self.cycle`` is the newest request: the one answered only when none is queued
+        # behind it (pipelined requests behind it prove its body was read whole).
+        if self._lingering or (cycle is not None and cycle.more_body and not self.pipeline):
             # Answered before the body was read (a refusal): the connection cannot be
             # reused, as the rest of the body would be parsed as the next request.
             self.server_state.total_requests += 1

@@ -89,6 +89,43 @@ def test_declared_oversize_body_is_refused_before_it_is_sent(hostile: httpx.Clie
     assert_still_serving(hostile)
 
 
+def _read_response(sock: socket.socket) -> int:
+    """One whole ``Content-Length`` response off a keep-alive connection; its status."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed before the response"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed inside the response"
+        rest += chunk
+    return int(head.split()[1])
+
+
+def test_a_pipelined_request_whose_body_is_still_arriving_keeps_its_connection(
+    hostile: httpx.Client,
+) -> None:
+    """The first answer of a pipeline is sent while the second request's body is still on
+    its way: a normal pipeline, not a refused body, so the connection stays usable."""
+    url = httpx.URL(str(hostile.base_url))
+    body = json.dumps(VALID_NOTIFY).encode()
+    request = b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+    whole, head = request % len(body) + body, request % len(body)
+    with socket.create_connection((url.host, url.port), timeout=30) as sock:
+        sock.sendall(whole + head + body[:10])
+        assert _read_response(sock) == 200
+        sock.sendall(body[10:])
+        assert _read_response(sock) == 200
+    assert_still_serving(hostile)
+
+
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_streamed_10mb_body_gets_413_not_a_reset(hostile: httpx.Client, chunked: bool) -> None:
     if chunked:

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows, write
 from tests.spark.checks import EVENT_TYPE, replayed_row_ids
-from tests.spark.conftest import ROOT, AvisoSetup
+from tests.spark.conftest import AvisoSetup
 from tests.spark.test_spark_cli import run_cli
 from tests.support.process import CLI_TIMEOUT
 
-SCRIPT = ROOT / ".venv" / "bin" / "aviso-server"
+SCRIPT = Path(sys.executable).with_name("aviso-server")
+"""The script installed beside the interpreter running the tests (a virtualenv's, or the
+base installation's in CI): its directory is not on ``SYSTEM_PATH``."""
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 """Has java and a ``python3`` without pyspark or aviso: what executors found before."""
 

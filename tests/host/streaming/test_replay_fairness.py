@@ -7,6 +7,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -105,20 +106,25 @@ def test_unpaced_replay_lets_a_notify_in_before_it_completes() -> None:
             )
             reader.start()
             assert started.wait(DEFAULT_TIMEOUT.read)
+            # Observed on the server's loop at the moment the notify is stored: whether the
+            # replay stream is still open then (the backend itself is the real one).
+            backend = server.service.backend
+            store = backend.publish
+            open_at_publish: list[int] = []
+
+            async def observed_publish(*args: Any, **kwargs: Any) -> Any:
+                open_at_publish.append(len(server.service.streams.open))
+                return await store(*args, **kwargs)
+
+            backend.publish = observed_publish  # type: ignore[method-assign]
             with _connect(server.url) as notifier:
                 notifier.sendall(notify)
                 answer = _read_all(notifier)
-
-            async def replays_open() -> int:
-                return len(server.service.streams.open)
-
-            # The notify was answered while the replay was still being produced.
-            still_replaying = server.call(replays_open)
             reader.join(60)
         raw = received[0]
 
     assert answer.startswith(b"HTTP/1.1 200 "), answer
-    assert still_replaying == 1, "the notify was only served once the replay had finished"
+    assert open_at_publish == [1], "the notify was only served once the replay had finished"
     # Every batch is sent as whole frames, so frames never straddle transfer-encoding chunks.
     frames = [(name, json.loads(data)) for name, data in FRAME.findall(raw)]
     markers = [data["data"]["payload"]["marker"] for name, data in frames if name == b"replay"]
