@@ -270,15 +270,13 @@ class AvisoHttpProtocol(HttpToolsProtocol):
     # -- output ----------------------------------------------------------------------------
 
     def on_response_complete(self) -> None:
-        cycle = self.cycle
-        # ``self.cycle`` is the newest request: the one answered only when none is queued
-        # behind it (pipelined requests behind it prove its body was read whole).
-        if self._lingering or (cycle is not None and cycle.more_body and not self.pipeline):
-            # Answered before the body was read (a refusal): the connection cannot be
-            # reused, as the rest of the body would be parsed as the next request.
+        if self._lingering:
+            # Refused by the protocol itself: the connection is being closed.
             self.server_state.total_requests += 1
-            self.close_connection()
             return
+        # An answer sent before its body was read (an auth refusal, say) keeps the connection:
+        # the parser still takes the rest of that body as body. Refusals that must not wait
+        # for the body (413) say ``Connection: close``, which closes it (lingering).
         super().on_response_complete()
 
 
