@@ -19,8 +19,9 @@ from tests.support.server import RunningServer, running_server
 from tests.support.sse import DEFAULT_TIMEOUT
 
 STORED = 20_000
-# Small batches: the replay has thousands of batch boundaries at which to let others in.
-BATCH_SIZE = 10
+# One record per batch: the replay has 20,000 batch boundaries at which to let others in,
+# and lasts long enough that the notify arrives while it runs however busy the machine is.
+BATCH_SIZE = 1
 FRAME = re.compile(rb"event: ([^\n]+)\ndata: ([^\n]+)\n\n")
 
 
