@@ -20,6 +20,7 @@ of the work per second / per CPU second of "without").
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import subprocess
 import sys
@@ -33,8 +34,9 @@ import psutil
 import uvicorn
 import yaml
 
-from benchmarks.core import CONFIG, notification, requests_per_second, wait_until_healthy_post
-from tests.support.process import free_port
+from aviso_loadtests.pipelined import post_many
+from aviso_loadtests.servers import free_port, wait_until
+from benchmarks.core import CONFIG, notification, requests_per_second
 
 MODES = ("with", "without")
 
@@ -64,7 +66,12 @@ def server(mode: str, config: Path) -> Iterator[tuple[int, psutil.Process]]:
     command = [sys.executable, "-m", "benchmarks.limits", "--serve", mode, str(config), str(port)]
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     try:
-        wait_until_healthy_post(port, process)
+        warm = notification("warm", 0, None)
+        wait_until(
+            lambda: asyncio.run(post_many(port, 1, lambda n: warm, 1)) == {200: 1},
+            process,
+            f"the {mode!r} server",
+        )
         yield port, psutil.Process(process.pid)
     finally:
         process.terminate()

@@ -50,7 +50,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(10)
 
 
-def _wait(ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str) -> None:
+def wait_until(ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str) -> None:
+    """Poll ``ready`` until true; fail if ``process`` exits or it takes over START_TIMEOUT."""
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -78,7 +79,7 @@ def aviso_server(config: Path, log: Path) -> Iterator[tuple[str, subprocess.Pope
     with log.open("wb") as stderr:
         process = subprocess.Popen(command, stderr=stderr, stdout=subprocess.DEVNULL, env=env)
         try:
-            _wait(
+            wait_until(
                 lambda: httpx.get(f"{url}/health", timeout=1.0).status_code == 200,
                 process,
                 "aviso-server serve",
@@ -103,7 +104,7 @@ def nats_server(store_dir: Path) -> Iterator[NatsProcess]:
         command = nats_server_command(store_dir, port, None)
         process = subprocess.Popen(command, stdout=log, stderr=log)
     try:
-        _wait(
+        wait_until(
             lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None,
             process,
             "nats-server",
@@ -129,7 +130,7 @@ def bare_server(
         return asyncio.run(post_many(port, 1, lambda n: request, 1)) == {200: 1}
 
     try:
-        _wait(answers, process, f"python -m {module}")
+        wait_until(answers, process, f"python -m {module}")
         yield port
     finally:
         _stop(process)
