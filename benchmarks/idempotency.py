@@ -71,10 +71,10 @@ def measure(port: int, pid: int, count: int, keyed: bool) -> tuple[float, float]
     return count / elapsed, (cpu_seconds(pid) - cpu) / count * 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     requests = 3_000 if args.quick else 20_000
     rounds = 2 if args.quick else 4
     rates: dict[bool, list[float]] = {False: [], True: []}

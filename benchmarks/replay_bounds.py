@@ -193,11 +193,11 @@ def replay_start_up(count: int) -> dict[str, float]:
         )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--jetstream-count", type=int, default=100_000)
-    arguments = parser.parse_args()
+    arguments = parser.parse_args(argv)
     count, js_count = arguments.count, arguments.jetstream_count
 
     figures = replay_start_up(count)
