@@ -129,12 +129,8 @@ class StreamKeeper:
         if pending is not None and pending.done():
             del self._ensured[base]
 
-    async def ensure(self, base: str) -> str:
-        """The stream name of ``base``, created or reconciled on first use.
-
-        Concurrent first uses share one lookup (a burst of notifies to a new base must not
-        become a burst of stream requests); a failed lookup is forgotten and retried.
-        """
+    def confirmed(self, base: str) -> str | None:
+        """The stream name of ``base`` if its ensure has succeeded and is not forgotten."""
         pending = self._ensured.get(base)
         if (
             pending is not None
@@ -142,7 +138,19 @@ class StreamKeeper:
             and not pending.cancelled()
             and pending.exception() is None
         ):
-            return pending.result()  # the common case: no task, no shield per publish
+            return pending.result()
+        return None
+
+    async def ensure(self, base: str) -> str:
+        """The stream name of ``base``, created or reconciled on first use.
+
+        Concurrent first uses share one lookup (a burst of notifies to a new base must not
+        become a burst of stream requests); a failed lookup is forgotten and retried.
+        """
+        name = self.confirmed(base)
+        if name is not None:
+            return name  # the common case: no task, no shield per publish
+        pending = self._ensured.get(base)
         if pending is None:
             pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
             pending.add_done_callback(functools.partial(self._settled, base))
