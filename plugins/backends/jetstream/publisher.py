@@ -150,6 +150,9 @@ class PublishingClient(Client):
     def fail_acks(self, error: Exception) -> None:
         """Fail every publish still awaiting its acknowledgement with ``error``."""
         acks, self._acks = self._acks, {}
+        if self._ack_sweep is not None:
+            self._ack_sweep.cancel()
+            self._ack_sweep = None
         for future, _ in acks.values():
             if not future.done():
                 future.set_exception(error)
