@@ -47,28 +47,38 @@ _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
 
 
 @functools.lru_cache(maxsize=4096)
-def stream_header(stream: str) -> bytes:
-    """The header block of a publish without metadata: only the expected stream."""
-    return b"%b%b: %b\r\n\r\n" % (_HEADER_LINE, Header.EXPECTED_STREAM.encode(), stream.encode())
+def _stream_line(stream: str) -> bytes:
+    """The header block's last line, naming the stream JetStream must store the message in,
+    and the blank line that ends the block."""
+    return b"%b: %b\r\n\r\n" % (Header.EXPECTED_STREAM.encode(), stream.encode())
+
+
+@functools.lru_cache(maxsize=1024)
+def _header_name(key: str) -> bytes | None:
+    """``key`` as a header name followed by its separator; ``None`` for a blank key."""
+    name = key.strip()
+    if not name:
+        return None
+    if not _HEADER_KEY.fullmatch(name):
+        raise BadHeaderError(name)
+    return b"%b: " % name.encode()
 
 
 def header_block(metadata: Mapping[str, str], stream: str) -> bytes:
     """The metadata as message headers (as nats-py encodes a header dict: keys and values
     stripped, an empty key skipped, CR/LF in a value turned into spaces, a key with other
     than token characters refused), then the expected stream."""
-    if not metadata:
-        return stream_header(stream)
-    block = bytearray(_HEADER_LINE)
-    for raw_key, raw_value in metadata.items():
-        key = raw_key.strip()
-        if not key:
+    parts = [_HEADER_LINE]
+    for key, value in metadata.items():
+        name = _header_name(key)
+        if name is None:
             continue
-        if not _HEADER_KEY.fullmatch(key):
-            raise BadHeaderError(key)
-        value = raw_value.strip().translate(_VALUE_NEWLINES)
-        block += b"%b: %b\r\n" % (key.encode(), value.encode())
-    block += b"%b: %b\r\n\r\n" % (Header.EXPECTED_STREAM.encode(), stream.encode())
-    return bytes(block)
+        value = value.strip()
+        if "\r" in value or "\n" in value:
+            value = value.translate(_VALUE_NEWLINES)
+        parts += (name, value.encode(), b"\r\n")
+    parts.append(_stream_line(stream))
+    return b"".join(parts)
 
 
 def acknowledged_sequence(reply: bytes) -> int:
