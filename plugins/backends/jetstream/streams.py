@@ -120,6 +120,8 @@ class StreamKeeper:
         self._policies = {base.lower(): policy for base, policy in policies.items()}
         self._ensured: dict[str, asyncio.Future[str]] = {}
         self._seen: set[str] = set()
+        self._confirmed: dict[str, str] = {}
+        """Stream names by base, while their ensure stands (the publish path's lookup)."""
         """Bases whose stream an ensure has confirmed."""
 
     def forget(self, base: str) -> None:
@@ -128,18 +130,11 @@ class StreamKeeper:
         pending = self._ensured.get(base)
         if pending is not None and pending.done():
             del self._ensured[base]
+            self._confirmed.pop(base, None)
 
     def confirmed(self, base: str) -> str | None:
         """The stream name of ``base`` if its ensure has succeeded and is not forgotten."""
-        pending = self._ensured.get(base)
-        if (
-            pending is not None
-            and pending.done()
-            and not pending.cancelled()
-            and pending.exception() is None
-        ):
-            return pending.result()
-        return None
+        return self._confirmed.get(base)
 
     async def ensure(self, base: str) -> str:
         """The stream name of ``base``, created or reconciled on first use.
@@ -162,11 +157,17 @@ class StreamKeeper:
             raise
 
     def _settled(self, base: str, pending: asyncio.Future[str]) -> None:
-        """A failed check is dropped, and its error retrieved: the callers that waited for it
-        (if any did not give up first) saw it raised."""
-        failed = not pending.cancelled() and pending.exception() is not None
-        if failed and self._ensured.get(base) is pending:
+        """A successful check is confirmed; a failed one is dropped, and its error retrieved:
+        the callers that waited for it (if any did not give up first) saw it raised."""
+        if pending.cancelled():
+            return
+        failed = pending.exception() is not None
+        if self._ensured.get(base) is not pending:
+            return
+        if failed:
             del self._ensured[base]
+        else:
+            self._confirmed[base] = pending.result()
 
     async def ensure_within(self, base: str, seconds: float) -> str:
         """:meth:`ensure`, except that for a base whose stream this keeper has seen before
