@@ -323,19 +323,20 @@ class JetStreamBackend(StorageBackend):
         return True
 
     def _require(self) -> tuple[JetStreamContext, StreamKeeper]:
-        if self._lost_for_good is not None:
-            raise BackendUnavailable(f"NATS connection closed for good: {self._lost_for_good}")
-        if self._nc is None or self._js is None or self._keeper is None:
-            raise BackendUnavailable("JetStream backend is not started")
-        if not self._nc.is_connected:
-            self._check_closed()
-            raise BackendUnavailable("NATS connection is down")
-        return self._js, self._keeper
+        _, keeper = self._require_publisher()
+        assert self._js is not None
+        return self._js, keeper
 
     def _require_publisher(self) -> tuple[PublishingClient, StreamKeeper]:
-        _, keeper = self._require()
-        assert self._nc is not None
-        return self._nc, keeper
+        client, keeper = self._nc, self._keeper
+        if self._lost_for_good is not None:
+            raise BackendUnavailable(f"NATS connection closed for good: {self._lost_for_good}")
+        if client is None or keeper is None:
+            raise BackendUnavailable("JetStream backend is not started")
+        if not client.is_connected:
+            self._check_closed()
+            raise BackendUnavailable("NATS connection is down")
+        return client, keeper
 
     async def shutdown(self) -> None:
         self._closing = True

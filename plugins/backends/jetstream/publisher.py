@@ -106,10 +106,12 @@ class PublishingClient(Client):
         self._acks: dict[bytes, tuple[asyncio.Future[bytes], float]] = {}
         """Publishes awaiting their acknowledgement, by reply token: (future, deadline)."""
         self._ack_sweep: asyncio.TimerHandle | None = None
+        self._ack_loop: asyncio.AbstractEventLoop | None = None
 
     async def listen_for_acks(self) -> None:
         """Subscribe the reply subjects' wildcard (once connected; nats-py re-subscribes it
         after a reconnect)."""
+        self._ack_loop = asyncio.get_running_loop()
         inbox = self.new_inbox()
         subscription = await self.subscribe(f"{inbox}.*")
         self._ack_prefix = f"{inbox}.".encode()
@@ -134,7 +136,8 @@ class PublishingClient(Client):
             raise OutboundBufferLimitError  # reconnecting, and nothing more may be buffered
         if size > self._max_payload:
             raise MaxPayloadError
-        loop = asyncio.get_running_loop()
+        loop = self._ack_loop
+        assert loop is not None, "listen_for_acks() first"
         token = b"%x" % next(self._ack_tokens)
         future: asyncio.Future[bytes] = loop.create_future()
         self._acks[token] = (future, loop.time() + timeout)
@@ -170,7 +173,9 @@ class PublishingClient(Client):
     def _sweep_acks(self) -> None:
         """Fail the publishes past their deadline; forget those their caller gave up on."""
         self._ack_sweep = None
-        now = asyncio.get_running_loop().time()
+        loop = self._ack_loop
+        assert loop is not None
+        now = loop.time()
         for token, (future, deadline) in tuple(self._acks.items()):
             if future.done():
                 del self._acks[token]
@@ -178,9 +183,7 @@ class PublishingClient(Client):
                 del self._acks[token]
                 future.set_exception(AckTimeout())
         if self._acks:
-            self._ack_sweep = asyncio.get_running_loop().call_later(
-                _SWEEP_SECONDS, self._sweep_acks
-            )
+            self._ack_sweep = loop.call_later(_SWEEP_SECONDS, self._sweep_acks)
 
     async def _process_msg(
         self,
