@@ -120,9 +120,9 @@ class StreamKeeper:
         self._policies = {base.lower(): policy for base, policy in policies.items()}
         self._ensured: dict[str, asyncio.Future[str]] = {}
         self._seen: set[str] = set()
+        """Bases whose stream an ensure has confirmed."""
         self._confirmed: dict[str, str] = {}
         """Stream names by base, while their ensure stands (the publish path's lookup)."""
-        """Bases whose stream an ensure has confirmed."""
 
     def forget(self, base: str) -> None:
         """Check ``base``'s stream again on next use; a check in progress is kept (during a
