@@ -27,6 +27,7 @@ from aviso_builtins.backends.jetstream.options import (
     redacted,
     split_servers,
 )
+from aviso_builtins.backends.jetstream.publisher import PublishingClient, header_block
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
 from aviso_plugins.topics import TopicPattern, decode_token
@@ -56,6 +57,8 @@ _READY_TIMEOUT = 1.0
 _SUPERVISION_SECONDS = 0.5
 _KEYED_ACK_TIMEOUT = 1.0
 """Seconds a publish with a message id waits for its acknowledgement before it is re-sent."""
+_ACK_TIMEOUT = 5.0
+"""Seconds any other publish waits for its acknowledgement (nats-py's JetStream default)."""
 
 
 class BackendUnavailable(RuntimeError):
@@ -86,7 +89,7 @@ class JetStreamBackend(StorageBackend):
             if self.options.embedded_store_dir
             else None
         )
-        self._nc: Client | None = None
+        self._nc: PublishingClient | None = None
         self._js: JetStreamContext | None = None
         self._keeper: StreamKeeper | None = None
         self._live: LiveFeeds | None = None
@@ -110,7 +113,7 @@ class JetStreamBackend(StorageBackend):
         self._install(await self._connect(url))
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
-    def _install(self, client: Client) -> None:
+    def _install(self, client: PublishingClient) -> None:
         """Make ``client`` the connection everything uses; stream and replay state of an
         earlier client is dropped with it (its streams are ensured again on first use)."""
         options = self.options
@@ -126,7 +129,7 @@ class JetStreamBackend(StorageBackend):
                 options.publish_retry_base_delay_ms / 1000,
             )
 
-    async def _connect(self, url: str) -> Client:
+    async def _connect(self, url: str) -> PublishingClient:
         """``retry_attempts`` connection attempts, each one TCP connect bounded by
         ``timeout_seconds``."""
         options = self.options
@@ -150,12 +153,12 @@ class JetStreamBackend(StorageBackend):
             f"{options.retry_attempts} attempts: {failure or 'timeout'}"
         )
 
-    async def _open_client(self, url: str) -> Client:
+    async def _open_client(self, url: str) -> PublishingClient:
         """One connection attempt. The reconnect settings are applied only once connected:
         given to the first connect, nats-py would retry inside the attempt (forever with
         unlimited reconnects)."""
         options = self.options
-        client = Client()
+        client = PublishingClient()
 
         async def closed() -> None:
             await self._on_closed(client)
@@ -175,6 +178,7 @@ class JetStreamBackend(StorageBackend):
                 ),
                 options.timeout_seconds,
             )
+            await client.listen_for_acks()
         except BaseException:
             await _close_quietly(client)
             raise
@@ -198,7 +202,7 @@ class JetStreamBackend(StorageBackend):
             # page of each replay opens a new one from its cursor.
             self._history.forget_all()
 
-    async def _on_closed(self, client: Client) -> None:
+    async def _on_closed(self, client: PublishingClient) -> None:
         self._handle_closed(client)
 
     async def _supervise(self) -> None:
@@ -213,7 +217,7 @@ class JetStreamBackend(StorageBackend):
         if self._nc is not None and self._nc.is_closed:
             self._handle_closed(self._nc)
 
-    def _handle_closed(self, client: Client) -> None:
+    def _handle_closed(self, client: PublishingClient) -> None:
         """nats-py closed ``client`` for good: after a protocol error (a request the server
         refused, such as a subject over its control-line limit), a refused reconnect, or
         when the configured reconnect attempts ran out. Unless the operator asked for that
@@ -319,14 +323,20 @@ class JetStreamBackend(StorageBackend):
         return True
 
     def _require(self) -> tuple[JetStreamContext, StreamKeeper]:
+        _, keeper = self._require_publisher()
+        assert self._js is not None
+        return self._js, keeper
+
+    def _require_publisher(self) -> tuple[PublishingClient, StreamKeeper]:
+        client, keeper = self._nc, self._keeper
         if self._lost_for_good is not None:
             raise BackendUnavailable(f"NATS connection closed for good: {self._lost_for_good}")
-        if self._nc is None or self._js is None or self._keeper is None:
+        if client is None or keeper is None:
             raise BackendUnavailable("JetStream backend is not started")
-        if not self._nc.is_connected:
+        if not client.is_connected:
             self._check_closed()
             raise BackendUnavailable("NATS connection is down")
-        return self._js, self._keeper
+        return client, keeper
 
     async def shutdown(self) -> None:
         self._closing = True
@@ -357,17 +367,16 @@ class JetStreamBackend(StorageBackend):
         for attempt in range(1, options.publish_retry_attempts + 1):
             delay = options.publish_retry_base_delay_ms * 2 ** (attempt - 1) / 1000
             try:
-                js, keeper = self._require()
-                name = await keeper.ensure_within(base, delay)
-                ack = await js.publish(
+                client, keeper = self._require_publisher()
+                name = keeper.confirmed(base) or await keeper.ensure_within(base, delay)
+                sequence = await client.publish_acked(
                     topic,
                     payload.encode(),
-                    timeout=_KEYED_ACK_TIMEOUT if keyed else None,
-                    stream=name,
-                    headers=dict(metadata) or None,
+                    header_block(metadata, name),
+                    _KEYED_ACK_TIMEOUT if keyed else _ACK_TIMEOUT,
                 )
                 # The record's time is local; deliveries carry the broker's timestamp.
-                return StoredNotification(ack.seq, topic, payload, time.time_ns(), metadata)
+                return StoredNotification(sequence, topic, payload, time.time_ns(), metadata)
             except NoStreamResponseError:
                 # Deleted behind our back (the next ensure recreates it), or a cluster is
                 # electing the stream's leader: nothing was stored, so try again.
@@ -461,12 +470,13 @@ class JetStreamBackend(StorageBackend):
             raise
 
 
-def _fail_requests_in_flight(client: Client) -> None:
+def _fail_requests_in_flight(client: PublishingClient) -> None:
     """nats-py leaves the requests of a closed client waiting for their timeout although no
     answer can come any more: fail them now."""
     for future in tuple(client._resp_map.values()):
         if not future.done():
             future.set_exception(RequestLost("the NATS connection closed before the answer"))
+    client.fail_acks(RequestLost("the NATS connection closed before the answer"))
 
 
 def _abort_transport(client: Client) -> None:

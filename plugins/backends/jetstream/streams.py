@@ -121,6 +121,8 @@ class StreamKeeper:
         self._ensured: dict[str, asyncio.Future[str]] = {}
         self._seen: set[str] = set()
         """Bases whose stream an ensure has confirmed."""
+        self._confirmed: dict[str, str] = {}
+        """Stream names by base, while their ensure stands (the publish path's lookup)."""
 
     def forget(self, base: str) -> None:
         """Check ``base``'s stream again on next use; a check in progress is kept (during a
@@ -128,6 +130,11 @@ class StreamKeeper:
         pending = self._ensured.get(base)
         if pending is not None and pending.done():
             del self._ensured[base]
+            self._confirmed.pop(base, None)
+
+    def confirmed(self, base: str) -> str | None:
+        """The stream name of ``base`` if its ensure has succeeded and is not forgotten."""
+        return self._confirmed.get(base)
 
     async def ensure(self, base: str) -> str:
         """The stream name of ``base``, created or reconciled on first use.
@@ -135,14 +142,10 @@ class StreamKeeper:
         Concurrent first uses share one lookup (a burst of notifies to a new base must not
         become a burst of stream requests); a failed lookup is forgotten and retried.
         """
+        name = self.confirmed(base)
+        if name is not None:
+            return name  # the common case: no task, no shield per publish
         pending = self._ensured.get(base)
-        if (
-            pending is not None
-            and pending.done()
-            and not pending.cancelled()
-            and pending.exception() is None
-        ):
-            return pending.result()  # the common case: no task, no shield per publish
         if pending is None:
             pending = self._ensured[base] = asyncio.ensure_future(self._ensure(base))
             pending.add_done_callback(functools.partial(self._settled, base))
@@ -154,11 +157,17 @@ class StreamKeeper:
             raise
 
     def _settled(self, base: str, pending: asyncio.Future[str]) -> None:
-        """A failed check is dropped, and its error retrieved: the callers that waited for it
-        (if any did not give up first) saw it raised."""
-        failed = not pending.cancelled() and pending.exception() is not None
-        if failed and self._ensured.get(base) is pending:
+        """A successful check is confirmed; a failed one is dropped, and its error retrieved:
+        the callers that waited for it (if any did not give up first) saw it raised."""
+        if pending.cancelled():
+            return
+        failed = pending.exception() is not None
+        if self._ensured.get(base) is not pending:
+            return
+        if failed:
             del self._ensured[base]
+        else:
+            self._confirmed[base] = pending.result()
 
     async def ensure_within(self, base: str, seconds: float) -> str:
         """:meth:`ensure`, except that for a base whose stream this keeper has seen before

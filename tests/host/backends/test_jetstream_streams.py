@@ -260,6 +260,24 @@ def test_replay_and_watch_recreate_a_stream_deleted_outside_aviso(
     assert stream_config(module_nats.url, event_type.upper()) is not None
 
 
+def test_a_notify_recreates_a_stream_deleted_outside_aviso(
+    module_nats: NatsServer, client: httpx.Client
+) -> None:
+    """The publish path's cached stream name is dropped when JetStream has no stream for
+    the subject: the notify recreates it and is stored, and so is the next one."""
+    event_type = unique("rmpub")
+    notify_ok(client, event_type, {"n": 1})
+
+    async def delete(js: Any) -> bool:
+        return await js.delete_stream(event_type.upper())
+
+    assert with_jetstream(module_nats.url, delete)
+    notify_ok(client, event_type, {"n": 2})
+    notify_ok(client, event_type, {"n": 3})
+    assert stream_state(module_nats.url, event_type.upper()).messages == 2
+    assert len(replay(client, event_type, {"n": "*"})) == 2
+
+
 # -- item 17 ----------------------------------------------------------------------------
 
 
