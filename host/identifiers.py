@@ -229,12 +229,14 @@ def _quick_plan(
         ):
             return None
         texts.append(text)
-    # Every value passed its limits: a handler refusing one now is the first error.
+    # Every value is within its limits and every field is there, so the full checks would
+    # reach the handlers too, in this order: a handler's refusal is the first error, raised
+    # from here (each handler sees each value once).
     canonical = {
         key: handler.canonicalise(text) for (key, handler), text in zip(fields, texts, strict=True)
     }
     topic = ".".join(
-        [layout.topic_prefix, *(encode_token(canonical[key]) for key in layout.topic_fields)]
+        [layout.topic_prefix, *[encode_token(canonical[key]) for key in layout.topic_fields]]
     )
     return PlannedNotification(topic, dumps(payload), _metadata(canonical))
 

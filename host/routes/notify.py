@@ -37,7 +37,17 @@ from aviso_host.schemas import POINT
 from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Caller, InvalidValue
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+_IDEMPOTENCY_FIELD = IDEMPOTENCY_HEADER.lower().encode("latin-1")
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def idempotency_key(scope: Scope) -> str | None:
+    """The first ``Idempotency-Key`` field, as ``request.headers.get`` reads it, without
+    building the request's header mapping."""
+    for name, value in scope["headers"]:
+        if name == _IDEMPOTENCY_FIELD:
+            return value.decode("latin-1")
+    return None
 
 
 def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:
@@ -99,7 +109,7 @@ async def notify(request: Request) -> Response | JsonAnswer:
             event_type=body.event_type,
         )
     metadata = with_actor(planned.metadata, caller)
-    message_id = request.headers.get(IDEMPOTENCY_HEADER)
+    message_id = idempotency_key(request.scope)
     if message_id is not None:
         if not _IDEMPOTENCY_KEY.fullmatch(message_id):
             raise validation_error(
