@@ -1,6 +1,6 @@
 """Issue #16 (a): what aviso's notify path costs over the framework, measured in one run.
 
-  python -m benchmarks.notify_path [--quick]
+  python -m benchmarks.notify_path [--quick] [--requests N]
 
 Three servers, each a child process served with aviso's uvicorn settings:
 
@@ -71,8 +71,9 @@ def load_average() -> str:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
+    parser.add_argument("--requests", type=int, help="POSTs per server and round")
     args = parser.parse_args(argv)
-    requests = 5_000 if args.quick else 30_000
+    requests = args.requests or (5_000 if args.quick else 30_000)
     rates: dict[str, list[float]] = {name: [] for name in SERVERS}
     cpu: dict[str, list[float]] = {name: [] for name in SERVERS}
     print(
