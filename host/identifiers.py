@@ -353,7 +353,8 @@ def _generic_notify_values(identifier: Mapping[str, Any]) -> dict[str, str]:
 def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     # The full identifier travels with the message so that filters on fields outside the
     # topic work and delivery can show every field (empty values are left out).
-    return {"identifier": dumps({key: value for key, value in canonical.items() if value})}
+    present = canonical if all(canonical.values()) else {k: v for k, v in canonical.items() if v}
+    return {"identifier": dumps(present)}
 
 
 SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}

@@ -272,8 +272,12 @@ class InMemoryBackend(StorageBackend):
             self._forget((record,))
 
     def _forget(self, records: Iterable[StoredNotification]) -> None:
+        topic, log = "", None
         for record in records:
-            log = self._logs[stream_key(record.topic)]
+            if record.topic != topic or log is None:
+                # A topic's records (what most calls remove) share one stream log.
+                topic = record.topic
+                log = self._logs[stream_key(topic)]
             if log.alive.get(record.sequence) is not record:
                 continue
             log.forget(record)
