@@ -8,12 +8,10 @@ same endpoint on Starlette) it shows what the framework costs, and what is left 
 from __future__ import annotations
 
 import json
-import sys
 
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from aviso_host.server import uvicorn_config
+from aviso_loadtests.bare_app import serve
 
 _HEADERS = [(b"content-type", b"application/json")]
 
@@ -40,9 +38,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 def main() -> None:
-    config = uvicorn_config(app, "127.0.0.1", int(sys.argv[1]))
-    config.lifespan = "off"
-    uvicorn.Server(config).run()
+    serve(app)
 
 
 if __name__ == "__main__":
