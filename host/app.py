@@ -45,7 +45,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 def api_routes() -> list[BaseRoute]:
     return [
-        Route("/api/v1/notification", notify.notify, methods=["POST"]),
+        Route("/api/v1/notification", notify.NotifyRoute(), methods=["POST"], name="notify"),
         Route("/api/v1/watch", streams.watch, methods=["POST"]),
         Route("/api/v1/replay", streams.replay, methods=["POST"]),
         Route("/api/v1/aggregate", aggregate.aggregate, methods=["POST"]),

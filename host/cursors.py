@@ -138,9 +138,17 @@ def _from_epoch(text: str, digits: str) -> datetime:
         raise ValueError(f"invalid unix {unit} timestamp '{text}'") from exc
 
 
+_last_formatted: tuple[int, str] = (-1, "")
+"""The last second :func:`now_whole_seconds` formatted: every notify answer carries it."""
+
+
 def now_whole_seconds() -> str:
     """The current time as a control-event timestamp."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    global _last_formatted
+    second = int(time.time())
+    if _last_formatted[0] != second:
+        _last_formatted = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _last_formatted[1]
 
 
 def whole_seconds(moment: datetime) -> str:

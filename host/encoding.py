@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
+
+import orjson
 
 # Encoder and decoder instances are built once: json.dumps/json.loads with options build a
 # new one per call, which shows up on the notify path.
@@ -12,9 +16,30 @@ _SORTED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=
 _DECLARED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
+def _c_encoder(sort_keys: bool) -> Any:
+    """The C encoder ``JSONEncoder.encode`` builds on every call, built once instead.
+
+    Without the circular-reference markers: what aviso encodes is a parsed JSON document or
+    a mapping the host built, never a cycle. Output is byte for byte ``JSONEncoder``'s.
+    """
+    if c_make_encoder is None:
+        return None
+    encoder = _SORTED if sort_keys else _DECLARED
+    return c_make_encoder(
+        None, encoder.default, encode_basestring, None, ":", ",", sort_keys, False, True
+    )
+
+
+_C_SORTED = _c_encoder(True)
+_C_DECLARED = _c_encoder(False)
+
+
 def dumps(value: Any, *, sort_keys: bool = True) -> str:
     """Compact JSON; keys sorted at every level unless a typed body fixes the order."""
-    return (_SORTED if sort_keys else _DECLARED).encode(value)
+    encoder = _C_SORTED if sort_keys else _C_DECLARED
+    if encoder is None:
+        return (_SORTED if sort_keys else _DECLARED).encode(value)
+    return "".join(encoder(value, 0))
 
 
 def _reject_constant(name: str) -> Any:
@@ -38,11 +63,24 @@ def _bounded_int(text: str) -> int:
 _DECODER = json.JSONDecoder(
     parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int
 )
+# orjson reads integers beyond 64 bits as floats where the standard parser keeps them exact:
+# a text holding 19 digits in a row (inside a string or not) is left to the standard parser.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_LONG_DIGITS_TEXT = re.compile(r"[0-9]{19}", re.ASCII)
 
 
 def loads(data: bytes | str) -> Any:
     """Parse strict JSON: ``NaN``/``Infinity``, numbers overflowing a double and lone
     surrogate escapes (text that could never be written back as UTF-8) are errors."""
+    # orjson accepts exactly these documents (and parses them to the same values) except
+    # integers beyond 64 bits; whatever it refuses is parsed again below, so every error
+    # keeps the standard parser's wording.
+    long_digits = _LONG_DIGITS if isinstance(data, bytes) else _LONG_DIGITS_TEXT
+    if long_digits.search(data) is None:  # type: ignore[arg-type]
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     if isinstance(data, bytes):
         data = data.decode("utf-8")
     value = _DECODER.decode(data)

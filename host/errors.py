@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Any
 
 from starlette.responses import Response
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from aviso_host.encoding import dumps
 
@@ -143,6 +143,25 @@ def json_response(
         (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
     )
     return response
+
+
+class JsonAnswer:
+    """What :func:`json_response` answers for a typed body (keys in the order given),
+    without Starlette's ``Response`` (its header building shows on the notify path)."""
+
+    __slots__ = ("body", "status_code")
+
+    def __init__(self, body: Mapping[str, Any], status: int = 200) -> None:
+        self.body = dumps(body, sort_keys=False).encode()
+        self.status_code = status
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [
+            (b"content-length", str(len(self.body)).encode()),
+            (b"content-type", b"application/json"),
+        ]
+        await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 # -- Refusals at the HTTP edge (docs/guarantees.md, "Limits at the HTTP edge") ------------

@@ -14,10 +14,17 @@ from typing import Any
 from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import dumps
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
-from aviso_host.schemas import POINT, POINT_CLOUD, POLYGON, EventSchema, SchemaCatalog
+from aviso_host.schemas import (
+    POINT,
+    POINT_CLOUD,
+    POLYGON,
+    EventSchema,
+    NotifyLayout,
+    SchemaCatalog,
+)
 from aviso_plugins.geometry import MAX_STORED_COORDINATES_BYTES, parse_polygon_value
 from aviso_plugins.numbers import float_display, json_scalar_text
-from aviso_plugins.topics import TopicPattern, build_topic
+from aviso_plugins.topics import TopicPattern, build_topic, encode_token
 from aviso_plugins.types import (
     ConstraintPredicate,
     FieldHandler,
@@ -136,8 +143,13 @@ def _scalar_texts(value: Any) -> Iterator[str]:
             yield json_scalar_text(item)
 
 
+def _utf8_size(text: str) -> int:
+    # isascii() is a flag lookup: most texts are counted without being encoded.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def check_topic_size(encoded: str, max_bytes: int) -> None:
-    size = len(encoded.encode("utf-8", "surrogatepass"))
+    size = _utf8_size(encoded)
     if size > max_bytes:
         raise InvalidValue(
             f"The identifier makes a topic of {size} bytes once encoded; topics are limited "
@@ -156,7 +168,7 @@ def check_topic_base(event_type: str) -> None:
 
 
 def check_payload_size(serialised: str, max_bytes: int) -> None:
-    size = len(serialised.encode("utf-8", "surrogatepass"))
+    size = _utf8_size(serialised)
     if size > max_bytes:
         raise InvalidValue(
             f"Payload is {size} bytes serialised; payloads are limited to {max_bytes} bytes "
@@ -165,6 +177,68 @@ def check_payload_size(serialised: str, max_bytes: int) -> None:
 
 
 # -- notify ------------------------------------------------------------------------------
+
+
+def plan_checked_notification(
+    schema: EventSchema | None,
+    event_type: str,
+    identifier: Mapping[str, Any],
+    payload: Any,
+    max_value_bytes: int,
+    max_topic_bytes: int,
+    max_payload_bytes: int,
+) -> PlannedNotification:
+    """Every check of a notify after the body shape, and its plan: the value limits
+    (:func:`check_identifier_values`), :func:`plan_notification`, then the topic and
+    payload sizes. Raises what the first failing step raises."""
+    planned = None
+    if schema is not None and schema.notify_layout.scalar_only:
+        planned = _quick_plan(schema.notify_layout, identifier, payload, max_value_bytes)
+    if planned is None:
+        check_identifier_values(schema, identifier, max_value_bytes)
+        planned = plan_notification(schema, event_type, identifier, payload)
+    check_topic_size(planned.topic, max_topic_bytes)
+    check_payload_size(planned.payload, max_payload_bytes)
+    return planned
+
+
+def _quick_plan(
+    layout: NotifyLayout, identifier: Mapping[str, Any], payload: Any, max_bytes: int
+) -> PlannedNotification | None:
+    """The plan of a notification that passes every check, in one pass over its values;
+    ``None`` for anything else, which the full checks then refuse in their own words (and
+    order). Only for schemas whose values are all scalars (``layout.scalar_only``)."""
+    fields = layout.fields
+    if len(identifier) != len(fields) or layout.longest_name_bytes > max_bytes:
+        return None
+    if layout.payload_required and payload is None:
+        return None
+    texts: list[str] = []
+    for key, _ in fields:
+        value = identifier.get(key)
+        if value is None or isinstance(value, (dict, list)):
+            return None
+        try:
+            text = value if isinstance(value, str) else json_scalar_text(value)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        if (
+            len(text) > max_bytes
+            or (not text.isascii() and _utf8_size(text) > max_bytes)
+            or _UNCARRIABLE.search(text) is not None
+        ):
+            return None
+        texts.append(text)
+    # Every value is within its limits and every field is there, so the full checks would
+    # reach the handlers too, in this order: a handler's refusal is the first error, raised
+    # from here (each handler sees each value once).
+    canonical = {
+        key: handler.canonicalise(text) for (key, handler), text in zip(fields, texts, strict=True)
+    }
+    topic = ".".join(
+        [layout.topic_prefix, *[encode_token(canonical[key]) for key in layout.topic_fields]]
+    )
+    return PlannedNotification(topic, dumps(payload), _metadata(canonical))
 
 
 def plan_notification(
@@ -253,11 +327,15 @@ class CatalogPlanner:
                 "identifier.point is only supported for watch/replay endpoints, not /notification",
             )
         try:
-            check_identifier_values(schema, identifier, self.max_value_bytes)
-            planned = plan_notification(schema, event_type, identifier, payload)
-            check_topic_size(planned.topic, self.max_topic_bytes)
-            check_payload_size(planned.payload, self.max_payload_bytes)
-            return planned
+            return plan_checked_notification(
+                schema,
+                event_type,
+                identifier,
+                payload,
+                self.max_value_bytes,
+                self.max_topic_bytes,
+                self.max_payload_bytes,
+            )
         except InvalidValue as exc:
             raise SinkRejected(NOTIFY_VALIDATION_CODE, exc.message) from exc
 
@@ -275,7 +353,8 @@ def _generic_notify_values(identifier: Mapping[str, Any]) -> dict[str, str]:
 def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     # The full identifier travels with the message so that filters on fields outside the
     # topic work and delivery can show every field (empty values are left out).
-    return {"identifier": dumps({key: value for key, value in canonical.items() if value})}
+    present = canonical if all(canonical.values()) else {k: v for k, v in canonical.items() if v}
+    return {"identifier": dumps(present)}
 
 
 SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}

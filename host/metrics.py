@@ -383,6 +383,9 @@ class Metrics:
             ["route"],
             registry=registry,
         )
+        # Labelled children of ``notifications`` by (event type label, status): looked up
+        # once, not through ``labels()`` on every notify.
+        self._notification_counters: dict[tuple[str, str], Counter] = {}
         self.notifications_skipped = Counter(
             "aviso_sse_notifications_skipped",
             "Live notifications skipped for slow clients (on_backpressure: drop)",
@@ -433,7 +436,11 @@ class Metrics:
         return event_type if event_type in self.declared else GENERIC_LABEL
 
     def notification(self, event_type_label: str, status: str) -> None:
-        self.notifications.labels(event_type_label, status).inc()
+        key = (event_type_label, status)
+        counter = self._notification_counters.get(key)
+        if counter is None:
+            counter = self._notification_counters[key] = self.notifications.labels(*key)
+        counter.inc()
 
     def auth_request(self, mode: str, status: int | None) -> None:
         """A caller resolution: ``None`` for a resolved user, else the error's status."""

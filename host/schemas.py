@@ -4,15 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from aviso_host.config.settings import SchemaSettings, Settings
-from aviso_plugins.topics import TopicDecodeError, decode_token
+from aviso_plugins.topics import TopicDecodeError, decode_token, encode_token
 from aviso_plugins.types import FieldHandler
 
 POINT = "point"
 POLYGON = "polygon"
 POINT_CLOUD = "point_cloud"
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyLayout:
+    """What a notify needs of its schema, worked out once at startup rather than per
+    request (``aviso_host.identifiers.plan_checked_notification``)."""
+
+    fields: tuple[tuple[str, FieldHandler], ...]
+    """Every field with its handler, in declaration order (the order errors are found in)."""
+    topic_prefix: str
+    """The encoded topic base."""
+    topic_fields: tuple[str, ...]
+    payload_required: bool
+    longest_name_bytes: int
+    """The longest field name in UTF-8 bytes (names are checked like values)."""
+    scalar_only: bool
+    """No spatial field, and no field name that holds a character a value may not hold:
+    every value is scalar text, so the planner's quick path applies."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +78,41 @@ class EventSchema:
         """Fields whose values are coordinates (delivered as JSON arrays)."""
         return tuple(name for name, handler in self.fields.items() if handler.spatial)
 
+    @cached_property
+    def notify_layout(self) -> NotifyLayout:
+        names = tuple(self.fields)
+        return NotifyLayout(
+            fields=tuple(self.fields.items()),
+            topic_prefix=encode_token(self.base),
+            topic_fields=self.topic_fields,
+            payload_required=self.payload_required,
+            longest_name_bytes=max(
+                (len(name.encode("utf-8", "surrogatepass")) for name in names), default=0
+            ),
+            scalar_only=not any(
+                handler.spatial or handler.point_cloud for handler in self.fields.values()
+            )
+            and all(_plain_name(name) for name in names),
+        )
+
     def describe(self) -> dict[str, Any]:
         payload = self.settings.payload_required
         return {
             "identifier": {name: handler.describe() for name, handler in self.fields.items()},
             "payload": None if payload is None else {"required": payload},
         }
+
+
+def _plain_name(name: str) -> bool:
+    """A name with none of the characters identifier values may not hold (vertical tab,
+    form feed, DEL, unpaired surrogates)."""
+    if any(char in name for char in "\x0b\x0c\x7f"):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class SchemaCatalog:

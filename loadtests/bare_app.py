@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from aviso_host.server import uvicorn_config
 
@@ -28,10 +29,15 @@ async def echo(request: Request) -> Response:
 app = Starlette(routes=[Route("/api/v1/notification", echo, methods=["POST"])])
 
 
-def main() -> None:
-    config = uvicorn_config(app, "127.0.0.1", int(sys.argv[1]))
+def serve(baseline: ASGIApp) -> None:
+    """Serve a baseline app on ``sys.argv[1]`` with aviso's uvicorn settings, no lifespan."""
+    config = uvicorn_config(baseline, "127.0.0.1", int(sys.argv[1]))
     config.lifespan = "off"
     uvicorn.Server(config).run()
+
+
+def main() -> None:
+    serve(app)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,15 @@ def bare_server(
     module: str = "aviso_loadtests.bare_app", env: Mapping[str, str] | None = None
 ) -> Iterator[int]:
     """Serve ``python -m MODULE PORT`` (a baseline app) on a free port; yields the port."""
+    with baseline_process(module, env) as (port, _):
+        yield port
+
+
+@contextmanager
+def baseline_process(
+    module: str, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """:func:`bare_server`, also yielding the process (for its CPU time)."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", module, str(port)], stderr=subprocess.DEVNULL, env=env
@@ -131,6 +140,6 @@ def bare_server(
 
     try:
         wait_until(answers, process, f"python -m {module}")
-        yield port
+        yield port, process
     finally:
         _stop(process)

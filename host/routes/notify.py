@@ -8,24 +8,20 @@ from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from aviso_host.auth.policy import check_stream_policy
 from aviso_host.cursors import now_whole_seconds
 from aviso_host.encoding import dumps
 from aviso_host.errors import (
     Endpoint,
-    json_response,
+    JsonAnswer,
     processing_error,
     storage_error,
     validation_error,
 )
-from aviso_host.identifiers import (
-    check_identifier_values,
-    check_payload_size,
-    check_topic_size,
-    plan_notification,
-)
-from aviso_host.logs import log_event
+from aviso_host.identifiers import plan_checked_notification
+from aviso_host.logs import log_event, logger
 from aviso_host.metrics import count_notification_as, counted_notification
 from aviso_host.routes.common import (
     api_endpoint,
@@ -41,7 +37,17 @@ from aviso_host.schemas import POINT
 from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Caller, InvalidValue
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+_IDEMPOTENCY_FIELD = IDEMPOTENCY_HEADER.lower().encode("latin-1")
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def idempotency_key(scope: Scope) -> str | None:
+    """The first ``Idempotency-Key`` field, as ``request.headers.get`` reads it, without
+    building the request's header mapping."""
+    for name, value in scope["headers"]:
+        if name == _IDEMPOTENCY_FIELD:
+            return value.decode("latin-1")
+    return None
 
 
 def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:
@@ -56,9 +62,18 @@ def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, 
     return attributed
 
 
+class NotifyRoute:
+    """``POST /api/v1/notification`` as a plain ASGI app (a class, so Starlette's ``Route``
+    does not wrap it): the per-request wrapping of ``request_response`` is skipped."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await notify(Request(scope, receive))
+        await response(scope, receive, send)
+
+
 @api_endpoint
 @counted_notification
-async def notify(request: Request) -> Response:
+async def notify(request: Request) -> Response | JsonAnswer:
     service = service_of(request)
     body = await read_request(request, Endpoint.NOTIFY)
     schema = schema_for(service, body)
@@ -75,10 +90,15 @@ async def notify(request: Request) -> Response:
     check_stream_policy(service.auth, schema, caller, write=True)
     limits = service.settings.limits
     try:
-        check_identifier_values(schema, body.identifier, limits.max_identifier_value_bytes)
-        planned = plan_notification(schema, body.event_type, body.identifier, body.payload)
-        check_topic_size(planned.topic, limits.max_topic_bytes)
-        check_payload_size(planned.payload, limits.max_payload_bytes)
+        planned = plan_checked_notification(
+            schema,
+            body.event_type,
+            body.identifier,
+            body.payload,
+            limits.max_identifier_value_bytes,
+            limits.max_topic_bytes,
+            limits.max_payload_bytes,
+        )
     except InvalidValue as exc:
         error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)
         return error_response(request, error, event_type=body.event_type)
@@ -89,7 +109,7 @@ async def notify(request: Request) -> Response:
             event_type=body.event_type,
         )
     metadata = with_actor(planned.metadata, caller)
-    message_id = request.headers.get(IDEMPOTENCY_HEADER)
+    message_id = idempotency_key(request.scope)
     if message_id is not None:
         if not _IDEMPOTENCY_KEY.fullmatch(message_id):
             raise validation_error(
@@ -105,19 +125,19 @@ async def notify(request: Request) -> Response:
         return error_response(
             request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic
         )
-    log_event(
-        "api.notification.stored",
-        "notification stored",
-        logging.DEBUG,
-        event_type=body.event_type,
-        topic=planned.topic,
-        sequence=record.sequence,
-    )
-    return json_response(
+    if logger.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
+        log_event(
+            "api.notification.stored",
+            "notification stored",
+            logging.DEBUG,
+            event_type=body.event_type,
+            topic=planned.topic,
+            sequence=record.sequence,
+        )
+    return JsonAnswer(
         {
             "status": "success",
             "request_id": request_id_of(request),
             "processed_at": now_whole_seconds(),
-        },
-        sort_keys=False,
+        }
     )

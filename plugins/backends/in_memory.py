@@ -58,7 +58,7 @@ over a long stream is read in several pages, each a bounded slice of the event l
 
 def stream_key(topic: str) -> str:
     """The stream a topic (or a stream name) belongs to: its decoded base, in lower case."""
-    return decode_token(topic.split(".", 1)[0]).lower()
+    return decode_token(topic.partition(".")[0]).lower()
 
 
 def _text_bytes(text: str) -> int:
@@ -67,10 +67,10 @@ def _text_bytes(text: str) -> int:
 
 def record_bytes(record: StoredNotification) -> int:
     """A record's charge against ``max_bytes``: its UTF-8 text plus a fixed overhead."""
-    size = RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(record.topic)
-    for key, value in record.metadata.items():
-        size += _text_bytes(key) + _text_bytes(value)
-    return size
+    metadata = record.metadata
+    # The short texts joined, so that they are measured at once (UTF-8 sizes add up).
+    short = "".join((record.topic, *metadata.keys(), *metadata.values()))
+    return RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(short)
 
 
 def duplicate_window_seconds(options: Mapping[str, Any]) -> int:
@@ -218,21 +218,24 @@ class InMemoryBackend(StorageBackend):
         record = StoredNotification(log.last_sequence, topic, payload, self._last_time_ns, metadata)
         if message_id is not None:
             self._remember(key, message_id, record.sequence, now)
-        history = self._topics.pop(topic, None)
+        topics = self._topics
+        history = topics.get(topic)
         if history is None:
-            if len(self._topics) >= self._max_topics:
-                self._forget(self._topics.popitem(last=False)[1])
-            history = deque()
+            if len(topics) >= self._max_topics:
+                self._forget(topics.popitem(last=False)[1])
+            history = topics[topic] = deque()
+        else:
+            topics.move_to_end(topic)
         if len(history) >= self._max_history:
             self._forget((history.popleft(),))
         history.append(record)
-        self._topics[topic] = history
         log.alive[record.sequence] = record
         log.append(record)
         self._by_age.append((log, record))
         self._retained += 1
         self._bytes += record_bytes(record)
-        self._enforce_budget(record)
+        if self._bytes > self._max_bytes:
+            self._enforce_budget(record)
         self._fan_out(record)
         return record
 
@@ -269,8 +272,12 @@ class InMemoryBackend(StorageBackend):
             self._forget((record,))
 
     def _forget(self, records: Iterable[StoredNotification]) -> None:
+        topic, log = "", None
         for record in records:
-            log = self._logs[stream_key(record.topic)]
+            if record.topic != topic or log is None:
+                # A topic's records (what most calls remove) share one stream log.
+                topic = record.topic
+                log = self._logs[stream_key(topic)]
             if log.alive.get(record.sequence) is not record:
                 continue
             log.forget(record)

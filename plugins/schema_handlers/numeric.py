@@ -21,6 +21,9 @@ from aviso_plugins.numbers import (
 )
 from aviso_plugins.types import ConstraintPredicate, FieldHandler, InvalidValue
 
+_INT64_SAFE_DIGITS = 19
+"""Fewer digits than this always fit in a signed 64-bit integer."""
+
 
 def _range_option(item_type: str) -> Mapping[str, Any]:
     return {"type": "array", "items": {"type": item_type}, "minItems": 2, "maxItems": 2}
@@ -39,6 +42,12 @@ class IntHandler(FieldHandler):
         self._domain = integer_domain(self.bounds)
 
     def canonicalise(self, text: str) -> str:
+        # Plain ASCII digits short enough for any int64 (what a JSON integer becomes) need
+        # no grammar: int() reads them exactly.
+        if len(text) < _INT64_SAFE_DIGITS and text.isdigit() and text.isascii():
+            value = int(text)
+            _check_range(self.field, value, self.bounds, text)
+            return str(value)
         try:
             value = parse_int_text(text)
         except ValueError as exc:

@@ -18,6 +18,7 @@ assert "aviso_loadtests" not in sys.modules, "aviso_host.cli imported aviso_load
 import aviso_loadtests.cli, aviso_loadtests.report, aviso_loadtests.run, aviso_loadtests.sse
 import aviso_loadtests.bare_streams, aviso_loadtests.baselines, aviso_loadtests.identifiers
 import aviso_loadtests.servers, aviso_loadtests.bare_app, aviso_loadtests.plugin
+import aviso_loadtests.raw_app
 leaked = sorted(name for name in ("gevent", "locust", "geventhttpclient") if name in sys.modules)
 assert not leaked, leaked
 """
