@@ -3,10 +3,11 @@ them, both measured in this run.
 
   python -m benchmarks.limits [--quick]
 
-"With": the app and protocol ``aviso-server serve`` runs: the body-limit middleware and
-aviso's uvicorn protocol (head accounting, header/idle timers, connection cap, lingering
-close, the 500 hook). "Without": the same app with the body-limit middleware removed, served
-by uvicorn's stock httptools protocol. The JSON nesting check stays in both (it is part of
+"With": the app and protocol ``aviso-server serve`` runs: the body limit (a step of aviso's
+edge middleware) and aviso's uvicorn protocol (head accounting, header/idle timers,
+connection cap, lingering close, the declared length, the 500 hook). "Without": the same app
+with the body limit switched off (``AvisoApp.body_limit = None``), served by uvicorn's stock
+httptools protocol. The JSON nesting check stays in both (it is part of
 body parsing); its cost on the benchmark body is measured on its own and printed.
 
 Both servers run as child processes on the same configuration; rounds alternate between
@@ -44,7 +45,6 @@ MODES = ("with", "without")
 def serve(mode: str, config: str, port: int) -> None:
     """The child process: one server, with or without the limits."""
     from aviso_host.app import create_app
-    from aviso_host.body_limit import BodyLimitMiddleware
     from aviso_host.config import settings_from_document
     from aviso_host.plugins import discover
     from aviso_host.server import install_limits, uvicorn_config
@@ -56,7 +56,7 @@ def serve(mode: str, config: str, port: int) -> None:
     if mode == "with":
         install_limits(server_config, settings.limits)
     else:
-        app.user_middleware = [m for m in app.user_middleware if m.cls is not BodyLimitMiddleware]
+        app.body_limit = None
     uvicorn.Server(server_config).run()
 
 
@@ -135,8 +135,8 @@ def main() -> None:
     rate_ratios = [w / wo for w, wo in zip(rates["with"], rates["without"], strict=True)]
     cpu_ratios = [wo / w for w, wo in zip(cpu["with"], cpu["without"], strict=True)]
     for mode, label in (
-        ("without", "without limits (stock protocol, no body-limit middleware)"),
-        ("with", "with limits (aviso protocol + body-limit middleware)"),
+        ("without", "without limits (stock protocol, no body limit)"),
+        ("with", "with limits (aviso protocol + body limit)"),
     ):
         print(
             f"    {label:58} {statistics.median(rates[mode]):7.0f} req/s"
