@@ -8,8 +8,8 @@ Both answer 413 ``PAYLOAD_TOO_LARGE`` with ``Connection: close``: the rest of th
 never read, and the HTTP protocol (:mod:`aviso_host.http_protocol`) discards it while the
 client finishes sending, so the client gets to read the answer.
 
-Under aviso's protocol the declared length comes parsed with the scope and a declared body
-costs one comparison; mounted in another server, the headers are searched for it.
+Under aviso's protocol the declared length comes parsed with the scope, and a declared body
+(or none) costs one comparison; mounted in another server, the headers are searched for it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ _NOT_PARSED = object()
 
 
 def _declared_length(scope: Scope) -> int | None:
+    """The body's length as its head declares it, ``None`` when not declared."""
     length = scope.get(DECLARED_LENGTH, _NOT_PARSED)
     if length is not _NOT_PARSED:
         return length  # type: ignore[return-value]

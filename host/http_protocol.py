@@ -55,8 +55,9 @@ from aviso_host.logs import log_event
 
 ABORT_EXTENSION = "aviso.abort_connection"
 DECLARED_LENGTH = "aviso.content_length"
-"""Scope key: the declared ``Content-Length`` (an ``int``), or ``None`` when the body is not
-declared (chunked, or none), set by aviso's protocol only."""
+"""Scope key set by aviso's protocol only: the body's length as the head declares it, its
+``Content-Length``, 0 with neither that nor ``Transfer-Encoding`` (no body), ``None`` for a
+chunked body, whose length nobody knows before it is read."""
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
@@ -126,7 +127,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._linger_timer: asyncio.TimerHandle | None = None
         self._lingering = False
-        self._declared_length: int | None = None
+        self._declared_length: int | None = 0
 
     # -- connection ------------------------------------------------------------------------
 
@@ -245,6 +246,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         name = name.lower()
         if name == b"content-length":  # aviso: kept for the body limit
             self._declared_length = int(value)  # the parser accepted it: digits only
+        elif name == b"transfer-encoding":  # aviso: (the parser refuses it with a length)
+            self._declared_length = None
         elif name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         self.headers.append((name, value))
@@ -266,7 +269,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         scope = self.scope
         scope["extensions"] = self._extensions  # aviso
         scope[DECLARED_LENGTH] = self._declared_length  # aviso
-        self._declared_length = None
+        self._declared_length = 0
         http_version = parser.get_http_version()
         scope["method"] = parser.get_method().decode("ascii")
         if http_version != "1.1":
