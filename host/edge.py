@@ -13,8 +13,9 @@ In this order it
 
 One frame and one ``send`` wrapper per request (which stamps ``X-Request-ID`` and sees the
 status) instead of a middleware for each step: every request, and every chunk a stream
-sends, pays for each layer. ``scope["aviso.raw_send"]`` is the ``send`` this middleware was
-given, for streams that send their chunks without the wrapper.
+sends, pays for each layer. ``scope[RAW_SEND]`` (``"aviso.raw_send"``) is the ``send`` this
+middleware was given, the server's own, for streams that send their body chunks without the
+wrapper once the head went through it.
 """
 
 from __future__ import annotations
@@ -32,11 +33,9 @@ from aviso_host.auth.middleware import Authentication
 from aviso_host.body_limit import bounded_receive, refuse
 from aviso_host.logs import audit_var, request_id_var
 from aviso_host.metrics import HttpMetrics
-from aviso_host.request_id import new_request_id, with_request_id
+from aviso_host.request_id import RAW_SEND, new_request_id, with_request_id
 from aviso_host.request_log import log_request
 from aviso_host.requests import BodyTooLarge
-
-RAW_SEND = "aviso.raw_send"
 
 
 class EdgeMiddleware:

@@ -12,6 +12,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aviso_host.logs import request_id_var
 
+RAW_SEND = "aviso.raw_send"
+"""Scope key of the ``send`` below every aviso middleware (for body chunks after the head)."""
+
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 """The RFC 4122 variant digit for a random hex digit (its two high bits set to ``10``)."""
 _BATCH = 256
