@@ -8,7 +8,9 @@ In this order it
 - bounds the body (:mod:`aviso_host.body_limit`);
 - routes, answering an exception that has a handler with it (Starlette's
   ``ExceptionMiddleware``) and any other with the 500 handler before re-raising it for the
-  server to log (Starlette's ``ServerErrorMiddleware``);
+  server to log (Starlette's ``ServerErrorMiddleware``). The routes' own exception
+  handling gets no handlers (no ``starlette.exception_handlers`` in the scope): what a route
+  raises comes here, to the same handlers;
 - writes the request's ``http.request`` line (:mod:`aviso_host.request_log`).
 
 One frame and one ``send`` wrapper per request (which stamps ``X-Request-ID`` and sees the
@@ -57,16 +59,12 @@ class EdgeMiddleware:
         self.max_body_bytes = max_body_bytes
         self.authentication = authentication
         self.metrics = metrics
-        # What Starlette's ExceptionMiddleware gives the routes' own exception handling.
-        self._route_handlers: tuple[dict[Any, ExceptionHandler], dict[int, ExceptionHandler]]
-        self._route_handlers = (self.handlers, {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         scope[RAW_SEND] = send
-        scope["starlette.exception_handlers"] = self._route_handlers
         request_id = new_request_id()
         state = scope.get("state")
         if state is None:

@@ -242,6 +242,26 @@ class AvisoHttpProtocol(HttpToolsProtocol):
                     self._limits.header_timeout_seconds, self._head_timed_out
                 )
 
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = {  # type: ignore[typeddict-item]
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,  # type: ignore[typeddict-item]
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+            # aviso: in the literal, which sizes the dict for them: each key added later
+            # may cost every request a resize.
+            "extensions": self._extensions,
+            DECLARED_LENGTH: 0,
+        }
+
     def on_header(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         if name == b"content-length":  # aviso: kept for the body limit
@@ -267,7 +287,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         parser = self.parser
         scope = self.scope
-        scope["extensions"] = self._extensions  # aviso
         scope[DECLARED_LENGTH] = self._declared_length  # aviso
         self._declared_length = 0
         http_version = parser.get_http_version()
