@@ -86,23 +86,37 @@ class _Refused(Exception):
 
 class _Transport:
     """The connection's transport as uvicorn's code sees it: closing it while the client
-    is still sending a body becomes a lingering close (see the module docstring)."""
+    is still sending a body becomes a lingering close (see the module docstring).
+
+    The rest of :class:`asyncio.Transport` is the real transport's own methods, bound once
+    per connection: a ``__getattr__`` fallback would slow every attribute read, and uvicorn
+    reads several per request."""
+
+    _FORWARDED = (
+        "abort",
+        "can_write_eof",
+        "get_extra_info",
+        "get_protocol",
+        "get_write_buffer_limits",
+        "get_write_buffer_size",
+        "is_closing",
+        "is_reading",
+        "pause_reading",
+        "resume_reading",
+        "set_protocol",
+        "set_write_buffer_limits",
+        "write",
+        "write_eof",
+        "writelines",
+    )
 
     def __init__(self, transport: asyncio.Transport, protocol: AvisoHttpProtocol) -> None:
-        self._transport = transport
         self._protocol = protocol
-        self.write = transport.write
-        self.is_closing = transport.is_closing
-        self.pause_reading = transport.pause_reading
-        self.resume_reading = transport.resume_reading
-        self.get_extra_info = transport.get_extra_info
-        self.abort = transport.abort
+        for name in self._FORWARDED:
+            setattr(self, name, getattr(transport, name))
 
     def close(self) -> None:
         self._protocol.close_connection()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
 
 class AvisoHttpProtocol(HttpToolsProtocol):
