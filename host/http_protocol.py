@@ -120,6 +120,22 @@ class _Transport:
 
 
 class AvisoHttpProtocol(HttpToolsProtocol):
+    # Slots: uvicorn's own attributes already fill most of what CPython shares between
+    # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
+    __slots__ = (
+        "_awaiting_head",
+        "_declared_length",
+        "_extensions",
+        "_head_bytes",
+        "_head_timer",
+        "_idle_timer",
+        "_limits",
+        "_linger_timer",
+        "_lingering",
+        "_max_connections",
+        "_raw",
+    )
+
     def __init__(
         self,
         config: Config,
