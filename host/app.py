@@ -8,20 +8,18 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
-from aviso_host.auth.middleware import AuthMiddleware
-from aviso_host.body_limit import BodyLimitMiddleware
+from aviso_host.auth.middleware import Authentication
 from aviso_host.config import load_settings
 from aviso_host.config.settings import Settings
+from aviso_host.edge import EdgeMiddleware
 from aviso_host.errors import internal_error, json_response
-from aviso_host.metrics import HttpMetricsMiddleware
+from aviso_host.metrics import HttpMetrics
 from aviso_host.plugins import PluginRegistry, discover
-from aviso_host.request_id import RequestIdMiddleware
-from aviso_host.request_log import RequestLogMiddleware
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
 from aviso_host.service import Service, server_version
@@ -61,9 +59,40 @@ def api_routes() -> list[BaseRoute]:
     ]
 
 
+class AvisoApp(Starlette):
+    """Starlette with aviso's edge (:mod:`aviso_host.edge`) in place of its own two exception
+    middlewares: each layer costs every request a frame and a ``send`` wrapper.
+    Middleware added with ``add_middleware`` runs outside the edge."""
+
+    body_limit: int | None
+    """``limits.max_body_bytes``; ``None`` (set before the first request) only to measure the
+    app without the limit (``benchmarks.limits``)."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        service: Service = self.state.service
+        handlers = dict(self.exception_handlers)
+        server_error = handlers.pop(Exception)
+        app: ASGIApp = EdgeMiddleware(
+            self.router,
+            handlers=handlers,
+            server_error=server_error,
+            max_body_bytes=self.body_limit,
+            authentication=Authentication(service.auth) if service.auth else None,
+            # Per-request cost: only where someone scrapes (docs/metrics.md).
+            metrics=(
+                HttpMetrics(service.metrics, self.routes)
+                if service.settings.metrics.enabled
+                else None
+            ),
+        )
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
 def create_app(
     settings: Settings | None = None, registry: PluginRegistry | None = None
-) -> Starlette:
+) -> AvisoApp:
     """Build the app; with no arguments, plugins and configuration are discovered as
     ``aviso-server serve`` would. ``app.state.service.begin_shutdown()`` closes every open stream
     with ``server_shutdown`` (``aviso-server serve`` calls it on SIGTERM/SIGINT; a gateway that
@@ -96,25 +125,12 @@ def create_app(
         ),
         *extra_routes,
     ]
-    app = Starlette(
+    app = AvisoApp(
         routes=routes,
-        middleware=[
-            # Per-request cost: only where someone scrapes (docs/metrics.md).
-            *(
-                [Middleware(HttpMetricsMiddleware, metrics=service.metrics, routes=routes)]
-                if settings.metrics.enabled
-                else []
-            ),
-            Middleware(RequestIdMiddleware),
-            Middleware(RequestLogMiddleware),
-            # Only with auth enabled: then it runs for every /api/v1 request before routing.
-            *([Middleware(AuthMiddleware, gate=service.auth)] if service.auth else []),
-            # After caller resolution, as the order of checks puts it.
-            Middleware(BodyLimitMiddleware, max_body_bytes=settings.limits.max_body_bytes),
-        ],
         exception_handlers={HTTPException: _bare_http_error, Exception: _internal_error},
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False
     app.state.service = service
+    app.body_limit = settings.limits.max_body_bytes
     return app

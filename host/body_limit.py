@@ -1,4 +1,5 @@
-"""Pure-ASGI middleware bounding request bodies (``limits.max_body_bytes``).
+"""Bounding request bodies (``limits.max_body_bytes``), a step of aviso's edge
+(:mod:`aviso_host.edge`).
 
 A declared ``Content-Length`` over the limit is answered before a byte of the body is read;
 otherwise (chunked bodies included) the body is counted as the app reads it and reading
@@ -6,55 +7,62 @@ stops at the first chunk past the limit, so no body over the limit is ever held 
 Both answer 413 ``PAYLOAD_TOO_LARGE`` with ``Connection: close``: the rest of the body is
 never read, and the HTTP protocol (:mod:`aviso_host.http_protocol`) discards it while the
 client finishes sending, so the client gets to read the answer.
+
+Under aviso's protocol the declared length comes parsed with the scope, and a declared body
+(or none) costs one comparison; mounted in another server, the headers are searched for it.
 """
 
 from __future__ import annotations
 
 import logging
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from aviso_host.errors import payload_too_large, send_error
+from aviso_host.http_protocol import DECLARED_LENGTH
 from aviso_host.logs import log_event
 from aviso_host.requests import BodyTooLarge
 
+_NOT_PARSED = object()
 
-class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
-        self.app = app
-        self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.max_body_bytes
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                if int(value) > limit:
-                    await self._refuse(scope, send)
-                else:
-                    # The HTTP parser delivers exactly the declared length: nothing to count.
-                    await self.app(scope, receive, send)
-                return
-        received = 0
+def _declared_length(scope: Scope) -> int | None:
+    """The body's length as its head declares it, ``None`` when not declared."""
+    length = scope.get(DECLARED_LENGTH, _NOT_PARSED)
+    if length is not _NOT_PARSED:
+        return length  # type: ignore[return-value]
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value)
+    return None
 
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyTooLarge
-            return message
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except BodyTooLarge:
-            # Raised while a handler read its body, before it started an answer.
-            await self._refuse(scope, send)
+def bounded_receive(scope: Scope, receive: Receive, limit: int) -> Receive | None:
+    """The ``receive`` to give the app, or ``None`` when the declared body is over ``limit``.
 
-    async def _refuse(self, scope: Scope, send: Send) -> None:
-        error = payload_too_large(self.max_body_bytes)
-        log_event(error.event_name, error.message, logging.WARNING, code=error.code)
-        await send_error(error, scope["state"]["request_id"], send)
+    A declared body is passed through (the HTTP parser delivers exactly the declared length);
+    an undeclared one is counted, and its ``receive`` raises :class:`BodyTooLarge` past the
+    limit, for the caller to answer with :func:`refuse`.
+    """
+    declared = _declared_length(scope)
+    if declared is not None:
+        return receive if declared <= limit else None
+    received = 0
+
+    async def limited_receive() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > limit:
+                raise BodyTooLarge
+        return message
+
+    return limited_receive
+
+
+async def refuse(limit: int, request_id: str, send: Send) -> None:
+    """Answer 413 for a body over ``limit``."""
+    error = payload_too_large(limit)
+    log_event(error.event_name, error.message, logging.WARNING, code=error.code)
+    await send_error(error, request_id, send)

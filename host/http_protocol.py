@@ -13,22 +13,31 @@ the client closes or ``LINGER_SECONDS`` pass.
 
 The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
-which does not read would never allow.
+which does not read would never allow, and the scope's :data:`DECLARED_LENGTH` the request's
+``Content-Length`` as the parser read it (``None`` for a chunked body), so the body limit
+(:mod:`aviso_host.body_limit`) need not look for it again.
+
+Every request pays for these limits, so the parser callbacks uvicorn's protocol runs per
+request are re-implemented here with the limits built in rather than wrapped around a call
+to uvicorn's own (each a copy of uvicorn 0.54's, marked where it differs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
+import urllib.parse
 import uuid
-import weakref
 from typing import Any
 
 import httptools
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 from uvicorn.server import ServerState
 
 from aviso_host.config.settings import LimitSettings
@@ -45,6 +54,10 @@ from aviso_host.errors import (
 from aviso_host.logs import log_event
 
 ABORT_EXTENSION = "aviso.abort_connection"
+DECLARED_LENGTH = "aviso.content_length"
+"""Scope key set by aviso's protocol only: the body's length as the head declares it, its
+``Content-Length``, 0 with neither that nor ``Transfer-Encoding`` (no body), ``None`` for a
+chunked body, whose length nobody knows before it is read."""
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
@@ -73,26 +86,56 @@ class _Refused(Exception):
 
 class _Transport:
     """The connection's transport as uvicorn's code sees it: closing it while the client
-    is still sending a body becomes a lingering close (see the module docstring)."""
+    is still sending a body becomes a lingering close (see the module docstring).
+
+    The rest of :class:`asyncio.Transport` is the real transport's own methods, bound once
+    per connection: a ``__getattr__`` fallback would slow every attribute read, and uvicorn
+    reads several per request."""
+
+    _FORWARDED = (
+        "abort",
+        "can_write_eof",
+        "get_extra_info",
+        "get_protocol",
+        "get_write_buffer_limits",
+        "get_write_buffer_size",
+        "is_closing",
+        "is_reading",
+        "pause_reading",
+        "resume_reading",
+        "set_protocol",
+        "set_write_buffer_limits",
+        "write",
+        "write_eof",
+        "writelines",
+    )
 
     def __init__(self, transport: asyncio.Transport, protocol: AvisoHttpProtocol) -> None:
-        self._transport = transport
         self._protocol = protocol
-        self.write = transport.write
-        self.is_closing = transport.is_closing
-        self.pause_reading = transport.pause_reading
-        self.resume_reading = transport.resume_reading
-        self.get_extra_info = transport.get_extra_info
-        self.abort = transport.abort
+        for name in self._FORWARDED:
+            setattr(self, name, getattr(transport, name))
 
     def close(self) -> None:
         self._protocol.close_connection()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
 
 class AvisoHttpProtocol(HttpToolsProtocol):
+    # Slots: uvicorn's own attributes already fill most of what CPython shares between
+    # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
+    __slots__ = (
+        "_awaiting_head",
+        "_declared_length",
+        "_extensions",
+        "_head_bytes",
+        "_head_timer",
+        "_idle_timer",
+        "_limits",
+        "_linger_timer",
+        "_lingering",
+        "_max_connections",
+        "_raw",
+    )
+
     def __init__(
         self,
         config: Config,
@@ -106,7 +149,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self._limits = limits
         self._max_connections = max_connections
-        self._app = self.app
         self._raw: asyncio.Transport | None = None
         self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
@@ -115,6 +157,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._linger_timer: asyncio.TimerHandle | None = None
         self._lingering = False
+        self._declared_length: int | None = 0
 
     # -- connection ------------------------------------------------------------------------
 
@@ -229,7 +272,38 @@ class AvisoHttpProtocol(HttpToolsProtocol):
                     self._limits.header_timeout_seconds, self._head_timed_out
                 )
 
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = {  # type: ignore[typeddict-item]
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,  # type: ignore[typeddict-item]
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+            # aviso: in the literal, which sizes the dict for them: each key added later
+            # may cost every request a resize.
+            "extensions": self._extensions,
+            DECLARED_LENGTH: 0,
+        }
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-length":  # aviso: kept for the body limit
+            self._declared_length = int(value)  # the parser accepted it: digits only
+        elif name == b"transfer-encoding":  # aviso: (the parser refuses it with a length)
+            self._declared_length = None
+        elif name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
+
     def on_headers_complete(self) -> None:
+        # aviso: the head is complete, so its timer and size check end here.
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -241,31 +315,58 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             raise _Refused
         self._awaiting_head = False
         self._head_bytes = 0
-        self.scope["extensions"] = self._extensions
-        previous = self.cycle
-        if len(self.connections) > self._max_connections:
-            self.app = _service_unavailable
-            try:
-                super().on_headers_complete()
-            finally:
-                self.app = self._app
+        parser = self.parser
+        scope = self.scope
+        scope[DECLARED_LENGTH] = self._declared_length  # aviso
+        self._declared_length = 0
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version  # type: ignore[typeddict-item]
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = parsed_url.query or b""
+        # aviso: the connection cap instead of uvicorn's limit_concurrency.
+        app = _service_unavailable if len(self.connections) > self._max_connections else self.app
+        existing_cycle = self.cycle
+        self.cycle = _Cycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        if existing_cycle is None or existing_cycle.response_complete:
+            self._start_asgi_task(self.cycle, app)
         else:
-            super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not previous:  # a request cycle was made (not an upgrade)
-            # uvicorn's own last-resort 500 (the app failed before answering), in our shape.
-            # A weak reference: a cycle referring to itself would outlive its request until
-            # the cyclic garbage collector found it, every request of every connection.
-            cycle.send_500_response = functools.partial(  # type: ignore[method-assign]
-                _send_internal_error, weakref.ref(cycle)
-            )
+            # Pipelined HTTP requests need to be queued up.
+            self.flow.pause_reading()
+            self.pipeline.appendleft((self.cycle, app))
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._awaiting_head = True
+        self._awaiting_head = True  # aviso: what follows is the next request's head
+        upgrading = self.parser.should_upgrade() and self._should_upgrade()
+        cycle = self.cycle
+        if upgrading or cycle.response_complete:
+            return
+        cycle.more_body = False
+        cycle.message_event.set()
 
     # -- output ----------------------------------------------------------------------------
 
@@ -277,15 +378,26 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         # An answer sent before its body was read (an auth refusal, say) keeps the connection:
         # the parser still takes the rest of that body as body. Refusals that must not wait
         # for the body (413) say ``Connection: close``, which closes it (lingering).
-        super().on_response_complete()
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        # Unblock any pipelined request, else arm the keep-alive timeout.
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
 
 
-async def _send_internal_error(cycle_ref: weakref.ref[Any]) -> None:
-    """A request cycle's ``send_500_response``: uvicorn's, in the aviso error shape."""
-    cycle = cycle_ref()
-    assert cycle is not None  # the cycle is calling this
-    request_id = cycle.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
-    await send_error(internal_error(), request_id, cycle.send)
+class _Cycle(RequestResponseCycle):
+    async def send_500_response(self) -> None:
+        """uvicorn's own last-resort 500 (the app failed before answering), in our shape."""
+        request_id = self.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
+        await send_error(internal_error(), request_id, self.send)
 
 
 async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> None:

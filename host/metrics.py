@@ -9,7 +9,6 @@ call into this module; the backend is instrumented once, here, not in each backe
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter as Tally
 from collections import defaultdict
@@ -31,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.otlp import TALLIES
@@ -533,61 +532,66 @@ def route_template(routes: Sequence[BaseRoute], scope: Scope) -> str:
     return partial or UNMATCHED_ROUTE
 
 
-class HttpMetricsMiddleware:
-    """Counts every request by route template, method and status; times it to its head."""
+class HttpMetrics:
+    """Counts every request by route template, method and status; times it to its head.
+    aviso's edge (:mod:`aviso_host.edge`) opens one :class:`HttpObservation` per request."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
-        self.app = app
+    def __init__(self, metrics: Metrics, routes: Sequence[BaseRoute]) -> None:
         self.metrics = metrics
         self.routes = routes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        metrics = self.metrics
-        method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
+    def observe(self, scope: Scope) -> HttpObservation:
+        return HttpObservation(self, scope)
+
+
+class HttpObservation:
+    """One request: in flight from its start, timed to its head, counted when it ends."""
+
+    __slots__ = ("_answered", "_in_flight", "_method", "_outer_route", "_owner", "_started")
+
+    def __init__(self, owner: HttpMetrics, scope: Scope) -> None:
+        self._owner = owner
+        self._method = method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
         # An enclosing router (aviso mounted in a gateway) has already set its own route.
-        outer_route = scope.get("route")
-        started = time.perf_counter()
-        in_flight = metrics.http_in_flight.labels(method)
-        in_flight.inc()
-        answered: tuple[str, int] | None = None
+        self._outer_route = scope.get("route")
+        self._started = time.perf_counter()
+        self._in_flight = owner.metrics.http_in_flight.labels(method)
+        self._in_flight.inc()
+        self._answered: tuple[str, int] | None = None
         """(route label, status) once the response head is ready."""
 
-        def head_ready(route: str, status: int) -> None:
-            nonlocal answered
-            answered = (route, status)
-            in_flight.dec()
-            metrics.http_duration.labels(route, method).observe(time.perf_counter() - started)
+    def head(self, scope: Scope, status: int) -> None:
+        """The response head is being sent."""
+        if self._answered is None:
+            self._head_ready(self._template(scope), status)
 
-        async def send_counted(message: Message) -> None:
-            if message["type"] == "http.response.start" and answered is None:
-                head_ready(self._template(scope, outer_route), message["status"])
-            await send(message)
+    def failed(self) -> None:
+        """The app failed: unless it answered already, the server answers 500."""
+        if self._answered is None:
+            self._head_ready(ERROR_ROUTE, 500)
 
-        try:
-            await self.app(scope, receive, send_counted)
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            if answered is None:  # failed before any routed response: the server answers 500
-                head_ready(ERROR_ROUTE, 500)
-            raise
-        finally:
-            if answered is None:  # abandoned without a response
-                in_flight.dec()
-            else:
-                metrics.http_requests.labels(answered[0], method, str(answered[1])).inc()
+    def end(self) -> None:
+        """The request is over (a request abandoned without a response is not counted)."""
+        if self._answered is None:
+            self._in_flight.dec()
+        else:
+            route, status = self._answered
+            self._owner.metrics.http_requests.labels(route, self._method, str(status)).inc()
 
-    def _template(self, scope: Scope, outer_route: object) -> str:
+    def _head_ready(self, route: str, status: int) -> None:
+        self._answered = (route, status)
+        self._in_flight.dec()
+        duration = time.perf_counter() - self._started
+        self._owner.metrics.http_duration.labels(route, self._method).observe(duration)
+
+    def _template(self, scope: Scope) -> str:
         """The template of the route the router picked (Starlette records it in the scope),
         else of the one it would have picked: the request was refused before routing (by
         authentication) or matched nothing."""
         route = scope.get("route")
-        if route is not None and route is not outer_route:
+        if route is not None and route is not self._outer_route:
             return getattr(route, "path", UNMATCHED_ROUTE)
-        return route_template(self.routes, scope)
+        return route_template(self._owner.routes, scope)
 
 
 # -- the separate listener ----------------------------------------------------------------

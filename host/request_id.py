@@ -1,4 +1,4 @@
-"""Pure-ASGI middleware giving every request a fresh UUID (``X-Request-ID``).
+"""Every request's id: a fresh UUID4 the server generated, sent back as ``X-Request-ID``.
 
 A client-supplied ``X-Request-ID`` is ignored on purpose: the id must be one the server
 generated, so it can be trusted in logs.
@@ -6,14 +6,59 @@ generated, so it can be trusted in logs.
 
 from __future__ import annotations
 
-import uuid
+import os
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aviso_host.logs import request_id_var
 
+RAW_SEND = "aviso.raw_send"
+"""Scope key of the ``send`` below every aviso middleware (for body chunks after the head)."""
+
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+"""The RFC 4122 variant digit for a random hex digit (its two high bits set to ``10``)."""
+_BATCH = 256
+_unused: list[str] = []
+"""Ids made ahead, in batches: one ``urandom`` call and one loop for many requests. Taken by
+``list.pop``, atomic, so threads (each running a server) never share an id."""
+
+
+def _batch() -> list[str]:
+    random = os.urandom(16 * _BATCH).hex()
+    return [
+        f"{d[:8]}-{d[8:12]}-4{d[13:16]}-{_VARIANT[d[16]]}{d[17:20]}-{d[20:]}"
+        for d in (random[start : start + 32] for start in range(0, 32 * _BATCH, 32))
+    ]
+
+
+def new_request_id() -> str:
+    """A random (version 4) UUID in its canonical text form, like ``str(uuid.uuid4())`` at a
+    fraction of its cost: every request pays for one."""
+    try:
+        return _unused.pop()
+    except IndexError:
+        _unused.extend(_batch())
+        return _unused.pop()
+
+
+# A forked child must not hand out the ids its parent may still use.
+os.register_at_fork(after_in_child=_unused.clear)
+
+
+def with_request_id(message: Message, header: tuple[bytes, bytes]) -> Message:
+    """An ``http.response.start`` message carrying ``header`` as its only ``X-Request-ID``."""
+    headers = [
+        (name, value)
+        for name, value in message.get("headers", ())
+        if name.lower() != b"x-request-id"
+    ]
+    headers.append(header)
+    return {**message, "headers": headers}
+
 
 class RequestIdMiddleware:
+    """The request id alone, for apps without aviso's edge (the metrics listener)."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -21,19 +66,14 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = str(uuid.uuid4())
+        request_id = new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         token = request_id_var.set(request_id)
         header = (b"x-request-id", request_id.encode())
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [
-                    (name, value)
-                    for name, value in message.get("headers", [])
-                    if name.lower() != b"x-request-id"
-                ]
-                message = {**message, "headers": [*headers, header]}
+                message = with_request_id(message, header)
             await send(message)
 
         await self.app(scope, receive, send_with_id)

@@ -152,4 +152,8 @@ def uvicorn_config(app: object, host: str, port: int, lifespan: bool = True) -> 
         loop="auto",
         http="auto",
         lifespan="on" if lifespan else "off",
+        # The client address is the connection's peer, as auth providers are promised
+        # (AuthRequest.client): trusting X-Forwarded-For is a provider's decision, not
+        # uvicorn's (whose proxy-header layer would also cost every request a frame).
+        proxy_headers=False,
     )

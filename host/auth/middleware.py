@@ -1,8 +1,10 @@
-"""Pure-ASGI middleware resolving the caller once per ``/api/v1`` request (auth chapter §2, §3, §6).
+"""Resolving the caller once per ``/api/v1`` request (auth chapter §2, §3, §6), a step of
+aviso's edge (:mod:`aviso_host.edge`).
 
-It runs inside the request-id middleware and before routing, so unknown or wrong-method
-paths under ``/api/v1/admin`` are refused like known ones (api chapter §14.8). Paths are
-taken as the router sees them, so the rules hold when the app is mounted under a prefix.
+It runs after the request id is set and before the body limit and routing, so unknown or
+wrong-method paths under ``/api/v1/admin`` are refused like known ones (api chapter §14.8).
+Paths are taken as the router sees them, so the rules hold when the app is mounted under a
+prefix.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import logging
 
 from starlette._utils import get_route_path  # the router's own path-below-mount computation
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Scope
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.auth.request_view import auth_request
@@ -33,17 +36,17 @@ def is_authenticated_path(path: str) -> bool:
     return under_api and not path.startswith(SCHEMA_PREFIX)
 
 
-class AuthMiddleware:
-    def __init__(self, app: ASGIApp, gate: AuthGate) -> None:
-        self.app = app
+class Authentication:
+    def __init__(self, gate: AuthGate) -> None:
         self.gate = gate
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = get_route_path(scope) if scope["type"] == "http" else ""
+    async def refusal(self, scope: Scope) -> Response | None:
+        """Resolve the caller of an HTTP request (``scope["state"]["caller"]``, the audit
+        fields); the answer to send instead of serving it, or ``None`` to serve it."""
+        path = get_route_path(scope)
         if not is_authenticated_path(path):
-            await self.app(scope, receive, send)
-            return
-        state = scope.setdefault("state", {})
+            return None
+        state = scope["state"]
         try:
             caller = await self._resolve(auth_request(scope, path), path.startswith(ADMIN_PREFIX))
         except ApiError as error:
@@ -51,14 +54,12 @@ class AuthMiddleware:
             level = logging.ERROR if error.status >= 500 else logging.WARNING
             log_event(error.event_name, error.message, level, code=error.code)
             body = error.body(state["request_id"])
-            response = json_response(body, error.status, sort_keys=False, headers=error.headers)
-            await response(scope, receive, send)
-            return
+            return json_response(body, error.status, sort_keys=False, headers=error.headers)
         if caller is not None:
             self.gate.metrics.auth_request(self.gate.provider.mode, None)
             set_audit(caller.username, caller.realm)
         state["caller"] = caller
-        await self.app(scope, receive, send)
+        return None
 
     async def _resolve(self, request: AuthRequest, admin: bool) -> Caller | None:
         gate = self.gate

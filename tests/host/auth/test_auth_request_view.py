@@ -95,7 +95,12 @@ def test_a_provider_reads_a_signed_cookie_and_sees_method_path_and_client() -> N
         anonymous = _notify(client)
         assert anonymous.status_code == 401
         assert anonymous.headers.get_list("www-authenticate") == ["Cookie"]
-        signed = {"Cookie": f"theme=dark; session=ada.{sign('ada')}", "X-Trace": "a"}
+        signed = {
+            "Cookie": f"theme=dark; session=ada.{sign('ada')}",
+            "X-Trace": "a",
+            # The peer (this test, on loopback) is the client, whatever a header claims.
+            "X-Forwarded-For": "203.0.113.7",
+        }
         assert _notify(client, headers=signed).status_code == 200
         forged = _notify(client, headers={"Cookie": f"session=eve.{sign('ada')}"})
         assert forged.status_code == 401

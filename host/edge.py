@@ -1,0 +1,143 @@
+"""aviso's edge: the one middleware every request on the main listener passes, outermost.
+
+In this order it
+- gives the request its id (:mod:`aviso_host.request_id`) and counts it in the HTTP metrics
+  (:class:`aviso_host.metrics.HttpMetrics`, with metrics enabled);
+- resolves the caller of ``/api/v1`` requests (:mod:`aviso_host.auth.middleware`, with auth
+  enabled), whose refusal is the answer;
+- bounds the body (:mod:`aviso_host.body_limit`);
+- routes, answering an exception that has a handler with it (Starlette's
+  ``ExceptionMiddleware``) and any other with the 500 handler before re-raising it for the
+  server to log (Starlette's ``ServerErrorMiddleware``). The routes' own exception
+  handling gets no handlers (no ``starlette.exception_handlers`` in the scope): what a route
+  raises comes here, to the same handlers;
+- writes the request's ``http.request`` line (:mod:`aviso_host.request_log`).
+
+One frame and one ``send`` wrapper per request (which stamps ``X-Request-ID`` and sees the
+status) instead of a middleware for each step: every request, and every chunk a stream
+sends, pays for each layer. ``scope[RAW_SEND]`` (``"aviso.raw_send"``) is the ``send`` this
+middleware was given, the server's own, for streams that send their body chunks without the
+wrapper once the head went through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from starlette._exception_handler import _lookup_exception_handler
+from starlette.requests import Request
+from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
+
+from aviso_host.auth.middleware import Authentication
+from aviso_host.body_limit import bounded_receive, refuse
+from aviso_host.logs import audit_var, request_id_var
+from aviso_host.metrics import HttpMetrics
+from aviso_host.request_id import RAW_SEND, new_request_id, with_request_id
+from aviso_host.request_log import log_request
+from aviso_host.requests import BodyTooLarge
+
+
+class EdgeMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        handlers: Mapping[Any, ExceptionHandler],
+        server_error: ExceptionHandler,
+        max_body_bytes: int | None,
+        authentication: Authentication | None = None,
+        metrics: HttpMetrics | None = None,
+    ) -> None:
+        """``handlers``: exception class -> handler; ``server_error``: the handler of every
+        other exception; ``max_body_bytes``: ``None`` only to measure the edge without it."""
+        self.app = app
+        self.handlers = dict(handlers)
+        self.server_error = server_error
+        self.max_body_bytes = max_body_bytes
+        self.authentication = authentication
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        scope[RAW_SEND] = send
+        request_id = new_request_id()
+        state = scope.get("state")
+        if state is None:
+            scope["state"] = state = {}
+        state["request_id"] = request_id
+        id_token = request_id_var.set(request_id)
+        audit_token = audit_var.set(None)
+        started = time.perf_counter()
+        observation = self.metrics.observe(scope) if self.metrics is not None else None
+        header = (b"x-request-id", request_id.encode())
+        status = 0
+        """The answered status, 0 until the response head is sent."""
+
+        async def send_edge(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if observation is not None:
+                    observation.head(scope, status)
+                message = with_request_id(message, header)
+            await send(message)
+
+        try:
+            try:
+                limit = self.max_body_bytes
+                refusal = (
+                    await self.authentication.refusal(scope)
+                    if self.authentication is not None
+                    else None
+                )
+                if refusal is not None:
+                    await refusal(scope, receive, send_edge)
+                elif limit is None:
+                    await self.app(scope, receive, send_edge)
+                elif (bounded := bounded_receive(scope, receive, limit)) is None:
+                    await refuse(limit, request_id, send_edge)
+                else:
+                    try:
+                        await self.app(scope, bounded, send_edge)
+                    except BodyTooLarge:
+                        # Raised while a handler read its body, before it started an answer.
+                        await refuse(limit, request_id, send_edge)
+            except Exception as exc:
+                handler = _lookup_exception_handler(self.handlers, exc)
+                if handler is None:
+                    raise
+                if status:
+                    raise RuntimeError(
+                        "Caught handled exception, but response already started."
+                    ) from exc
+                response = await handler(Request(scope, receive), exc)  # type: ignore[misc]
+                await response(scope, receive, send_edge)
+                # Reused exception instances accumulate tracebacks across requests.
+                exc.__traceback__ = None
+        except Exception as exc:
+            if observation is not None:
+                observation.failed()
+            if not status:
+                # As Starlette's ServerErrorMiddleware: straight to the server's send.
+                response = await self.server_error(Request(scope), exc)  # type: ignore[misc]
+                await response(scope, receive, send)
+            raise
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            if observation is not None:
+                observation.failed()
+            raise
+        finally:
+            if observation is not None:
+                observation.end()
+            log_request(scope, status or 500, started)
+            audit_var.reset(audit_token)
+        # Not reset when the app raised: uvicorn logs the exception after this returns, in
+        # the request's own task, and that line should carry the id too.
+        request_id_var.reset(id_token)
