@@ -2,6 +2,11 @@
 
 A client-supplied ``X-Request-ID`` is ignored on purpose: the id must be one the server
 generated, so it can be trusted in logs.
+
+It also keeps the ``send`` it was given under ``scope["aviso.raw_send"]``: once a streaming
+response's head has gone through every middleware (request id header, status for the request
+log and metrics), its body chunks need none of them, and a watch delivering to thousands of
+streams per notification should not pay for each wrapper on every chunk.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ import uuid
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aviso_host.logs import request_id_var
+
+RAW_SEND = "aviso.raw_send"
+"""Scope key of the ``send`` below every aviso middleware (for body chunks after the head)."""
 
 
 class RequestIdMiddleware:
@@ -23,6 +31,7 @@ class RequestIdMiddleware:
             return
         request_id = str(uuid.uuid4())
         scope.setdefault("state", {})["request_id"] = request_id
+        scope[RAW_SEND] = send
         token = request_id_var.set(request_id)
         header = (b"x-request-id", request_id.encode())
 
