@@ -207,11 +207,20 @@ class LiveQueue:
             self._bytes -= _size(self._items.popleft())
 
     def drain(self) -> list[StoredNotification]:
+        if not self._items:
+            return []
         items = list(self._items)
         self._items.clear()
         self._bytes = 0
         return items
 
+    @property
+    def pending(self) -> bool:
+        """Whether the stream has something to take: records, skips or its end."""
+        return bool(self._items) or self.skipped.count > 0 or self.ended is not None
+
     def take_skipped(self) -> Skipped | None:
+        if not self.skipped.count:
+            return None
         skipped, self.skipped = self.skipped, Skipped()
-        return skipped if skipped.count else None
+        return skipped
