@@ -386,10 +386,9 @@ class EventStream:
                 return
             self._tick()
             if self._out:
+                # A wake-up while the flush waited (a delivery, a stop, an aggregate's
+                # debounce window) makes the sleep below return at once.
                 await self._flush()
-                # Anything that arrived while the flush waited found no waiter to wake.
-                if live.pending or self._control.stop_reason is not None:
-                    continue
             await self._control.sleep_until(self._wake_at())
 
     async def _close(self) -> None:
