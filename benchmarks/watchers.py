@@ -1,6 +1,6 @@
 """Fan-out to many live watches, and what an idle watch costs the server (issue #16 (b), (c)).
 
-  python -m benchmarks.watchers [--quick] [--rounds N] [--processes P]
+  python -m benchmarks.watchers [--quick] [--rounds N] [--processes P] [--baseline CHECKOUT]
 
 (b) ``W`` live watches of one stream (``W`` = 1,000 and 10,000), then notifications spaced
     apart whose payload carries the publisher's clock; latency is receive time minus that
@@ -13,6 +13,11 @@
 Every round uses a fresh server (``aviso-server serve``, in-memory backend, 127.0.0.1). With
 ``--rounds`` > 1 each figure is the median over the rounds. The goals (issue #16): p99 <=
 500 ms to 10,000 watches, <= 16 KiB per idle watch.
+
+``--baseline CHECKOUT`` (a source tree of another revision, e.g. from ``git worktree add``
+or ``git archive``) also serves every figure from that tree's packages, alternating with
+this one round by round (each order in turn), and prints this tree's medians over the
+baseline's.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import json
 import multiprocessing
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -34,7 +39,7 @@ import psutil
 from aviso_loadtests.report import percentile
 from aviso_loadtests.servers import raw_post
 from benchmarks.core import CONFIG, notification
-from tests.support.process import aviso_process
+from tests.support.process import aviso_process, with_pythonpath
 
 OPEN_CONCURRENCY = 100
 """Connections a generator process opens at once (the listen backlog is finite)."""
@@ -201,21 +206,43 @@ def publish(port: int, notifications: int, gap: float) -> None:
     asyncio.run(run())
 
 
+PACKAGES = {
+    "aviso_host": "host",
+    "aviso_plugins": "aviso_plugins",
+    "aviso_builtins": "plugins",
+    "aviso_loadtests": "loadtests",
+}
+"""Import name -> folder of a checkout (setup.cfg's ``package_dir``)."""
+
+
+def import_path_of(checkout: Path, folder: Path) -> Path:
+    """A folder that imports ``checkout``'s packages under their installed names."""
+    path = folder / "baseline-packages"
+    path.mkdir(exist_ok=True)
+    for name, source in PACKAGES.items():
+        link = path / name
+        if not link.exists():
+            link.symlink_to(checkout.resolve() / source, target_is_directory=True)
+    return path
+
+
 @contextmanager
-def server(folder: Path) -> Iterator[tuple[int, psutil.Process]]:
+def server(folder: Path, code: Path | None) -> Iterator[tuple[int, psutil.Process]]:
+    """A fresh server of this tree (``code`` None) or of the packages under ``code``."""
     config = folder / "config.yaml"
     config.write_text(SERVER_CONFIG)
-    with aviso_process(config, folder / "aviso.log") as (url, process):
+    env = with_pythonpath(code) if code is not None else None
+    with aviso_process(config, folder / "aviso.log", env) as (url, process):
         yield int(url.rsplit(":", 1)[1]), psutil.Process(process.pid)
 
 
 def fan_out(
-    folder: Path, watchers: int, notifications: int, gap: float, processes: int
+    folder: Path, code: Path | None, watchers: int, notifications: int, gap: float, processes: int
 ) -> tuple[float, float, int]:
     """(p50 ms, p99 ms, missing deliveries) for ``watchers`` live watches of one topic."""
     latencies: list[float] = []
     with (
-        server(folder) as (port, _),
+        server(folder, code) as (port, _),
         watches_held(port, ["live"] * watchers, notifications, processes) as pipes,
     ):
         publish(port, notifications, gap)
@@ -229,9 +256,9 @@ def fan_out(
     return statistics.median(latencies) * 1000, percentile(latencies, 0.99) * 1000, missing
 
 
-def idle_memory(folder: Path, watchers: int, processes: int) -> float:
+def idle_memory(folder: Path, code: Path | None, watchers: int, processes: int) -> float:
     """Server RSS growth per idle watch, in KiB."""
-    with server(folder) as (port, process):
+    with server(folder, code) as (port, process):
         # Warm-up: the first watch and notify import and cache what every later one shares.
         with watches_held(port, ["warm"] * 10, 0, 1):
             publish(port, 1, 0)
@@ -244,11 +271,34 @@ def idle_memory(folder: Path, watchers: int, processes: int) -> float:
     return (after - before) / watchers / 1024
 
 
+def alternated(
+    rounds: int, baseline: Path | None, measure: Callable[[Path | None], tuple[float, ...]]
+) -> dict[str, list[tuple[float, ...]]]:
+    """``measure`` per round for this tree, and for ``baseline`` when given, alternating
+    which goes first; the figures by variant."""
+    figures: dict[str, list[tuple[float, ...]]] = {"current": []}
+    variants: list[tuple[str, Path | None]] = [("current", None)]
+    if baseline is not None:
+        figures["baseline"] = []
+        variants.append(("baseline", baseline))
+    for round_ in range(rounds):
+        for name, code in variants if round_ % 2 == 0 else variants[::-1]:
+            figures[name].append(measure(code))
+            shown = ", ".join(f"{value:.1f}" for value in figures[name][-1])
+            print(f"    round {round_ + 1} {name}: {shown}", flush=True)
+    return figures
+
+
+def _median(figures: list[tuple[float, ...]], index: int) -> float:
+    return statistics.median(figure[index] for figure in figures)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer notifications, one round")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 1)")
     parser.add_argument("--processes", type=int, default=4, help="load-generator processes")
+    parser.add_argument("--baseline", type=Path, default=None, help="checkout to compare with")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
     notifications = 5 if args.quick else 20
@@ -256,42 +306,57 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at start: {psutil.getloadavg()}", flush=True)
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        baseline = import_path_of(args.baseline, folder) if args.baseline else None
         for watchers, gap in ((1_000, 0.25), (10_000, 1.0)):
             print(
                 f"(b) {notifications} notifications {gap} s apart to {watchers} live watches, "
-                f"{args.processes} load-generator processes, {rounds} round(s)",
+                f"{args.processes} load-generator processes, {rounds} round(s); "
+                "p50 ms, p99 ms, deliveries missing",
                 flush=True,
             )
-            p50s, p99s = [], []
-            for round_ in range(rounds):
-                p50, p99, missing = fan_out(folder, watchers, notifications, gap, args.processes)
-                p50s.append(p50)
-                p99s.append(p99)
-                print(
-                    f"    round {round_ + 1}: p50 {p50:7.1f} ms, p99 {p99:7.1f} ms"
-                    + (f", {missing} deliveries missing" if missing else ""),
-                    flush=True,
-                )
-            results[f"fanout_{watchers}_p50_ms"] = statistics.median(p50s)
-            results[f"fanout_{watchers}_p99_ms"] = statistics.median(p99s)
+            figures = alternated(
+                rounds,
+                baseline,
+                lambda code, w=watchers, g=gap: fan_out(
+                    folder, code, w, notifications, g, args.processes
+                ),
+            )
+            for name, measured in figures.items():
+                prefix = f"fanout_{watchers}" + ("" if name == "current" else "_baseline")
+                results[f"{prefix}_p50_ms"] = _median(measured, 0)
+                results[f"{prefix}_p99_ms"] = _median(measured, 1)
+            current = f"fanout_{watchers}"
             goal = " (goal p99 <= 500 ms)" if watchers == 10_000 else ""
-            print(
-                f"    median: p50 {results[f'fanout_{watchers}_p50_ms']:.1f} ms, "
-                f"p99 {results[f'fanout_{watchers}_p99_ms']:.1f} ms{goal}",
-                flush=True,
+            line = (
+                f"    median: p50 {results[f'{current}_p50_ms']:.1f} ms, "
+                f"p99 {results[f'{current}_p99_ms']:.1f} ms{goal}"
             )
+            if baseline is not None:
+                ratio = results[f"{current}_p99_ms"] / results[f"{current}_baseline_p99_ms"]
+                results[f"{current}_p99_ratio"] = ratio
+                line += (
+                    f"; baseline p50 {results[f'{current}_baseline_p50_ms']:.1f} ms, "
+                    f"p99 {results[f'{current}_baseline_p99_ms']:.1f} ms; p99 ratio {ratio:.2f}"
+                )
+            print(line, flush=True)
         for watchers in (2_000, 10_000):
-            print(f"(c) server RSS per idle watch, {watchers} watches", flush=True)
-            per_watch = [idle_memory(folder, watchers, args.processes) for _ in range(rounds)]
-            results[f"idle_{watchers}_kib_per_watch"] = statistics.median(per_watch)
-            print(
-                "    "
-                + ", ".join(f"{value:.1f}" for value in per_watch)
-                + f" KiB; median {statistics.median(per_watch):.1f} KiB (goal <= 16 KiB)",
-                flush=True,
+            print(f"(c) server RSS growth per idle watch (KiB), {watchers} watches", flush=True)
+            figures = alternated(
+                rounds,
+                baseline,
+                lambda code, w=watchers: (idle_memory(folder, code, w, args.processes),),
             )
+            current = f"idle_{watchers}_kib_per_watch"
+            results[current] = _median(figures["current"], 0)
+            line = f"    median {results[current]:.1f} KiB (goal <= 16 KiB)"
+            if baseline is not None:
+                results[f"{current}_baseline"] = _median(figures["baseline"], 0)
+                ratio = results[current] / results[f"{current}_baseline"]
+                results[f"idle_{watchers}_ratio"] = ratio
+                line += f"; baseline {results[f'{current}_baseline']:.1f} KiB; ratio {ratio:.2f}"
+            print(line, flush=True)
     print(f"load average at end: {psutil.getloadavg()}")
-    print(json.dumps({key: round(value, 1) for key, value in results.items()}))
+    print(json.dumps({key: round(value, 2) for key, value in results.items()}))
 
 
 if __name__ == "__main__":
