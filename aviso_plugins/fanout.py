@@ -17,15 +17,15 @@ Subscriber = TypeVar("Subscriber")
 
 
 class SubscriberIndex(Generic[Subscriber]):
-    """Subscribers by their pattern's literal prefix; ``candidates`` narrows, callers still
-    confirm each one with ``TopicPattern.matches``."""
+    """Subscribers by their pattern's literal prefix; ``candidates`` narrows (callers still
+    confirm each one with ``TopicPattern.matches``), ``matching`` also confirms."""
 
     def __init__(self) -> None:
         # Dicts (not sets) keep delivery in subscription order within a prefix.
-        self._by_prefix: dict[tuple[str, ...], dict[Subscriber, None]] = {}
+        self._by_prefix: dict[tuple[str, ...], dict[Subscriber, TopicPattern]] = {}
 
     def add(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
-        self._by_prefix.setdefault(pattern.literal_prefix, {})[subscriber] = None
+        self._by_prefix.setdefault(pattern.literal_prefix, {})[subscriber] = pattern
 
     def discard(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
         prefix = pattern.literal_prefix
@@ -47,3 +47,37 @@ class SubscriberIndex(Generic[Subscriber]):
             if peers:
                 found.extend(peers)
         return found
+
+    def matching(self, topic: str) -> list[Subscriber]:
+        """Every subscriber whose pattern matches the encoded ``topic``, in subscription
+        order within a prefix.
+
+        Watches of a busy event share a handful of patterns: each distinct pattern is
+        matched once per call, so 10,000 watchers of one pattern cost one match, not
+        10,000.
+        """
+        try:
+            tokens = decode_topic(topic)
+        except TopicDecodeError:
+            return []  # an undecodable topic matches no pattern
+        found: list[Subscriber] = []
+        verdicts: dict[tuple[str | None, ...], bool] = {}
+        for depth in range(len(tokens) + 1):
+            peers = self._by_prefix.get(tokens[:depth])
+            if not peers:
+                continue
+            for subscriber, pattern in peers.items():
+                wanted = pattern.tokens
+                verdict = verdicts.get(wanted)
+                if verdict is None:
+                    verdict = verdicts[wanted] = _matches(wanted, tokens)
+                if verdict:
+                    found.append(subscriber)
+        return found
+
+
+def _matches(wanted: tuple[str | None, ...], tokens: tuple[str, ...]) -> bool:
+    """``TopicPattern.matches`` on a topic already decoded."""
+    return len(wanted) == len(tokens) and all(
+        want is None or want == token for want, token in zip(wanted, tokens, strict=True)
+    )

@@ -82,6 +82,7 @@ def serve(
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
+    from aviso_host.streaming.collector import pace_garbage_collector
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
@@ -98,6 +99,7 @@ def serve(
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
     raise_descriptor_limit()
+    pace_garbage_collector()
     from aviso_host.otlp import start_otlp_export
     from aviso_host.service import server_version
 

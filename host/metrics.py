@@ -232,6 +232,7 @@ class SseConnection:
         self._event_type = event_type
         self._user = user
         self._opened_at = 0.0
+        self._sent: Counter | None = None
 
     def opened(self) -> None:
         metrics, route = self._metrics, self._route
@@ -258,7 +259,10 @@ class SseConnection:
 
     def events_sent(self, count: int) -> None:
         if count:
-            self._metrics.sse_events_sent.labels(self._route, self._event_type).inc(count)
+            # Once per live delivery to every watcher: the labelled child is looked up once.
+            if self._sent is None:
+                self._sent = self._metrics.sse_events_sent.labels(self._route, self._event_type)
+            self._sent.inc(count)
 
     def stream_error(self) -> None:
         self._metrics.sse_stream_errors.labels(self._route, self._event_type).inc()

@@ -8,9 +8,13 @@ rather than a web of tasks.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
-from collections import deque
+import math
+import weakref
 from dataclasses import dataclass
+from typing import ClassVar
 
 from aviso_host.logs import log_event
 from aviso_plugins.types import StoredNotification
@@ -37,8 +41,9 @@ class StreamControl:
         self.aborted: str | None = None
         self.task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._timer: asyncio.Handle | None = None
-        self._timer_when = 0.0
+        self._woken = False
+        self.timer_when: float | None = None
+        """The deadline this stream is registered for in its loop's :class:`WakeTimers`."""
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None or _PRECEDENCE[reason] > _PRECEDENCE[self.stop_reason]:
@@ -53,35 +58,107 @@ class StreamControl:
 
     def wake(self) -> None:
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is None:
+            self._woken = True  # the stream is busy: its next sleep returns at once
+        elif not waiter.done():
             waiter.set_result(None)
 
     async def sleep_until(self, when: float) -> None:
-        """Sleep until woken or the loop clock reaches ``when``, whichever comes first."""
+        """Sleep until woken or the loop clock reaches ``when``, whichever comes first; a
+        wake-up that came while the stream was not sleeping counts too."""
+        if self._woken:
+            self._woken = False
+            return
         loop = asyncio.get_running_loop()
         if when <= loop.time():
             return
         # Streams wake far more often (every live delivery) than their deadline moves (every
-        # heartbeat), so one timer is kept and rescheduled only when the deadline changes.
-        if self._timer is None or self._timer_when != when:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = loop.call_at(when, self._on_timer)
-            self._timer_when = when
+        # heartbeat), so the deadline is registered again only when it changes.
+        if self.timer_when != when:
+            WakeTimers.of(loop).schedule(when, self)
         waiter = self._waiter = loop.create_future()
         try:
             await waiter
         finally:
             self._waiter = None
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self.wake()
-
     def cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self.timer_when is not None:
+            self.timer_when = None
+            WakeTimers.of(asyncio.get_running_loop()).cancelled()
+
+
+class WakeTimers:
+    """Every stream's next deadline (heartbeat, maximum duration, replay pacing) on one loop
+    timer: a heap entry per stream instead of a timer handle each, which with thousands of
+    idle watches is a good part of what one costs.
+
+    An entry is current while its stream's ``timer_when`` still equals its time; entries a
+    stream moved away from are skipped when they come due, and compacted away once they
+    outnumber the current ones.
+    """
+
+    _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WakeTimers]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._heap: list[tuple[float, int, StreamControl]] = []
+        self._order = itertools.count()
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_when = math.inf
+        self._stale = 0
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> WakeTimers:
+        timers = cls._by_loop.get(loop)
+        if timers is None:
+            timers = cls._by_loop[loop] = cls(loop)
+        return timers
+
+    def schedule(self, when: float, control: StreamControl) -> None:
+        if control.timer_when is not None:
+            self._stale += 1
+        control.timer_when = when
+        heapq.heappush(self._heap, (when, next(self._order), control))
+        if when < self._handle_when:
+            self._arm(when)
+        self._compact()
+
+    def cancelled(self) -> None:
+        self._stale += 1
+        self._compact()
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle_when = when
+        self._handle = self._loop.call_at(when, self._fire) if when != math.inf else None
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._handle_when = math.inf
+        heap = self._heap
+        # A loop may run a timer up to its clock resolution early; the stream re-registers
+        # a deadline it was woken before.
+        due = self._loop.time() + 0.001
+        while heap and heap[0][0] <= due:
+            when, _, control = heapq.heappop(heap)
+            if control.timer_when != when:
+                self._stale -= 1
+                continue
+            control.timer_when = None
+            control.wake()
+        if heap:
+            self._arm(heap[0][0])
+
+    def _compact(self) -> None:
+        if self._stale > len(self._heap) // 2 + 1024:
+            self._heap = [entry for entry in self._heap if entry[2].timer_when == entry[0]]
+            heapq.heapify(self._heap)
+            self._stale = 0
+            self._arm(self._heap[0][0] if self._heap else math.inf)
 
 
 class StreamRegistry:
@@ -140,7 +217,10 @@ class LiveQueue:
         self._capacity = capacity
         self._max_bytes = max_bytes
         self._policy = policy
-        self._items: deque[StoredNotification] = deque()
+        # A list, not a deque: an empty list costs a few dozen bytes where an empty deque
+        # costs ~700, times every idle watch; drain hands the list over without copying.
+        # Only the rare pre-live overflow takes from the front.
+        self._items: list[StoredNotification] = []
         self._bytes = 0
         self.live = False
         self.ended: str | None = None
@@ -160,7 +240,7 @@ class LiveQueue:
             if self.live:
                 self._overflow(record)
                 return
-            dropped = self._items.popleft()
+            dropped = self._items.pop(0)
             self._bytes -= _size(dropped)
             self.dropped_through = max(self.dropped_through, dropped.sequence)
         self._items.append(record)
@@ -203,15 +283,23 @@ class LiveQueue:
 
     def discard_through(self, sequence: int) -> None:
         """Forget buffered records the replay has already covered."""
-        while self._items and self._items[0].sequence <= sequence:
-            self._bytes -= _size(self._items.popleft())
+        items = self._items
+        covered = 0
+        while covered < len(items) and items[covered].sequence <= sequence:
+            self._bytes -= _size(items[covered])
+            covered += 1
+        del items[:covered]
 
     def drain(self) -> list[StoredNotification]:
-        items = list(self._items)
-        self._items.clear()
+        items = self._items
+        if not items:
+            return []
+        self._items = []
         self._bytes = 0
         return items
 
     def take_skipped(self) -> Skipped | None:
+        if not self.skipped.count:
+            return None
         skipped, self.skipped = self.skipped, Skipped()
-        return skipped if skipped.count else None
+        return skipped

@@ -34,6 +34,7 @@ from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection
 from aviso_host.logs import log_event
 from aviso_host.metrics import SseConnection
+from aviso_host.request_id import RAW_SEND
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
 from aviso_plugins.topics import TopicDecodeError, decode_topic
@@ -145,6 +146,9 @@ class EventStream:
         watcher = asyncio.create_task(self._watch_disconnect(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            # The head went through every middleware (request id, status for the request log
+            # and metrics); the body chunks, one per delivery, need none of them.
+            self._send = scope.get(RAW_SEND, send)
             await self._run()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
@@ -366,22 +370,25 @@ class EventStream:
         assert live is not None
         live.live = True
         while not self._stopping():
-            records = live.drain()
             skipped = live.take_skipped()
             if skipped is not None:
                 self._out += frames.notifications_skipped(
                     self._topic, skipped.count, skipped.first, skipped.last
                 )
                 self._metrics.notifications_skipped(skipped.count)
-            fresh = [record for record in records if record.sequence > high_water]
-            self._emit(frames.LIVE, await self._filter.select(fresh))
+            records = live.drain()
+            if records:
+                if records[0].sequence <= high_water:
+                    records = [record for record in records if record.sequence > high_water]
+                self._emit(frames.LIVE, await self._filter.select(records))
             if live.ended is not None and not self._out:
                 self._control.stop("end_of_stream")
                 return
             self._tick()
             if self._out:
+                # A wake-up while the flush waited (a delivery, a stop, an aggregate's
+                # debounce window) makes the sleep below return at once.
                 await self._flush()
-                continue
             await self._control.sleep_until(self._wake_at())
 
     async def _close(self) -> None:

@@ -291,8 +291,8 @@ class InMemoryBackend(StorageBackend):
             )
 
     def _fan_out(self, record: StoredNotification) -> None:
-        for subscriber in self._subscribers.candidates(record.topic):
-            if not subscriber.closed and subscriber.pattern.matches(record.topic):
+        for subscriber in self._subscribers.matching(record.topic):
+            if not subscriber.closed:
                 try:
                     subscriber.sink.deliver(record)
                 except Exception:

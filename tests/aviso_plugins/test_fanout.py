@@ -56,3 +56,40 @@ def test_an_undecodable_topic_has_no_candidates() -> None:
     index: SubscriberIndex[str] = SubscriberIndex()
     index.add(TopicPattern((None,)), "everything")
     assert index.candidates("bad%zz") == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=st.lists(st.lists(PATTERN_TOKENS, min_size=1, max_size=4), max_size=12),
+    topic=st.lists(TOKENS, min_size=1, max_size=4),
+    shared=st.integers(min_value=1, max_value=3),
+)
+def test_matching_is_exactly_the_matching_patterns(
+    patterns: list[list[str | None]], topic: list[str], shared: int
+) -> None:
+    """Each pattern is held by ``shared`` subscribers (one match decides for all of them)."""
+    index: SubscriberIndex[tuple[int, int]] = SubscriberIndex()
+    compiled = [TopicPattern(tuple(tokens)) for tokens in patterns]
+    for number, pattern in enumerate(compiled):
+        for copy in range(shared):
+            index.add(pattern, (number, copy))
+    encoded = build_topic(topic)
+    expected = {
+        (n, copy)
+        for n, pattern in enumerate(compiled)
+        if pattern.matches(encoded)
+        for copy in range(shared)
+    }
+    found = index.matching(encoded)
+    assert len(found) == len(expected)
+    assert set(found) == expected
+
+
+def test_matching_skips_undecodable_topics_and_other_runs() -> None:
+    index: SubscriberIndex[str] = SubscriberIndex()
+    index.add(TopicPattern((None,)), "everything")
+    assert index.matching("bad%zz") == []
+    index.add(TopicPattern(("bench", "hot", None)), "hot")
+    index.add(TopicPattern(("bench", "cold", None)), "cold")
+    index.add(TopicPattern(("bench", "hot", "2")), "hot-2")
+    assert index.matching("bench.hot.1") == ["hot"]
