@@ -1,10 +1,19 @@
 """Core performance figures, each printed beside a baseline measured in the same run.
 
-  python -m benchmarks.core [--quick]
+  python -m benchmarks.core [--quick] [--only notify,replay,watchers,jetstream]
 
-(a) notify requests/s against a bare Starlette JSON POST endpoint served the same way;
-(b) replay events/s to one client with pacing off;
-(c) delivery latency from notify to 1,000 concurrent watchers (p50/p99).
+Each part is a module of its own, runnable alone (``python -m benchmarks.<module>``):
+
+- ``notify`` (issue #16 (a), :mod:`benchmarks.notify_path`): notify on the in-memory backend
+  against a bare Starlette JSON POST endpoint and a raw ASGI endpoint, three rotated rounds,
+  requests/s and server CPU per request, medians and ratios;
+- ``replay``: replay events/s to one client with pacing off (this module);
+- ``watchers`` (issue #16 (b), (c), :mod:`benchmarks.watchers`): publish-to-receive p50/p99
+  to 1,000 and 10,000 live watches, and server memory per idle watch at 2,000 and 10,000;
+- ``jetstream`` (issue #16 (d), :mod:`benchmarks.jetstream`): notify on JetStream against
+  notify in-memory, three alternated rounds.
+
+The last line is every figure as JSON, keyed ``part.figure``.
 """
 
 from __future__ import annotations
@@ -12,13 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from aviso_loadtests.report import percentile
-from aviso_loadtests.servers import bare_server, raw_post
+from aviso_loadtests.servers import raw_post
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
 
@@ -138,50 +146,51 @@ async def fan_out_latency(port: int, watchers: int, notifications: int, gap: flo
     return latencies
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
-    args = parser.parse_args()
-    requests = 5_000 if args.quick else 30_000
-    history = 10_000 if args.quick else 100_000
-    watchers = 100 if args.quick else 1_000
-    results: dict[str, float] = {}
+def replay_figure(quick: bool) -> dict[str, float]:
+    """Replay events/s to one client with pacing off, from a freshly filled history."""
+    history = 10_000 if quick else 100_000
+    print(f"(replay) replay of {history} stored notifications, pacing off", flush=True)
     with TemporaryDirectory() as folder:
         config = Path(folder) / "config.yaml"
         config.write_text(CONFIG)
-        print(
-            f"(a) notify throughput, {requests} requests over 32 keep-alive connections", flush=True
-        )
-        with bare_server() as bare_port:
-            results["bare_rps"] = requests_per_second(bare_port, requests, 32)
         with aviso_process(config, Path(folder) / "aviso.log") as (url, _):
             port = int(url.rsplit(":", 1)[1])
-            results["notify_rps"] = requests_per_second(port, requests, 32)
-            print(f"    bare Starlette POST: {results['bare_rps']:8.0f} req/s")
-            print(
-                f"    aviso notify:        {results['notify_rps']:8.0f} req/s"
-                f"   ratio {results['notify_rps'] / results['bare_rps']:.2f} (goal >= 0.5)"
-            )
-
-            print(f"(b) replay of {history} stored notifications, pacing off", flush=True)
             statuses = asyncio.run(
                 post_many(port, history, lambda n: notification("replay", n % 100, {"n": n}), 8)
             )
             assert statuses == {200: history}, statuses
             rate, received = asyncio.run(replay_rate(port, "replay", history))
-            assert received == history, received
-            results["replay_eps"] = rate
-            print(f"    replay: {rate:8.0f} events/s (goal >= 20000)")
+    assert received == history, received
+    print(f"    replay: {rate:8.0f} events/s (goal >= 20000)")
+    return {"replay_eps": rate}
 
-            print(f"(c) delivery latency to {watchers} concurrent watchers", flush=True)
-            latencies = asyncio.run(fan_out_latency(port, watchers, 20, 0.25))
-            results["fanout_p50_ms"] = statistics.median(latencies) * 1000
-            results["fanout_p99_ms"] = percentile(latencies, 0.99) * 1000
-            print(
-                f"    {len(latencies)} deliveries: p50 {results['fanout_p50_ms']:.1f} ms, "
-                f"p99 {results['fanout_p99_ms']:.1f} ms (goal p99 <= 250 ms)"
-            )
-    print(json.dumps({key: round(value, 1) for key, value in results.items()}))
+
+def main(argv: list[str] | None = None) -> None:
+    # Imported here: those modules import this one for CONFIG and the request helpers.
+    from benchmarks import jetstream, notify_path, watchers
+
+    parts: dict[str, Callable[[bool], dict[str, float]]] = {
+        "notify": lambda quick: notify_path.main(["--quick"] if quick else []),
+        "replay": replay_figure,
+        "watchers": lambda quick: watchers.main(["--quick"] if quick else []),
+        "jetstream": lambda quick: jetstream.main(["--notify-only", *(["--quick"] * quick)]),
+    }
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        default=list(parts),
+        help=f"comma-separated parts to run, of: {','.join(parts)}",
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.only) - set(parts)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    results: dict[str, float] = {}
+    for name in args.only:
+        results.update({f"{name}.{key}": value for key, value in parts[name](args.quick).items()})
+    print(json.dumps({key: round(value, 2) for key, value in results.items()}))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from benchmarks.core import CONFIG, fan_out_latency, percentile
+from aviso_loadtests.report import percentile
+from benchmarks.core import CONFIG, fan_out_latency
 from benchmarks.jetstream import jetstream_config
 from tests.support.held_watches import close_all, open_watch
 from tests.support.nats import nats_server

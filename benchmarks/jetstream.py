@@ -144,7 +144,7 @@ def aviso_servers(folder: Path, nats_url: str) -> Iterator[dict[str, tuple[int, 
         yield servers
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--notify-only", action="store_true", help="skip the replay figure")
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             if args.notify_only:
                 print(json.dumps({key: round(value, 2) for key, value in results.items()}))
-                return
+                return results
             port = servers["jetstream"][0]
             print(f"(b) replay of {history} stored notifications, pacing off", flush=True)
             statuses = asyncio.run(
@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
             f" events/s   ratio {ratio:.2f} (goal >= 0.3)"
         )
     print(json.dumps({key: round(value, 1) for key, value in results.items()}))
+    return results
 
 
 if __name__ == "__main__":

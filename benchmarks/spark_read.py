@@ -39,8 +39,8 @@ import httpx
 import nats
 import yaml
 
+from aviso_loadtests.report import percentile
 from aviso_spark.replay import ReplayRequest, latest_sequence
-from benchmarks.core import percentile
 from benchmarks.jetstream import raw_ordered_read_rate
 from benchmarks.spark_sink import (
     EVENT_TYPE,

@@ -293,7 +293,7 @@ def _median(figures: list[tuple[float, ...]], index: int) -> float:
     return statistics.median(figure[index] for figure in figures)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer notifications, one round")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3, quick 1)")
@@ -357,6 +357,7 @@ def main(argv: list[str] | None = None) -> None:
             print(line, flush=True)
     print(f"load average at end: {psutil.getloadavg()}")
     print(json.dumps({key: round(value, 2) for key, value in results.items()}))
+    return results
 
 
 if __name__ == "__main__":
