@@ -412,11 +412,9 @@ class _Cycle(RequestResponseCycle):
     between the two closes the connection as before, with nothing of the answer written
     instead of half of it."""
 
-    __slots__ = ("_held_head",)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._held_head: bytes | None = None
+    # A class default rather than an ``__init__`` of its own: that would cost every request
+    # a frame and a keyword dictionary.
+    _held_head: bytes | None = None
 
     async def send(self, message: ASGISendEvent) -> None:
         # uvicorn 0.54's send, differing where marked "aviso".
