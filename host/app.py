@@ -64,6 +64,9 @@ class AvisoApp(Starlette):
     middlewares: each layer costs every request a frame and a ``send`` wrapper.
     Middleware added with ``add_middleware`` runs outside the edge."""
 
+    service: Service
+    """The same as ``state.service``, read per request without Starlette's ``State``, whose
+    ``__getattr__`` costs each read a raised and caught ``AttributeError``."""
     body_limit: int | None
     """``limits.max_body_bytes``; ``None`` (set before the first request) only to measure the
     app without the limit (``benchmarks.limits``)."""
@@ -131,6 +134,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False
-    app.state.service = service
+    app.state.service = app.service = service
     app.body_limit = settings.limits.max_body_bytes
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -116,6 +117,11 @@ def serve(
         port if port is not None else settings.application.port,
     )
     server = AvisoServer(config, app.state.service)
+    # What exists now (modules, plugins, the app) lives as long as the process: frozen, it is
+    # left out of the collector's full passes, which a busy server makes every few thousand
+    # requests (the in-memory backend's records keep adding long-lived objects).
+    gc.collect()
+    gc.freeze()
     try:
         server.run()
     finally:

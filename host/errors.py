@@ -9,7 +9,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from aviso_host.encoding import dumps
+from aviso_host.encoding import dumps, dumps_texts
 
 
 class Endpoint(Enum):
@@ -152,7 +152,7 @@ class JsonAnswer:
     __slots__ = ("body", "status_code")
 
     def __init__(self, body: Mapping[str, Any], status: int = 200) -> None:
-        self.body = dumps(body, sort_keys=False).encode()
+        self.body = dumps_texts(body)
         self.status_code = status
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -32,12 +32,16 @@ from typing import Any
 
 import httptools
 from starlette.types import Receive, Scope, Send
+from uvicorn._types import ASGISendEvent
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
     STATUS_LINE,
     HttpToolsProtocol,
     RequestResponseCycle,
 )
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 from uvicorn.server import ServerState
 
 from aviso_host.config.settings import LimitSettings
@@ -393,7 +397,132 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             )
 
 
+_NAME_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_RE.match(bytes([byte])))
+_VALUE_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_VALUE_RE.match(bytes([byte])))
+
+
 class _Cycle(RequestResponseCycle):
+    """uvicorn's request cycle, writing a response of known length in one piece.
+
+    uvicorn writes a response's head as soon as the app starts it and its body when that
+    comes: two writes, so two send calls on the socket, for an answer that is all known a
+    moment later. The head of a response with a ``Content-Length`` and a body is held until
+    the body's first bytes, and written with them. Streams (chunked, e.g. a watch's events)
+    still get their head at once, as do ``HEAD`` answers and empty bodies. An app failing
+    between the two closes the connection as before, with nothing of the answer written
+    instead of half of it."""
+
+    # A class default rather than an ``__init__`` of its own: that would cost every request
+    # a frame and a keyword dictionary.
+    _held_head: bytes | None = None
+
+    async def send(self, message: ASGISendEvent) -> None:
+        # uvicorn 0.54's send, differing where marked "aviso".
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        if not self.response_started:
+            if message["type"] != "http.response.start":
+                raise RuntimeError(
+                    f"Expected ASGI message 'http.response.start', but got '{message['type']}'."
+                )
+            self.response_started = True
+            self.waiting_for_100_continue = False
+            status_code = message["status"]
+            headers = self.default_headers + list(message.get("headers", []))
+            if self.access_log:
+                self.access_logger.info(
+                    '%s - "%s %s HTTP/%s" %d',
+                    get_client_addr(self.scope),
+                    self.scope["method"],
+                    get_path_with_query_string(self.scope),
+                    self.scope["http_version"],
+                    status_code,
+                )
+            # aviso: uvicorn's two regex searches per field, as one check of all names and one
+            # of all values, each deleting the bytes the pattern matches and comparing lengths
+            # (single bytes: joining cannot hide or create a match).
+            names = b"".join([name for name, _ in headers])
+            if len(names.translate(None, _NAME_BYTES_REFUSED)) != len(names):
+                raise RuntimeError("Invalid HTTP header name.")
+            values = b"".join([value for _, value in headers])
+            if len(values.translate(None, _VALUE_BYTES_REFUSED)) != len(values):
+                raise RuntimeError("Invalid HTTP header value.")
+            content = [STATUS_LINE[status_code]]
+            has_connection_close = False
+            for name, value in headers:
+                name = name.lower()
+                if name == b"content-length" and self.chunked_encoding is None:
+                    self.expected_content_length = int(value)
+                    self.chunked_encoding = False
+                elif name == b"transfer-encoding" and value.lower() == b"chunked":
+                    self.expected_content_length = 0
+                    self.chunked_encoding = True
+                elif name == b"connection":
+                    connection = [token.lower().strip() for token in value.split(b",")]
+                    if b"close" in connection:
+                        self.keep_alive = False
+                        has_connection_close = True
+                content.extend([name, b": ", value, b"\r\n"])
+            if not self.keep_alive and not has_connection_close:
+                content.append(b"connection: close\r\n")
+            if (
+                self.chunked_encoding is None
+                and self.scope["method"] != "HEAD"
+                and status_code not in (204, 304)
+            ):
+                self.chunked_encoding = True
+                content.append(b"transfer-encoding: chunked\r\n")
+            content.append(b"\r\n")
+            # aviso: held until the body comes when one of known length will.
+            if (
+                self.chunked_encoding is False
+                and self.expected_content_length
+                and self.scope["method"] != "HEAD"
+            ):
+                self._held_head = b"".join(content)
+            else:
+                self.transport.write(b"".join(content))
+        elif not self.response_complete:
+            if message["type"] != "http.response.body":
+                raise RuntimeError(
+                    f"Expected ASGI message 'http.response.body', but got '{message['type']}'."
+                )
+            body = message.get("body", b"")
+            more_body = message.get("more_body", False)
+            if self.scope["method"] == "HEAD":
+                self.expected_content_length = 0
+            elif self.chunked_encoding:
+                content = [b"%x\r\n" % len(body), body, b"\r\n"] if body else []
+                if not more_body:
+                    content.append(b"0\r\n\r\n")
+                self.transport.write(b"".join(content))
+            else:
+                num_bytes = len(body)
+                if num_bytes > self.expected_content_length:
+                    raise RuntimeError("Response content longer than Content-Length")
+                self.expected_content_length -= num_bytes
+                head = self._held_head  # aviso: written with the first body bytes
+                if head is None:
+                    self.transport.write(body)
+                elif num_bytes:
+                    self._held_head = None
+                    self.transport.write(head + body)
+            if not more_body:
+                if self.expected_content_length != 0:
+                    raise RuntimeError("Response content shorter than Content-Length")
+                self.response_complete = True
+                self.message_event.set()
+                if not self.keep_alive:
+                    self.transport.close()
+                self.on_response()
+        else:
+            raise RuntimeError(
+                f"Unexpected ASGI message '{message['type']}' sent, after response already "
+                "completed."
+            )
+
     async def send_500_response(self) -> None:
         """uvicorn's own last-resort 500 (the app failed before answering), in our shape."""
         request_id = self.scope.get("state", {}).get("request_id") or str(uuid.uuid4())

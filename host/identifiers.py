@@ -225,7 +225,8 @@ def _quick_plan(
         if (
             len(text) > max_bytes
             or (not text.isascii() and _utf8_size(text) > max_bytes)
-            or _UNCARRIABLE.search(text) is not None
+            # Printable ASCII (most values) has no uncarriable character: checked in C, no regex.
+            or (not (text.isascii() and text.isprintable()) and _UNCARRIABLE.search(text))
         ):
             return None
         texts.append(text)

@@ -494,9 +494,7 @@ _NOTIFY_LABEL = "aviso_notification_label"
 
 def count_notification_as(request: Request, event_type: str) -> None:
     """From here on, count this notify under ``event_type`` (before: ``unknown``)."""
-    request.scope["state"][_NOTIFY_LABEL] = request.app.state.service.metrics.event_type_label(
-        event_type
-    )
+    request.scope["state"][_NOTIFY_LABEL] = request.app.service.metrics.event_type_label(event_type)
 
 
 def counted_notification(handler: Handler) -> Handler:
@@ -516,7 +514,7 @@ def counted_notification(handler: Handler) -> Handler:
             raise
         finally:
             label = request.scope["state"].get(_NOTIFY_LABEL, UNKNOWN_LABEL)
-            request.app.state.service.metrics.notification(label, status)
+            request.app.service.metrics.notification(label, status)
 
     return endpoint
 

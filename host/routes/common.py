@@ -20,7 +20,7 @@ Handler = Callable[[Request], Awaitable[ASGIApp]]
 
 
 def service_of(request: Request) -> Service:
-    return request.app.state.service
+    return request.app.service
 
 
 def request_id_of(request: Request) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aviso_host.config import settings_from_document
-from aviso_host.encoding import dumps, loads
+from aviso_host.encoding import dumps, dumps_texts, loads
 from aviso_host.identifiers import (
     check_identifier_values,
     check_payload_size,
@@ -171,3 +171,32 @@ def test_written_json_is_the_standard_encoders() -> None:
                 value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys
             )
             assert dumps(value, sort_keys=sort_keys) == expected
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"status": "success", "request_id": "0f6b7f3e", "processed_at": "2026-11-26T09:57:20Z"},
+        {chr(code): "".join(map(chr, range(code, code + 64))) for code in range(0, 0x3000, 64)},
+        {"a": '\U0001f600\u2028\x7f"\\'},
+        {"lone": "\ud800"},
+        {"n": 1, "f": 1e16, "x": None, "nested": {"b": "1", "a": "2"}},
+    ],
+)
+def test_written_text_maps_are_the_standard_encoders(mapping: dict[str, Any]) -> None:
+    expected = json.dumps(mapping, separators=(",", ":"), ensure_ascii=False)
+    try:
+        written = expected.encode()
+    except UnicodeEncodeError:  # a lone surrogate: refused either way
+        with pytest.raises(UnicodeEncodeError):
+            dumps_texts(mapping)
+    else:
+        assert dumps_texts(mapping) == written
+
+
+@pytest.mark.parametrize(
+    "text", [b'{"a":"1234567890123456789"}', b"[12345678901234567890]", b'{"a":123456789012345678}']
+)
+def test_runs_of_digits_parse_as_the_standard_parser(text: bytes) -> None:
+    parsed = loads(text)
+    assert parsed == json.loads(text) and repr(parsed) == repr(json.loads(text))
