@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import sys
@@ -83,7 +82,7 @@ def serve(
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
-    from aviso_host.streaming.collector import pace_garbage_collector
+    from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
@@ -117,11 +116,7 @@ def serve(
         port if port is not None else settings.application.port,
     )
     server = AvisoServer(config, app.state.service)
-    # What exists now (modules, plugins, the app) lives as long as the process: frozen, it is
-    # left out of the collector's full passes, which a busy server makes every few thousand
-    # requests (the in-memory backend's records keep adding long-lived objects).
-    gc.collect()
-    gc.freeze()
+    freeze_startup_objects()
     try:
         server.run()
     finally:

@@ -1,4 +1,5 @@
-"""The garbage collector's pace for a server holding thousands of streams.
+"""The garbage collector's pace for a server holding thousands of streams, and the objects
+it need not scan.
 
 With CPython's default first threshold (700 net new container objects), delivering one
 notification to 10,000 watches runs dozens of young collections: every woken stream briefly
@@ -26,3 +27,14 @@ def pace_garbage_collector() -> None:
     """Raise the first collection threshold, keeping the older generations' defaults."""
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+
+
+def freeze_startup_objects() -> None:
+    """Leave everything that exists now out of later collections.
+
+    Called once the app is built: modules, plugins and the app live as long as the process,
+    and a busy server makes a full pass every few thousand requests (the in-memory backend's
+    records keep adding long-lived objects), which would scan them all again each time.
+    """
+    gc.collect()
+    gc.freeze()
