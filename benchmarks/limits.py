@@ -7,7 +7,8 @@ them, both measured in this run.
 edge middleware) and aviso's uvicorn protocol (head accounting, header/idle timers,
 connection cap, lingering close, the declared length, the 500 hook). "Without": the same app
 with the body limit switched off (``AvisoApp.body_limit = None``), served by uvicorn's stock
-httptools protocol. The JSON nesting check stays in both (it is part of
+httptools protocol building aviso's request cycle (how a response is written is the same in
+both: one write per answer of known length). The JSON nesting check stays in both (it is part of
 body parsing); its cost on the benchmark body is measured on its own and printed.
 
 Both servers run as child processes on the same configuration; rounds alternate between
@@ -47,8 +48,11 @@ MODES = ("with", "without")
 
 def serve(mode: str, config: str, port: int) -> None:
     """The child process: one server, with or without the limits."""
+    from uvicorn.protocols.http import httptools_impl
+
     from aviso_host.app import create_app
     from aviso_host.config import settings_from_document
+    from aviso_host.http_protocol import ResponseCycle
     from aviso_host.plugins import discover
     from aviso_host.server import install_limits, uvicorn_config
 
@@ -60,6 +64,9 @@ def serve(mode: str, config: str, port: int) -> None:
         install_limits(server_config, settings.limits)
     else:
         app.body_limit = None
+        # How a response is written (one write per answer of known length) is not a limit:
+        # uvicorn's stock protocol builds aviso's request cycle too, so only the limits differ.
+        httptools_impl.RequestResponseCycle = ResponseCycle  # type: ignore[misc]
     uvicorn.Server(server_config).run()
 
 

@@ -340,7 +340,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         # aviso: the connection cap instead of uvicorn's limit_concurrency.
         app = _service_unavailable if len(self.connections) > self._max_connections else self.app
         existing_cycle = self.cycle
-        self.cycle = _Cycle(
+        self.cycle = ResponseCycle(
             scope=scope,
             transport=self.transport,
             flow=self.flow,
@@ -401,7 +401,7 @@ _NAME_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_RE.match(bytes
 _VALUE_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_VALUE_RE.match(bytes([byte])))
 
 
-class _Cycle(RequestResponseCycle):
+class ResponseCycle(RequestResponseCycle):
     """uvicorn's request cycle, writing a response of known length in one piece.
 
     uvicorn writes a response's head as soon as the app starts it and its body when that

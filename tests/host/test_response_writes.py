@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
 
-from aviso_host.http_protocol import _Cycle
+from aviso_host.http_protocol import ResponseCycle
 
 
 def run(check: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -51,9 +51,11 @@ class RecordingTransport:
         pass
 
 
-def cycle(transport: RecordingTransport, method: str = "POST", keep_alive: bool = True) -> _Cycle:
+def cycle(
+    transport: RecordingTransport, method: str = "POST", keep_alive: bool = True
+) -> ResponseCycle:
     scope: Any = {"type": "http", "method": method, "http_version": "1.1", "headers": []}
-    return _Cycle(
+    return ResponseCycle(
         scope=scope,
         transport=transport,
         flow=FlowControl(transport),  # type: ignore[arg-type]
