@@ -50,6 +50,9 @@ class StreamControl:
             self.stop_reason = reason
         self.wake()
 
+    def client_gone(self) -> None:
+        self.stop("client_gone")
+
     def abort(self, reason: str) -> None:
         """End the stream without a final event (its client is not reading anyway)."""
         if self.aborted is None and self.task is not None and not self.task.done():
