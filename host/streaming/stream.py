@@ -90,6 +90,33 @@ def _display(topic: str) -> str:
 class EventStream:
     """ASGI app answering one watch or replay request with ``text/event-stream``."""
 
+    # Slots for what every open stream holds (as its control, live queue, and the protocol's
+    # objects): an instance dict is a few hundred bytes per idle watch.
+    __slots__ = (
+        "_backend",
+        "_bound",
+        "_control",
+        "_deadline",
+        "_delivered",
+        "_fetched_through",
+        "_filter",
+        "_is_watch",
+        "_live",
+        "_metrics",
+        "_next_heartbeat",
+        "_now",
+        "_out",
+        "_reauthorisation",
+        "_renderer",
+        "_replay",
+        "_send",
+        "_settings",
+        "_streams",
+        "_subscription",
+        "_through",
+        "_topic",
+    )
+
     def __init__(
         self,
         *,
