@@ -44,8 +44,10 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 def api_routes() -> list[BaseRoute]:
     return [
         Route("/api/v1/notification", notify.NotifyRoute(), methods=["POST"], name="notify"),
-        Route("/api/v1/watch", streams.watch, methods=["POST"]),
-        Route("/api/v1/replay", streams.replay, methods=["POST"]),
+        Route("/api/v1/watch", streams.StreamRoute(streams.watch), methods=["POST"], name="watch"),
+        Route(
+            "/api/v1/replay", streams.StreamRoute(streams.replay), methods=["POST"], name="replay"
+        ),
         Route("/api/v1/aggregate", aggregate.aggregate, methods=["POST"]),
         Route("/api/v1/schema", schema.list_schemas, methods=["GET"]),
         Route("/api/v1/schema/{event_type}", schema.get_schema, methods=["GET"]),

@@ -15,7 +15,9 @@ The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stre
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
 which does not read would never allow, and the scope's :data:`DECLARED_LENGTH` the request's
 ``Content-Length`` as the parser read it (``None`` for a chunked body), so the body limit
-(:mod:`aviso_host.body_limit`) need not look for it again.
+(:mod:`aviso_host.body_limit`) need not look for it again. :data:`DISCONNECT_EXTENSION`
+tells a stream when its client goes away (:func:`on_client_gone`) without a task per stream
+waiting on ``receive`` for it.
 
 Every request pays for these limits, so the parser callbacks uvicorn's protocol runs per
 request are re-implemented here with the limits built in rather than wrapped around a call
@@ -28,12 +30,14 @@ import asyncio
 import logging
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httptools
 from starlette.types import Receive, Scope, Send
 from uvicorn._types import ASGISendEvent
 from uvicorn.config import Config
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
     HEADER_VALUE_RE,
@@ -58,6 +62,7 @@ from aviso_host.errors import (
 from aviso_host.logs import log_event
 
 ABORT_EXTENSION = "aviso.abort_connection"
+DISCONNECT_EXTENSION = "aviso.on_client_gone"
 DECLARED_LENGTH = "aviso.content_length"
 """Scope key set by aviso's protocol only: the body's length as the head declares it, its
 ``Content-Length``, 0 with neither that nor ``Transfer-Encoding`` (no body), ``None`` for a
@@ -75,6 +80,17 @@ def abort_connection(scope: Scope) -> None:
         abort()
 
 
+def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
+    """Have ``callback`` called once the request's client has closed its connection (``None``:
+    no longer). ``False`` outside aviso's protocol, where the caller must wait for
+    ``http.disconnect`` from ``receive`` itself."""
+    register = scope.get("extensions", {}).get(DISCONNECT_EXTENSION)
+    if register is None:
+        return False
+    register(callback)
+    return True
+
+
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
     """The whole HTTP answer, for refusals written before any request cycle exists."""
     body = dumps(error.body(request_id)).encode()
@@ -88,36 +104,75 @@ class _Refused(Exception):
     """Stops the parser after a refusal was written from one of its callbacks."""
 
 
+class _Signal:
+    """What uvicorn uses of :class:`asyncio.Event` (``set``, ``clear``, ``is_set``, ``wait``),
+    its list of waiters made only while someone waits: an Event's empty deque costs ~700 B,
+    and every connection holds two (the request's message event, the writable event of its
+    flow control), idle watches included."""
+
+    __slots__ = ("_value", "_waiters")
+
+    def __init__(self, value: bool = False) -> None:
+        self._value = value
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def is_set(self) -> bool:
+        return self._value
+
+    def set(self) -> None:
+        if self._value:
+            return
+        self._value = True
+        for waiter in self._waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._value = False
+
+    async def wait(self) -> bool:
+        if self._value:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+            return True
+        finally:
+            self._waiters.remove(waiter)
+            if not self._waiters:
+                self._waiters = None
+
+
+class _FlowControl(FlowControl):
+    def __init__(self, transport: asyncio.Transport) -> None:  # uvicorn's, with a _Signal
+        self._transport = transport
+        self.read_paused = False
+        self.write_paused = False
+        self._is_writable_event = _Signal(True)  # type: ignore[assignment]
+
+
 class _Transport:
     """The connection's transport as uvicorn's code sees it: closing it while the client
     is still sending a body becomes a lingering close (see the module docstring).
 
-    The rest of :class:`asyncio.Transport` is the real transport's own methods, bound once
-    per connection: a ``__getattr__`` fallback would slow every attribute read, and uvicorn
-    reads several per request."""
+    The methods uvicorn calls on every request are the real transport's own, bound once per
+    connection (a ``__getattr__`` fallback would slow them); the rest, rarely called, go
+    through that fallback rather than cost every open connection a bound method each."""
 
-    _FORWARDED = (
-        "abort",
-        "can_write_eof",
-        "get_extra_info",
-        "get_protocol",
-        "get_write_buffer_limits",
-        "get_write_buffer_size",
-        "is_closing",
-        "is_reading",
-        "pause_reading",
-        "resume_reading",
-        "set_protocol",
-        "set_write_buffer_limits",
-        "write",
-        "write_eof",
-        "writelines",
-    )
+    __slots__ = ("_protocol", "_raw", "is_closing", "write", "writelines")
 
     def __init__(self, transport: asyncio.Transport, protocol: AvisoHttpProtocol) -> None:
         self._protocol = protocol
-        for name in self._FORWARDED:
-            setattr(self, name, getattr(transport, name))
+        self._raw = transport
+        self.is_closing = transport.is_closing
+        self.write = transport.write
+        self.writelines = transport.writelines
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
     def close(self) -> None:
         self._protocol.close_connection()
@@ -128,6 +183,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
     # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
     __slots__ = (
         "_awaiting_head",
+        "_client_gone",
         "_declared_length",
         "_extensions",
         "_head_bytes",
@@ -151,6 +207,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         max_connections: int,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        # A list, not uvicorn's deque (~700 B per connection): requests are pipelined rarely.
+        self.pipeline: list[tuple[RequestResponseCycle, Any]] = []  # type: ignore[assignment]
+        self._client_gone: Callable[[], None] | None = None
         self._limits = limits
         self._max_connections = max_connections
         self._raw: asyncio.Transport | None = None
@@ -167,13 +226,31 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
-        self._extensions = {ABORT_EXTENSION: self._abort}
+        self._extensions = {
+            ABORT_EXTENSION: self._abort,
+            DISCONNECT_EXTENSION: self._on_client_gone,
+        }
         super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
+        self.flow = _FlowControl(self.transport)
         self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
         super().connection_lost(exc)
+        client_gone = self._client_gone
+        if client_gone is not None:
+            self._client_gone = None
+            client_gone()
+
+    def _on_client_gone(self, callback: Callable[[], None] | None) -> None:
+        if callback is not None and self.cycle is not None and self.cycle.disconnected:
+            callback()
+            return
+        self._client_gone = callback
+        if callback is not None:
+            # What a receive() waiting for the disconnect would do: a connection that is
+            # not read from is not seen to close.
+            self.flow.resume_reading()
 
     def _abort(self) -> None:
         if self.cycle is not None:
@@ -348,7 +425,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             access_logger=self.access_logger,
             access_log=self.access_log,
             default_headers=self.server_state.default_headers,
-            message_event=asyncio.Event(),
+            message_event=_Signal(),  # type: ignore[arg-type]
             expect_100_continue=self.expect_100_continue,
             keep_alive=http_version != "1.0" and parser.should_keep_alive(),
             on_response=self.on_response_complete,
@@ -358,7 +435,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         else:
             # Pipelined HTTP requests need to be queued up.
             self.flow.pause_reading()
-            self.pipeline.appendleft((self.cycle, app))
+            self.pipeline.append((self.cycle, app))
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
@@ -375,6 +452,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
     # -- output ----------------------------------------------------------------------------
 
     def on_response_complete(self) -> None:
+        self._client_gone = None
         if self._lingering:
             # Refused by the protocol itself: the connection is being closed.
             self.server_state.total_requests += 1
@@ -389,7 +467,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self.flow.resume_reading()
         # Unblock any pipelined request, else arm the keep-alive timeout.
         if self.pipeline:
-            cycle, app = self.pipeline.pop()
+            cycle, app = self.pipeline.pop(0)
             self._start_asgi_task(cycle, app)
         else:
             self.timeout_keep_alive_task = self.loop.call_later(

@@ -226,6 +226,8 @@ class AuthoriserRecorder(AuthoriserMetrics):
 class SseConnection:
     """One watch/replay stream's view of the SSE families (its labels fixed at setup)."""
 
+    __slots__ = ("_event_type", "_metrics", "_opened_at", "_route", "_sent", "_user")
+
     def __init__(self, metrics: Metrics, route: str, event_type: str, user: str | None) -> None:
         self._metrics = metrics
         self._route = route

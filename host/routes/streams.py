@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
@@ -25,6 +25,7 @@ from aviso_host.identifiers import check_identifier_values, check_topic_size, pl
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
+    Handler,
     api_endpoint,
     caller_of,
     error_response,
@@ -220,3 +221,18 @@ async def watch(request: Request) -> ASGIApp:
 @api_endpoint
 async def replay(request: Request) -> ASGIApp:
     return await _open_stream(request, Endpoint.REPLAY)
+
+
+class StreamRoute:
+    """A stream endpoint as a plain ASGI app (a class, so Starlette's ``Route`` does not wrap
+    it in ``request_response``): the request stays suspended for as long as its stream lives,
+    and each wrapping layer would be frames and closures held by every open watch."""
+
+    __slots__ = ("_handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self._handler(Request(scope, receive))
+        await response(scope, receive, send)

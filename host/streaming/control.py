@@ -35,6 +35,8 @@ _PRECEDENCE = {
 
 
 class StreamControl:
+    __slots__ = ("_waiter", "_woken", "aborted", "request_id", "stop_reason", "task", "timer_when")
+
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         self.stop_reason: str | None = None
@@ -49,6 +51,9 @@ class StreamControl:
         if self.stop_reason is None or _PRECEDENCE[reason] > _PRECEDENCE[self.stop_reason]:
             self.stop_reason = reason
         self.wake()
+
+    def client_gone(self) -> None:
+        self.stop("client_gone")
 
     def abort(self, reason: str) -> None:
         """End the stream without a final event (its client is not reading anyway)."""
@@ -192,7 +197,7 @@ def _size(record: StoredNotification) -> int:
     return len(record.payload) + len(record.topic) + _RECORD_OVERHEAD
 
 
-@dataclass
+@dataclass(slots=True)
 class Skipped:
     """Live records the ``drop`` policy skipped since the client last heard about it."""
 
@@ -211,6 +216,20 @@ class LiveQueue:
     and the sequence to resume from (cutting it off if it cannot even write that), ``drop``
     skips records and tells the client how many.
     """
+
+    __slots__ = (
+        "_bytes",
+        "_capacity",
+        "_control",
+        "_items",
+        "_max_bytes",
+        "_policy",
+        "dropped_through",
+        "ended",
+        "first_seen",
+        "live",
+        "skipped",
+    )
 
     def __init__(self, control: StreamControl, capacity: int, max_bytes: int, policy: str) -> None:
         self._control = control

@@ -31,7 +31,7 @@ from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.filtering import StreamFilter
-from aviso_host.http_protocol import abort_connection
+from aviso_host.http_protocol import abort_connection, on_client_gone
 from aviso_host.logs import log_event
 from aviso_host.metrics import SseConnection
 from aviso_host.request_id import RAW_SEND
@@ -90,6 +90,33 @@ def _display(topic: str) -> str:
 class EventStream:
     """ASGI app answering one watch or replay request with ``text/event-stream``."""
 
+    # Slots for what every open stream holds (as its control, live queue, and the protocol's
+    # objects): an instance dict is a few hundred bytes per idle watch.
+    __slots__ = (
+        "_backend",
+        "_bound",
+        "_control",
+        "_deadline",
+        "_delivered",
+        "_fetched_through",
+        "_filter",
+        "_is_watch",
+        "_live",
+        "_metrics",
+        "_next_heartbeat",
+        "_now",
+        "_out",
+        "_reauthorisation",
+        "_renderer",
+        "_replay",
+        "_send",
+        "_settings",
+        "_streams",
+        "_subscription",
+        "_through",
+        "_topic",
+    )
+
     def __init__(
         self,
         *,
@@ -143,7 +170,13 @@ class EventStream:
         self._streams.add(control)
         self._metrics.opened()
         self._send = send
-        watcher = asyncio.create_task(self._watch_disconnect(receive))
+        # Under aviso's protocol the connection itself says when the client goes away; a
+        # task per stream waiting for it on ``receive`` would cost every idle watch ~1 KB.
+        watcher = (
+            None
+            if on_client_gone(scope, control.client_gone)
+            else asyncio.create_task(self._watch_disconnect(receive))
+        )
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             # The head went through every middleware (request id, status for the request log
@@ -162,7 +195,10 @@ class EventStream:
             self._metrics.closed(control.stop_reason)
             if self._reauthorisation is not None:
                 self._reauthorisation.close()
-            watcher.cancel()
+            if watcher is None:
+                on_client_gone(scope, None)
+            else:
+                watcher.cancel()
             self._streams.discard(control)
             if self._subscription is not None:
                 await self._subscription.close()

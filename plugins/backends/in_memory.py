@@ -140,6 +140,8 @@ class _Subscriber:
 
 
 class _Subscription:
+    __slots__ = ("_backend", "_subscriber")
+
     def __init__(self, backend: InMemoryBackend, subscriber: _Subscriber) -> None:
         self._backend = backend
         self._subscriber = subscriber
