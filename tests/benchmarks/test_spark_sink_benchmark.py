@@ -7,37 +7,27 @@ Speed is the benchmark's to print, never asserted here. The 1,000,000-row run is
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.benchmarks.support import figures, run_benchmark
+
 if importlib.util.find_spec("pyspark") is None:
     pytest.skip("the 'spark' extra is not installed", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 SMOKE_ROWS = 2_000
 FULL_ROWS = 1_000_000
 SMOKE_TIMEOUT = 600  # a Spark start on two shared cores
 FULL_TIMEOUT = 3 * 3600
 
 
-def run_benchmark(rows: int, timeout: int) -> tuple[dict[str, Any], str]:
+def run_spark_sink(rows: int, timeout: int) -> tuple[dict[str, Any], str]:
     """The figures (its last output line) and the whole output of one run."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.spark_sink", "--rows", str(rows)],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    done = run_benchmark("spark_sink", "--rows", str(rows), timeout=timeout)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-5000:]
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+    return figures(done), done.stdout
 
 
 def check(figures: dict[str, Any], output: str, rows: int) -> None:
@@ -51,13 +41,13 @@ def check(figures: dict[str, Any], output: str, rows: int) -> None:
 
 @pytest.mark.timeout(SMOKE_TIMEOUT + 60)
 def test_small_benchmark_run_stores_every_row_through_both_paths() -> None:
-    figures, output = run_benchmark(SMOKE_ROWS, SMOKE_TIMEOUT)
+    figures, output = run_spark_sink(SMOKE_ROWS, SMOKE_TIMEOUT)
     check(figures, output, SMOKE_ROWS)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(FULL_TIMEOUT + 60)
 def test_one_million_rows_through_the_backend_sink() -> None:
-    figures, output = run_benchmark(FULL_ROWS, FULL_TIMEOUT)
+    figures, output = run_spark_sink(FULL_ROWS, FULL_TIMEOUT)
     print(output)  # the figures, for whoever runs the slow checks
     check(figures, output, FULL_ROWS)
