@@ -51,12 +51,13 @@ def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
     return f"{text[:limit]}... [{len(text) - limit} more characters]"
 
 
-_secrets: set[str] = set()
+_secrets: frozenset[str] = frozenset()
 
 
 def register_secrets(values: Iterable[str]) -> None:
     """Mask these values (configured secrets) in every log line from now on."""
-    _secrets.update(values)
+    global _secrets
+    _secrets = _secrets.union(values)
 
 
 class JsonLineFormatter(logging.Formatter):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from aviso_host.config.errors import KeyPath
@@ -20,9 +21,11 @@ from aviso_host.config.errors import KeyPath
 REDACTED = "[REDACTED]"
 SECRET_KEY_PARTS = ("password", "secret", "token", "authorization", "api_key")
 
-MIN_MASKED_LENGTH = 4
-"""Shorter secret values are not searched for in free text: they would mask ordinary words
-and numbers everywhere (they are still hidden wherever the configuration is shown)."""
+MIN_MASKED_LENGTH = 8
+"""Shorter secret values are not searched for in free text: eight characters is the least a
+password or key can have to be worth keeping secret (NIST SP 800-63B's minimum), and shorter
+ones are ordinary words and numbers that would be masked everywhere (they are still hidden
+wherever the configuration is shown)."""
 
 # ``scheme://userinfo@`` where userinfo holds a user name, a password or a bare token.
 # Greedy up to the last ``@`` of the authority, so a stray ``@`` in a password is masked too.
@@ -117,10 +120,38 @@ def _below(depth: int | None, secret: bool) -> int | None:
 
 
 def mask_secrets(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every occurrence of a secret (also as JSON string content) masked."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
-        if escaped != secret:
-            text = text.replace(escaped, REDACTED)
-    return text
+    """``text`` with every whole occurrence of a secret (also as JSON string content) masked.
+
+    A secret is masked only as a whole token: where it starts or ends with a letter, digit
+    or underscore, the text next to it must not continue the word (a JSON escape such as
+    ``\\n`` ends the word before it). So a secret never shows through, while text that only
+    contains it (``ens_product`` beside a secret ``prod``) is left as it is.
+    """
+    pattern = _secrets_pattern(frozenset(secrets))
+    return text if pattern is None else pattern.sub(REDACTED, text)
+
+
+@lru_cache(maxsize=16)
+def _secrets_pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
+    forms = {form for secret in secrets if secret for form in _forms(secret)}
+    if not forms:
+        return None
+    # Longest first, so that a secret containing another is masked whole.
+    alternatives = sorted(forms, key=len, reverse=True)
+    return re.compile("|".join(_whole(form) for form in alternatives))
+
+
+def _forms(secret: str) -> set[str]:
+    """The secret as it is and as it reads inside a JSON string."""
+    return {secret, json.dumps(secret, ensure_ascii=False)[1:-1]}
+
+
+_WORD = re.compile(r"\w")
+_NOT_AFTER_WORD = r"(?:(?<!\w)|(?<=\\[bfnrt]))"
+_NOT_BEFORE_WORD = r"(?!\w)"
+
+
+def _whole(form: str) -> str:
+    start = _NOT_AFTER_WORD if _WORD.match(form[0]) else ""
+    end = _NOT_BEFORE_WORD if _WORD.match(form[-1]) else ""
+    return f"{start}{re.escape(form)}{end}"

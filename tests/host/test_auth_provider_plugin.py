@@ -16,16 +16,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.support.process import aviso_process, install_into, run_aviso, with_pythonpath
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_api_keys"
 
-KEYS = {
-    "key-reader-0001": {"username": "rita", "realm": "lab", "roles": ["reader"]},
-    "key-admin-0002": {"username": "ada", "realm": "lab", "roles": ["admin"]},
-    "key-writer-0003": {"username": "wes", "realm": "lab", "roles": ["writer"]},
-}
+KEYS = [
+    {"key": "key-reader-0001", "user": "rita", "realm": "lab", "roles": ["reader"]},
+    {"key": "key-admin-0002", "user": "ada", "realm": "lab", "roles": ["admin"]},
+    {"key": "key-writer-0003", "user": "wes", "realm": "lab", "roles": ["writer"]},
+]
 
 CONFIG = """
 application: {{host: 127.0.0.1, port: 0}}
@@ -91,7 +92,7 @@ def test_the_plugin_mode_authenticates_over_http(client: httpx.Client) -> None:
     anonymous = _notify(client, "lab_results", {})
     assert anonymous.status_code == 401
     assert anonymous.json()["message"] == "Authentication is required for this stream"
-    assert anonymous.headers.get_list("www-authenticate") == ["ApiKey"]
+    assert anonymous.headers.get_list("www-authenticate") == ["ApiKey", "Bearer"]
     assert _notify(client, "lab_results", _key("key-writer-0003")).status_code == 200
     denied = _notify(client, "lab_results", _key("key-reader-0001"))
     assert denied.status_code == 403
@@ -101,8 +102,13 @@ def test_the_plugin_mode_authenticates_over_http(client: httpx.Client) -> None:
     assert wrong.status_code == 401
     assert list(wrong.json()) == ["code", "error", "message", "request_id"]
     assert wrong.json()["message"] == "Invalid API key"
-    # The provider reads its own header: an Authorization header means nothing to it.
+    # pyaviso sends only Bearer or Basic credentials: a key as a bearer token works too.
+    assert (
+        _notify(client, "lab_results", {"Authorization": "Bearer key-writer-0003"}).status_code
+        == 200
+    )
     assert _notify(client, "lab_results", {"Authorization": "Bearer x.y.z"}).status_code == 401
+    assert _notify(client, "lab_results", {"Authorization": "Basic d2VzOng="}).status_code == 401
     # A malformed key is anonymous on a public stream.
     assert _notify(client, "open_data", {"X-Api-Key": b"\xe9"}).status_code == 200
 
@@ -114,7 +120,7 @@ def test_the_plugin_mode_guards_the_admin_routes(client: httpx.Client) -> None:
     malformed = client.delete("/api/v1/admin/wipe/all", headers={"X-Api-Key": b"\xe9"})
     assert malformed.status_code == 401
     assert malformed.json()["message"] == "X-Api-Key header must hold an API key"
-    assert malformed.headers.get_list("www-authenticate") == ["ApiKey"]
+    assert malformed.headers.get_list("www-authenticate") == ["ApiKey", "Bearer"]
     reader = client.delete("/api/v1/admin/wipe/all", headers=_key("key-reader-0001"))
     assert reader.status_code == 403
     admin = client.delete("/api/v1/admin/wipe/all", headers=_key("key-admin-0002"))
@@ -169,29 +175,37 @@ def test_a_provider_that_refuses_its_options_is_one_error_line_naming_it(
 
 
 def test_a_secret_option_is_never_shown(plugin_path: Path, tmp_path: Path) -> None:
-    inline = "api_keys: {keys: {key-inline-0004: {username: ivy, roles: [secret-role]}}}"
+    inline = "api_keys: {keys: [{key: key-inline-0004, user: ivy, roles: [ens_product]}]}"
     config = _config(tmp_path, inline)
     check = run_aviso("config", "check", str(config), env=with_pythonpath(plugin_path))
     assert check.returncode == 0, check.stderr
     assert "key-inline-0004" not in check.stdout
-    assert "secret-role" not in check.stdout
-    # The default header is filled in; the secret map is masked as a whole.
-    assert "    keys: '[REDACTED]'\n    header: X-Api-Key\n" in check.stdout, check.stdout
+    # The default header is filled in; only the key is secret, not who it stands for.
+    shown = yaml.safe_load(check.stdout)["auth"]["api_keys"]
+    assert shown == {
+        "keys": [{"key": "[REDACTED]", "user": "ivy", "roles": ["ens_product"]}],
+        "header": "X-Api-Key",
+    }
     # The same secret in a value that fails a check is masked in the error too.
-    broken = _config(tmp_path, "api_keys: {keys: {key-inline-0004: {username: 7}}}")
+    broken = _config(tmp_path, "api_keys: {keys: [{key: key-inline-0004, user: 7}]}")
     [line] = _refusals(plugin_path, broken)
     assert "key-inline-0004" not in line
-    assert line.startswith("Error: auth.api_keys.keys.[REDACTED].username: expected text"), line
+    assert line.startswith("Error: auth.api_keys.keys[0].user: expected text"), line
 
 
 def test_inline_keys_and_a_custom_header_work_under_serve(
     plugin_path: Path, tmp_path: Path
 ) -> None:
-    section = "api_keys: {header: X-Token, keys: {key-inline-0004: {username: ivy, realm: lab}}}"
+    section = (
+        "api_keys: {header: X-Token, keys: [{key: key-inline-0004, user: ivy-analyst, realm: lab}]}"
+    )
     config = _config(tmp_path, section)
     log = tmp_path / "server.log"
     server = aviso_process(config, log, with_pythonpath(plugin_path))
     with server as (url, _), httpx.Client(base_url=url, timeout=10.0) as http:
         assert _notify(http, "lab_results", {"X-Token": "key-inline-0004"}).status_code == 403
         assert _notify(http, "lab_results", {"X-Api-Key": "key-inline-0004"}).status_code == 401
-    assert "key-inline-0004" not in log.read_text()
+    logged = log.read_text()
+    assert "key-inline-0004" not in logged
+    # Who called is not a secret: the audit fields name the user.
+    assert '"username":"ivy-analyst"' in logged

@@ -1,7 +1,9 @@
 """Secrets never appear in a printed configuration (configuration chapter §1.6, item 30)."""
 
+import json
+
 from aviso_host.config import redact, settings_from_document
-from aviso_host.config.redact import REDACTED
+from aviso_host.config.redact import MIN_MASKED_LENGTH, REDACTED, mask_secrets, secret_values
 from tests.host.config.config_stubs import AUTH_ENABLED, document, make_registry
 
 
@@ -51,3 +53,39 @@ def test_effective_configuration_redacts_secrets_without_touching_settings() -> 
     assert printed["notification_backend"]["jetstream"]["token"] == REDACTED
     assert settings.auth.jwt_secret == "s3cret"
     assert settings.document["ecpds"]["password"] == "pw"
+
+
+# -- secrets in free text (log lines, error messages) -------------------------------------
+
+
+def test_a_secret_is_masked_as_a_whole_token_wherever_it_stands() -> None:
+    secret = "hunter2-x9"
+    texts = {
+        f"token {secret} refused": f"token {REDACTED} refused",
+        f'{{"detail":"{secret}"}}': f'{{"detail":"{REDACTED}"}}',
+        f"nats://aviso:{secret}@host": f"nats://aviso:{REDACTED}@host",
+        f"first line\\n{secret}": f"first line\\n{REDACTED}",  # after a JSON escape
+        f"({secret}).": f"({REDACTED}).",
+    }
+    for text, masked in texts.items():
+        assert mask_secrets(text, {secret}) == masked, text
+    # Inside a JSON string, with its quotes and backslashes escaped.
+    quoted = 'pa"ss\\word-42'
+    line = json.dumps({"message": f"refused {quoted}"})
+    assert quoted not in json.loads(mask_secrets(line, {quoted}))["message"]
+
+
+def test_a_secret_is_never_masked_inside_another_word() -> None:
+    secrets = {"forecast", "product1"}
+    text = '{"event_type":"ens_forecast_products","topic":"forecasts.product10"}'
+    assert mask_secrets(text, secrets) == text
+    assert mask_secrets("forecast: product1", secrets) == f"{REDACTED}: {REDACTED}"
+
+
+def test_secrets_too_short_to_matter_are_shown_only_masked_in_the_configuration() -> None:
+    document = {"x": {"password": "prod", "token": "long-enough-token"}}
+    found = secret_values(document, frozenset())
+    assert found == {"long-enough-token"}
+    assert len("prod") < MIN_MASKED_LENGTH
+    assert redact(document)["x"] == {"password": REDACTED, "token": REDACTED}
+    assert mask_secrets("ens_product prod", found) == "ens_product prod"

@@ -253,7 +253,11 @@ def test_a_field_handler_crash_is_one_line_naming_the_plugin() -> None:
 
 
 def test_write_only_options_are_redacted_beside_secret_key_names() -> None:
-    section = {"credential": "c" * 30, "keys": {KEYS_SECRET: "alice"}, "password_file": "/p"}
+    section = {
+        "credential": "c" * 30,
+        "keys": {KEYS_SECRET: "alice-of-the-lab"},
+        "password_file": "/p",
+    }
     settings = settings_from_document(backend("stub", section), registry())
     shown = redact(settings.document, settings.secret_paths, settings.plugin_sections)
     assert shown["notification_backend"]["stub"] == {
@@ -263,7 +267,7 @@ def test_write_only_options_are_redacted_beside_secret_key_names() -> None:
         "url": "stub://local",
         "retries": 3,
     }
-    assert {"c" * 30, KEYS_SECRET, "alice"} <= settings.secrets
+    assert {"c" * 30, KEYS_SECRET, "alice-of-the-lab"} <= settings.secrets
     assert settings.backend.options["credential"] == "c" * 30  # the plugin gets the value
 
 
