@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -160,18 +161,33 @@ def config() -> None:
 
 
 @config.command("check")
-@click.argument("path", type=click.Path(dir_okay=False))
-def check(path: str) -> None:
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Unknown keys and AVISOSERVER_* variables that address no key are errors.",
+)
+@click.option(
+    "--show/--no-show",
+    default=None,
+    help="Print the effective configuration, secrets masked (the default with PATH).",
+)
+def check(path: str | None, strict: bool, show: bool | None) -> None:
     """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration.
 
-    Every plugin is constructed exactly as ``serve`` constructs it (nothing is started), so
-    a configuration this accepts is one ``serve`` can build."""
+    Without PATH, check what ``serve`` would read: AVISOSERVER_CONFIG_FILE or the default
+    file cascade, and the AVISOSERVER_* overrides. Every plugin is constructed exactly as
+    ``serve`` constructs it (nothing is started), so a configuration this accepts is one
+    ``serve`` can build."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
+    from aviso_host.config.loader import config_files, environment_overrides
 
+    environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
     try:
         registry = discover()
-        settings = load_settings(registry, environ={**os.environ, CONFIG_ENV: path})
+        files = config_files(environ, Path.cwd(), Path.home())
+        settings = load_settings(registry, environ=environ)
         # As serve: what plugins log while being constructed is a masked JSON line.
         configure_logging(settings.logging.level)
         create_app(settings, registry)
@@ -180,12 +196,20 @@ def check(path: str) -> None:
     # Accepted, but worth acting on (e.g. what aviso-server 0.13 would refuse); on stderr
     # so that stdout stays the effective configuration.
     for warning in settings.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    click.echo(
-        yaml.safe_dump(
-            redact(settings.document, settings.secret_paths, settings.plugin_sections),
-            sort_keys=False,
-            allow_unicode=True,
-        ),
-        nl=False,
-    )
+        refused = strict and warning in settings.unknown
+        click.echo(f"{'Error' if refused else 'warning'}: {warning}", err=True)
+    if strict and settings.unknown:
+        sys.exit(1)
+    if show if show is not None else path is not None:
+        click.echo(
+            yaml.safe_dump(
+                redact(settings.document, settings.secret_paths, settings.plugin_sections),
+                sort_keys=False,
+                allow_unicode=True,
+            ),
+            nl=False,
+        )
+    else:
+        variables = sorted(set(environment_overrides(environ)) - {CONFIG_ENV})
+        read = [*(str(file) for file in files), *variables]
+        click.echo(f"OK: {', '.join(read) or 'nothing configured'}")

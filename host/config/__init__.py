@@ -7,12 +7,13 @@ fault, and nothing re-reads the raw document after startup.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from aviso_host.config.build import settings_from_document
 from aviso_host.config.errors import ConfigError
-from aviso_host.config.loader import load_document
+from aviso_host.config.loader import environment_overrides, load_document
 from aviso_host.config.redact import redact
 from aviso_host.config.settings import Settings
 from aviso_host.plugins import PluginRegistry
@@ -25,7 +26,10 @@ def load_settings(
     home: Path | None = None,
 ) -> Settings:
     """Read files and environment (defaults: the process's own) and validate the result."""
-    return settings_from_document(load_document(environ, cwd, home), registry)
+    environ = os.environ if environ is None else environ
+    return settings_from_document(
+        load_document(environ, cwd, home), registry, environment_overrides(environ)
+    )
 
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import Any
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
-from aviso_host.config.errors import ConfigError
+from aviso_host.config.errors import ConfigError, KeyPath
 from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.plugin_options import (
     deprecation_warnings,
@@ -37,13 +37,21 @@ from aviso_host.config.settings import (
     WatchSettings,
 )
 from aviso_host.config.shape import validate_shape
+from aviso_host.config.unknown_keys import unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
 
 LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
 
 
-def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry) -> Settings:
-    """Validate ``document`` against the loaded plugins; raise ``ConfigError`` if unusable."""
+def settings_from_document(
+    document: Mapping[str, Any],
+    registry: PluginRegistry,
+    overrides: Mapping[str, KeyPath] | None = None,
+) -> Settings:
+    """Validate ``document`` against the loaded plugins; raise ``ConfigError`` if unusable.
+
+    ``overrides``: the ``AVISOSERVER_*`` variables applied to ``document`` and the key path
+    each one set, so that one addressing no key is reported under its own name."""
     schema = document_schema(registry)
     written = drop_nulls(document)
     # Found before any check, so that no error message can quote a secret value.
@@ -51,7 +59,7 @@ def settings_from_document(document: Mapping[str, Any], registry: PluginRegistry
     named = frozenset(section.path for section in selected_sections(written, registry))
     secrets = secret_values(written, secret_paths, named)
     try:
-        return _settings(written, schema, registry, secrets)
+        return _settings(written, schema, registry, secrets, overrides)
     except ConfigError as exc:
         raise ConfigError(mask_secrets(str(exc), secrets)) from None
 
@@ -61,6 +69,7 @@ def _settings(
     schema: Mapping[str, Any],
     registry: PluginRegistry,
     secrets: frozenset[str],
+    overrides: Mapping[str, KeyPath] | None,
 ) -> Settings:
     effective, sections = with_plugin_sections(coerce_text(written, schema), registry)
     validate_shape(effective, schema)
@@ -69,7 +78,8 @@ def _settings(
     secret_paths = frozenset(path for path, _ in secret_locations(effective, schema))
     named = frozenset(section.path for section in sections)
     secrets |= secret_values(effective, secret_paths, named)
-    warnings = check_rules(effective, registry)
+    unknown = unknown_key_warnings(effective, schema, overrides)
+    warnings = [*unknown, *check_rules(effective, registry)]
     warnings += deprecation_warnings(effective, registry)
     schemas = effective.get("notification_schema", {})
     strict = effective.get("notification_schema_strict", bool(schemas))
@@ -94,6 +104,7 @@ def _settings(
         },
         document=effective,
         warnings=tuple(warnings),
+        unknown=tuple(unknown),
         secret_paths=secret_paths,
         plugin_sections=named,
         secrets=secrets,

@@ -56,10 +56,13 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     },
                 },
             },
-            # ``level`` is left unconstrained: an unusable level means info, never a failure.
             "logging": {
                 "type": "object",
                 "properties": {
+                    # Unconstrained: an unusable level means info, never a failure.
+                    "level": {},
+                    # Accepted for compatibility: output is always JSON lines.
+                    "format": {},
                     "otlp": {
                         "type": "object",
                         "properties": {
@@ -67,7 +70,7 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                             "endpoint": _TEXT,
                             "protocol": {"type": "string", "enum": list(OTLP_PROTOCOLS)},
                         },
-                    }
+                    },
                 },
             },
             "auth": {

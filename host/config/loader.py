@@ -37,12 +37,14 @@ def load_document(
     home = Path.home() if home is None else home
 
     document: dict[str, Any] = {}
-    for path in _file_sources(environ, cwd, home):
+    for path in config_files(environ, cwd, home):
         document = deep_merge(document, _read_file(path))
     return apply_environment(document, environ)
 
 
-def _file_sources(environ: Mapping[str, str], cwd: Path, home: Path) -> list[Path]:
+def config_files(environ: Mapping[str, str], cwd: Path, home: Path) -> list[Path]:
+    """The files read, in merge order: ``AVISOSERVER_CONFIG_FILE`` alone when set, else
+    those of the default cascade that exist."""
     if CONFIG_FILE_ENV not in environ:
         cascade = [
             cwd / "configuration" / "config.yaml",
@@ -118,6 +120,17 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
+def environment_overrides(environ: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """Every ``AVISOSERVER_*`` variable -> the key path it sets: lower case, split at ``__``
+    (``AVISOSERVER_CONFIG_FILE`` too: it lands in the document as ``config_file``, which
+    aviso-server ignores as an unknown key)."""
+    return {
+        name: tuple(name[len(ENV_PREFIX) :].lower().split(ENV_SEPARATOR))
+        for name in environ
+        if name[: len(ENV_PREFIX)].upper() == ENV_PREFIX
+    }
+
+
 def apply_environment(document: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """Apply every ``AVISOSERVER_*`` variable as a text leaf at its ``__``-separated path.
 
@@ -125,10 +138,7 @@ def apply_environment(document: Mapping[str, Any], environ: Mapping[str, str]) -
     operating system lists them in.
     """
     result = dict(document)
-    for name in sorted(environ):
-        if name[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
-            continue
-        path = name[len(ENV_PREFIX) :].lower().split(ENV_SEPARATOR)
+    for name, path in sorted(environment_overrides(environ).items()):
         if "" in path:  # e.g. a bare ``AVISOSERVER_``: addresses no key
             continue
         node = result

@@ -186,6 +186,9 @@ class Settings:
     ``aviso-server config check`` (redact before use)."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop startup; logged once logging is configured."""
+    unknown: tuple[str, ...] = ()
+    """The warnings about keys and ``AVISOSERVER_*`` variables nobody reads (also in
+    ``warnings``): errors under ``aviso-server config check --strict``."""
     secret_paths: frozenset[tuple[str | int, ...]] = frozenset()
     """Key paths of ``document`` that plugin options schemas mark ``writeOnly`` (secret)."""
     plugin_sections: frozenset[tuple[str | int, ...]] = frozenset()

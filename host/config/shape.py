@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -47,7 +48,8 @@ def _describe(error: ValidationError) -> str:
     match error.validator:
         case "required":
             missing = [key for key in value if key not in instance]
-            return f"missing required key{_plural(missing)} {_listing(missing)}"
+            described = f"missing required key{_plural(missing)} {_listing(missing)}"
+            return described + _misspellings(missing, instance, error.schema)
         case "additionalProperties":
             return _describe_unknown_keys(error)
         case "type":
@@ -86,6 +88,19 @@ def _describe_unknown_keys(error: ValidationError) -> str:
         verb = "is" if len(unknown) == 1 else "are"
         return f"{_listing(unknown)} {verb} not allowed for {handler}"
     return f"unknown key{_plural(unknown)} {_listing(unknown)}"
+
+
+def _misspellings(missing: list[str], instance: Mapping[str, Any], schema: Mapping) -> str:
+    """`` (unknown key 'notificaton_backend' ...)``: the unknown keys of ``instance`` that
+    look like a missing one, since a misspelling is the likely cause."""
+    known = schema.get("properties", {})
+    unknown = [key for key in instance if isinstance(key, str) and key not in known]
+    found = [
+        f"unknown key {match!r} looks like {key!r}"
+        for key in missing
+        for match in difflib.get_close_matches(key, unknown, n=1, cutoff=0.8)
+    ]
+    return f" ({'; '.join(found)})" if found else ""
 
 
 def _is_field_definition(path: list[Any]) -> bool:
