@@ -194,6 +194,12 @@ class StorageBackend(ABC):
 
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
 
+    shared_between_processes: ClassVar[bool] = False
+    """Whether every process that builds this backend from the same configuration sees the
+    same notifications (a network store such as JetStream). ``False``: each process has a
+    store of its own (in memory), so notifications published by another process (a Spark
+    executor) never reach the server."""
+
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
     """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected.
 

@@ -12,6 +12,7 @@ virtualenv (PySpark would start the first ``python3`` on ``PATH``, which may not
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
 
 # The last line of a Python traceback, as Spark embeds it in the exception it raises.
 _PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
+
+BACKEND_SINK = "backend"
+HTTP_SINK = "http"
+REACH_TIMEOUT_SECONDS = 3.0
+"""How long the driver waits for the server before Spark starts (a refused connection
+answers at once)."""
 
 
 @click.group()
@@ -167,6 +174,11 @@ def publish(
         **{f"sink.{key}": value for key, value in _pairs(sink_options, "--sink-option").items()},
     }
     options = {key: value for key, value in options.items() if value is not None}
+    check_sink(
+        config_file,
+        sink,
+        {key[len("sink.") :]: value for key, value in options.items() if key.startswith("sink.")},
+    )
     with _session(master) as session:
         frame = _read_input(session, input_path, file_format, checkpoint is not None)
         try:
@@ -178,6 +190,49 @@ def publish(
             raise click.ClickException(_reason(exc)) from exc
     summary = _summary(deadletter_path, checkpoint is not None)
     click.echo(json.dumps(summary, sort_keys=True))
+
+
+def check_sink(config_file: str | None, sink: str, sink_options: dict[str, str]) -> None:
+    """Find on the driver, before Spark starts, what would fail or lose every task: a
+    configuration that does not load, options the sink refuses, a backend each executor
+    would have a private copy of, a server the http sink cannot reach."""
+    from aviso_host.config import ConfigError
+    from aviso_host.plugins import PluginError
+    from aviso_spark.runtime import host_runtime
+
+    try:
+        runtime = host_runtime(config_file)
+    except (ConfigError, PluginError) as exc:
+        hint = "" if config_file else " (give --config FILE, the server's configuration)"
+        raise click.ClickException(f"{exc}{hint}") from None
+    try:
+        runtime.sink(sink, sink_options)  # constructed only: nothing is connected
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    kind = runtime.settings.backend.kind
+    backend = runtime.registry.backends.get(kind)
+    if sink == BACKEND_SINK and backend is not None and not backend.shared_between_processes:
+        raise click.ClickException(
+            f"--sink backend cannot publish to the {kind!r} backend: each Spark worker "
+            "would store the rows in its own process, where no server sees them; use "
+            "--sink http --url URL, or a configuration whose backend is shared (jetstream)"
+        )
+    if sink == HTTP_SINK:
+        _reach_server(sink_options["url"])
+
+
+def _reach_server(url: str) -> None:
+    import httpx
+
+    from aviso_host.config.redact import mask_url_credentials
+
+    try:
+        httpx.get(url.rstrip("/") + "/health", timeout=REACH_TIMEOUT_SECONDS)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise click.ClickException(
+            f"cannot reach the aviso server at {mask_url_credentials(url)} ({reason})"
+        ) from None
 
 
 def _publish_batch(session: SparkSession, frame: DataFrame, options: dict[str, str]) -> None:
@@ -224,6 +279,11 @@ def _reason(exc: BaseException) -> str:
     lines = (str(exc).strip() or type(exc).__name__).splitlines()
     raised = [line.strip() for line in lines if _PYTHON_ERROR.match(line)]
     return raised[-1] if raised else lines[0]
+
+
+def rfc3339_utc(moment: datetime.datetime) -> str:
+    """``2026-05-04T12:00:00.250000Z``: PySpark hands timestamps over as naive local times."""
+    return moment.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 @spark.command()
@@ -288,7 +348,7 @@ def history(
                 else:
                     for row in frame.toLocalIterator():
                         record = row.asDict()
-                        record["time"] = record["time"].isoformat()
+                        record["time"] = rfc3339_utc(record["time"])
                         click.echo(json.dumps(record, sort_keys=True))
         except Exception as exc:
             raise click.ClickException(_reason(exc)) from exc

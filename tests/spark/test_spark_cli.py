@@ -7,6 +7,7 @@ and ``aviso-server spark publish --follow`` as a child process stopped by a sign
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -140,6 +141,9 @@ def test_history_prints_json_lines_or_writes_a_folder(
     records = [json.loads(line) for line in printed.stdout.splitlines()]
     assert len(records) == 10  # rows 0, 5, 10, ... went to destination <prefix>0
     assert {record["destination"] for record in records} == {f"{aviso.prefix}0"}
+    # RFC 3339 in UTC, as the server's own CloudEvent times.
+    rfc3339_utc = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+    assert all(rfc3339_utc.fullmatch(record["time"]) for record in records), records[0]
     assert sorted(json.loads(record["payload"])["path"] for record in records) == sorted(
         row["path"] for row in data.rows if row["destination"] == f"{aviso.prefix}0"
     )

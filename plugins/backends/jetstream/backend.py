@@ -79,6 +79,7 @@ class JetStreamBackend(StorageBackend):
         allow_duplicates=True,
         compression=True,
     )
+    shared_between_processes: ClassVar[bool] = True
     options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
 
     def __init__(self, context: BackendContext) -> None:
