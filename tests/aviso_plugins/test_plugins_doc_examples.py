@@ -95,3 +95,38 @@ def test_the_command_example_runs() -> None:
     [command] = commands.aviso_commands()
     result = CliRunner().invoke(command, ["world"])
     assert result.exit_code == 0 and result.output == "hello world\n"
+
+
+def test_the_api_key_provider_example_keeps_only_the_key_secret() -> None:
+    provider = example("class ApiKeyProvider")
+    keys = [
+        {"key": "k-7f3a9c2e41", "user": "wes-the-writer", "roles": ["writer"]},
+        {"key": "k-0b1d5e8f62", "user": "rita-the-reader", "roles": ["reader"]},
+    ]
+    config = {
+        "auth": {
+            "enabled": True,
+            "mode": "api_keys",
+            "admin_roles": {"lab": ["admin"]},
+            "api_keys": {"keys": keys},
+        },
+        "notification_schema": {
+            "paint_batch": {
+                **SCHEMA["notification_schema"]["paint_batch"],
+                "auth": {"required": True, "write_roles": {"lab": ["writer"]}},
+            }
+        },
+    }
+    settings = settings_from_document(
+        {**TEST_DEFAULTS, **config}, discover(load_entry_points=False, extra=[provider])
+    )
+    assert settings.secrets == {"k-7f3a9c2e41", "k-0b1d5e8f62"}  # user names are not secret
+    with serve(config, plugins=[provider]) as aviso:
+        body = ("paint_batch", {"colour": "red", "line": 1})
+        assert aviso.notify(*body, headers={"X-Api-Key": "k-7f3a9c2e41"}).status_code == 200
+        # pyaviso's only way to send it: a bearer token.
+        bearer = {"Authorization": "Bearer k-7f3a9c2e41"}
+        assert aviso.notify(*body, headers=bearer).status_code == 200
+        reader = {"Authorization": "Bearer k-0b1d5e8f62"}
+        assert aviso.notify(*body, headers=reader).status_code == 403
+        assert aviso.notify(*body, headers={"X-Api-Key": "k-unknown-key"}).status_code == 401
