@@ -61,9 +61,10 @@ def run_server(
     return server.started
 
 
-class Stopped(Exception):
+class Stopped(BaseException):
     """SIGTERM or SIGINT arrived while uvicorn was not handling them: before it served, or
-    re-raised by uvicorn once it drained (which would otherwise end the process at once)."""
+    re-raised by uvicorn once it drained (which would otherwise end the process at once).
+    Not an ``Exception``, so that no error handling on its way mistakes it for a failure."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
