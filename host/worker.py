@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
 from types import FrameType
 
@@ -152,12 +152,19 @@ def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> N
                 port,
                 workers=workers,
                 sockets=sockets,
-                on_started=lambda: ready.send_bytes(READY),
+                on_started=lambda: _tell(ready),
             )
         except ConfigError as exc:
             log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
             sys.exit(1)
     sys.exit(0 if started else 1)
+
+
+def _tell(supervisor: Connection) -> None:
+    """Say ``READY``; a supervisor already gone is not this worker's failure (its death
+    signal follows)."""
+    with suppress(OSError):
+        supervisor.send_bytes(READY)
 
 
 @contextmanager
