@@ -276,6 +276,7 @@ class Supervisor:
         process.start()
         send.close()
         self._running[slot] = _Worker(process, receive)
+        log_event("worker.started", f"worker {process.pid} started", pid=process.pid)
 
     def _supervise(self) -> None:
         while self._running:
