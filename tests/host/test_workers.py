@@ -223,9 +223,8 @@ def test_embedded_nats_killed_during_notifies_is_restarted_and_nothing_acknowled
                 thread.join(30)
         assert poll(lambda: not nats.is_running(), 10, "the killed nats-server reaped")
         with server.client() as http:
-            stored = {
-                event["data"]["identifier"]["n"] for event in replay(http, event_type, EVERYTHING)
-            }
+            events = replay(http, event_type, EVERYTHING)
+        stored = {str(event["data"]["identifier"]["n"]) for event in events}
         lost = sorted(set(map(str, acknowledged)) - stored)
         assert not lost, f"{len(lost)} acknowledged notifications lost: {lost[:20]}"
         assert "embedded nats-server exited with signal SIGKILL" in server.log()
