@@ -17,7 +17,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -91,8 +91,8 @@ class ServiceExposition:
 class WorkerMetrics:
     """The supervising process's side of ``/metrics`` under ``serve --workers``.
 
-    ``start()`` before the first worker starts, ``worker_environment()`` in every worker's
-    environment, ``worker_started(pid)``/``worker_exited(pid)`` as workers come and go,
+    ``start()`` before the first worker starts (what it returns goes into every worker's
+    environment), ``worker_started(pid)``/``worker_exited(pid)`` as workers come and go,
     ``stop()`` after the last worker has exited. With ``metrics.enabled: false`` every call
     does nothing and the workers get no extra environment.
     """
@@ -106,12 +106,15 @@ class WorkerMetrics:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, fail: Callable[[str], None]) -> Mapping[str, str]:
         """Create the private directory and serve ``metrics.host:metrics.port`` on a thread
-        of this process. A port that cannot be bound is logged (``metrics.listener.failed``)
-        and raised as ``OSError``: the service must not start."""
+        of this process; return what every worker's environment adds (it must be there
+        before the worker imports prometheus-client: a spawned process, not a fork of this
+        one). A port that cannot be bound is logged (``metrics.listener.failed``) and raised
+        as ``OSError``: the service must not start. (``fail`` is not needed: once serving,
+        nothing here can lose the service.)"""
         if not self.enabled or self.directory is not None:
-            return
+            return self._environment()
         self.directory = tempfile.mkdtemp(prefix="aviso-metrics-")
         host, port = self.settings.host, self.settings.port
         assert port is not None  # enabled
@@ -122,19 +125,15 @@ class WorkerMetrics:
         except OSError as exc:
             loop.close()
             self._remove_directory()
-            log_event(
-                "metrics.listener.failed",
-                f"cannot serve metrics on {host}:{port}: {exc}",
-                logging.ERROR,
-            )
-            raise
+            message = f"cannot serve metrics on {host}:{port}: {exc}"
+            log_event("metrics.listener.failed", message, logging.ERROR)
+            raise OSError(message) from exc
         self._listener, self._loop = listener, loop
         self._thread = threading.Thread(target=loop.run_forever, name="aviso-metrics", daemon=True)
         self._thread.start()
+        return self._environment()
 
-    def worker_environment(self) -> Mapping[str, str]:
-        """What each worker's environment adds: it must be there before the worker imports
-        prometheus-client (a spawned process, not a fork of this one)."""
+    def _environment(self) -> Mapping[str, str]:
         if self.directory is None:
             return {}
         return {MULTIPROCESS_DIRECTORY_VARIABLE: self.directory}

@@ -7,7 +7,8 @@ a port of its own, so the sums can be checked against what each worker counted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -51,22 +52,28 @@ def value(scrape: Scrape, name: str, labels: dict[str, str]) -> float:
     return 0.0 if found is None else found
 
 
+def never_fails(reason: str) -> None:
+    raise AssertionError(reason)
+
+
 @pytest.fixture
-def supervisor() -> Iterator[WorkerMetrics]:
+def supervisor() -> Iterator[tuple[WorkerMetrics, Mapping[str, str]]]:
     metrics = WorkerMetrics(MetricsSettings(enabled=True, host="127.0.0.1", port=free_port()))
-    metrics.start()
+    environment = metrics.start(never_fails)
     try:
-        yield metrics
+        yield metrics, environment
     finally:
         metrics.stop()
     assert metrics.directory is None
 
 
 def test_the_supervisor_sums_counters_and_open_streams_over_workers(
-    tmp_path: Path, module_nats: NatsServer, supervisor: WorkerMetrics
+    tmp_path: Path, module_nats: NatsServer, supervisor: tuple[WorkerMetrics, Mapping[str, str]]
 ) -> None:
-    assert supervisor.directory is not None
-    directory = Path(supervisor.directory)
+    metrics, environment = supervisor
+    assert metrics.directory is not None
+    assert environment == {"PROMETHEUS_MULTIPROC_DIR": metrics.directory}
+    directory = Path(metrics.directory)
     own_ports = [free_port(), free_port()]
     event_type = unique("wm")
     identifier = {"n": "1"}
@@ -75,10 +82,8 @@ def test_the_supervisor_sums_counters_and_open_streams_over_workers(
         for port in own_ports:
             config = document(module_nats.url)
             config["metrics"] = {"enabled": True, "host": "127.0.0.1", "port": port}
-            worker = stack.enter_context(
-                aviso_serving(tmp_path, config, env=supervisor.worker_environment())
-            )
-            supervisor.worker_started(worker.process.pid)
+            worker = stack.enter_context(aviso_serving(tmp_path, config, env=environment))
+            metrics.worker_started(worker.process.pid)
             workers.append(worker)
         first, second = workers
         with first.client() as a, second.client() as b:
@@ -88,24 +93,45 @@ def test_the_supervisor_sums_counters_and_open_streams_over_workers(
                 notify_ok(b, event_type, identifier)
             own = [value(scrape(port), NOTIFIED, GENERIC) for port in own_ports]
             assert own == [3.0, 2.0]
-            service = scrape(service_port(supervisor))
+            service = scrape(service_port(metrics))
             assert value(service, NOTIFIED, GENERIC) == 5.0
             # Every series of one worker is in the service's scrape, with its labels.
             worker_series = {frozenset(s.items()) for s in scrape(own_ports[0]).series(NOTIFIED)}
             assert worker_series <= {frozenset(s.items()) for s in service.series(NOTIFIED)}
 
             with watching(a, event_type, identifier), watching(b, event_type, identifier):
-                service = scrape(service_port(supervisor))
+                service = scrape(service_port(metrics))
                 assert value(service, OPEN_STREAMS, OPEN_WATCHES) == 2.0
 
                 second.kill()
-                supervisor.worker_exited(second.process.pid)
-                after = scrape(service_port(supervisor))
+                metrics.worker_exited(second.process.pid)
+                after = scrape(service_port(metrics))
                 # The dead worker's stream left the gauge; its notifies stay counted.
                 assert value(after, OPEN_STREAMS, OPEN_WATCHES) == 1.0
                 assert value(after, NOTIFIED, GENERIC) == 5.0
                 notify_ok(a, event_type, identifier)
-                assert value(scrape(service_port(supervisor)), NOTIFIED, GENERIC) == 6.0
+                assert value(scrape(service_port(metrics)), NOTIFIED, GENERIC) == 6.0
         labels = {s["worker"] for s in after.series("process_resident_memory_bytes")}
         assert labels == {SUPERVISOR, "1"}
     assert directory.is_dir()
+
+
+def test_a_metrics_port_in_use_is_refused_before_any_worker_starts() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        metrics = WorkerMetrics(MetricsSettings(enabled=True, host="127.0.0.1", port=port))
+        with pytest.raises(OSError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
+            metrics.start(never_fails)
+    assert metrics.directory is None
+    metrics.stop()
+
+
+def test_with_metrics_disabled_workers_get_nothing() -> None:
+    metrics = WorkerMetrics(MetricsSettings(enabled=False))
+    assert metrics.start(never_fails) == {}
+    assert metrics.directory is None
+    metrics.worker_started(1)
+    metrics.worker_exited(1)
+    metrics.stop()
