@@ -126,7 +126,7 @@ def serve(
             host or settings.application.host,
             port if port is not None else settings.application.port,
         )
-        extensions = service_extensions(settings, registry)
+        extensions = service_extensions(settings, registry, count)
         if count > 1:
             supervisor = Supervisor(*address, count, extensions)
             try:
