@@ -151,13 +151,17 @@ class WorkerMetrics(SupervisorExtension):
             mark_process_dead(pid, self.directory)
 
     def stop(self) -> None:
-        """Stop serving and remove the directory (idempotent)."""
+        """Stop serving and remove the directory; never raises (idempotent)."""
         loop, thread, listener = self._loop, self._thread, self._listener
         self._loop = self._thread = self._listener = None
         if loop is not None and thread is not None and listener is not None:
             try:
                 stopping = asyncio.run_coroutine_threadsafe(listener.stop(), loop)
                 stopping.result(STOP_TIMEOUT_SECONDS)
+            except Exception as exc:  # a scrape that would not end: the process exits anyway
+                log_event(
+                    "metrics.listener.stop_failed", f"metrics listener: {exc!r}", logging.WARNING
+                )
             finally:
                 loop.call_soon_threadsafe(loop.stop)
                 thread.join(STOP_TIMEOUT_SECONDS)
