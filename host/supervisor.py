@@ -234,7 +234,12 @@ class Supervisor:
         try:
             # Bound, never listening: it keeps the port (and resolves port 0) without being
             # handed any connection.
-            reservation = reuse_port_socket(self.host, self.port)
+            try:
+                reservation = reuse_port_socket(self.host, self.port)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+                ) from exc
             self.port = reservation.getsockname()[1]
             started, environment = start_extensions(self._extensions, self.fail)
             os.environ.update(environment)
