@@ -137,7 +137,13 @@ def test_metrics_count_every_notify_once_whichever_worker_answered(tmp_path: Pat
         assert worker_labels(counted) == {SUPERVISOR, "1", "2"}
 
         opened, held = watches_on_both(running, stack, directory, event_type)
-        assert value(scrape(metrics_port), OPEN_STREAMS, OPEN_WATCHES) == opened
+        streaming = scrape(metrics_port)
+        assert value(streaming, OPEN_STREAMS, OPEN_WATCHES) == opened
+        # The labels of one process: no per-process series outside process_*.
+        labelled = {
+            name for name, labels in streaming.samples if {"pid", "worker"} & dict(labels).keys()
+        }
+        assert labelled and all(name.startswith("process_") for name in labelled), labelled
 
         # A worker killed outright: its streams leave the gauge, its notifies stay counted.
         victim = max(held, key=lambda pid: held[pid])
