@@ -8,6 +8,7 @@ wire carries nothing that says which process answered. Every wait is a bounded p
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 
 from aviso_host.config.settings import LimitSettings
 from aviso_host.server import connection_capacity
+from aviso_host.supervisor import worker_count
 from tests.host.backends.jetstream_support import (
     STOP_TIMEOUT,
     Aviso,
@@ -266,6 +268,11 @@ def test_max_connections_is_shared_between_workers() -> None:
     assert connection_capacity(limits, 2) == 5
     assert connection_capacity(limits, 3) == 4
     assert connection_capacity(LimitSettings(max_connections=1), 4) == 1
+
+
+def test_workers_auto_is_one_per_usable_core() -> None:
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count(3) == 3
 
 
 def _producer(
