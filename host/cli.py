@@ -118,7 +118,7 @@ def serve(
         settings = load_settings(registry)
         count = worker_count(settings.application.workers)
         refuse_process_local_backend(settings, registry, count)
-        extensions = service_extensions(settings, registry)
+        extensions = service_extensions(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)

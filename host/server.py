@@ -20,7 +20,7 @@ import uvicorn
 from aviso_host.config.settings import LimitSettings
 from aviso_host.http_protocol import AvisoHttpProtocol
 from aviso_host.logs import log_event
-from aviso_host.metrics import Metrics, metrics_app
+from aviso_host.metrics import Exposition, metrics_app
 from aviso_host.service import Service
 
 
@@ -28,7 +28,7 @@ class MetricsListener:
     """``GET /metrics`` on ``metrics.host:metrics.port``: a second uvicorn server on the
     main server's event loop, started before it and stopped after it."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+    def __init__(self, metrics: Exposition, host: str, port: int) -> None:
         self.address = (host, port)
         self._server = uvicorn.Server(uvicorn_config(metrics_app(metrics), host, port, False))
         self._socket: socket.socket | None = None

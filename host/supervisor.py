@@ -83,6 +83,9 @@ class SupervisorExtension:
         thread, stops the service, which then exits non-zero with ``reason``."""
         return {}
 
+    def worker_started(self, pid: int) -> None:
+        """A worker process was started (it may not serve yet)."""
+
     def worker_exited(self, pid: int) -> None:
         """A worker process ended (it is reaped; a replacement may follow)."""
 
@@ -127,9 +130,18 @@ class SharedBackend(SupervisorExtension):
             self._started.pop().stop()
 
 
-def service_extensions(settings: Settings, registry: PluginRegistry) -> list[SupervisorExtension]:
-    """What the supervising process runs beside the workers, in start order."""
-    return [SharedBackend(settings, registry)]
+def service_extensions(
+    settings: Settings, registry: PluginRegistry, workers: int = 1
+) -> list[SupervisorExtension]:
+    """What the supervising process runs beside ``workers`` workers, in start order (one
+    process serves ``metrics.port`` itself)."""
+    extensions: list[SupervisorExtension] = [SharedBackend(settings, registry)]
+    if workers > 1:
+        from aviso_host.worker_metrics import WorkerMetrics  # it extends this module
+
+        # First: a metrics port in use refuses the service before anything else starts.
+        extensions.insert(0, WorkerMetrics(settings.metrics))
+    return extensions
 
 
 def start_extensions(
@@ -277,6 +289,9 @@ class Supervisor:
         send.close()
         self._running[slot] = _Worker(process, receive)
         log_event("worker.started", f"worker {process.pid} started", pid=process.pid)
+        assert process.pid is not None  # started
+        for extension in self._extensions:
+            extension.worker_started(process.pid)
 
     def _supervise(self) -> None:
         while self._running:
