@@ -194,12 +194,6 @@ class StorageBackend(ABC):
 
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
 
-    shared_between_processes: ClassVar[bool] = False
-    """Whether every process that builds this backend from the same configuration sees the
-    same notifications (a network store such as JetStream). ``False``: each process has a
-    store of its own (in memory), so notifications published by another process (a Spark
-    executor) never reach the server."""
-
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
     """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected.
 
@@ -209,9 +203,10 @@ class StorageBackend(ABC):
     shared_between_processes: ClassVar[bool] = False
     """Whether instances in several processes see one store (a server they all connect to).
 
-    ``aviso-server serve --workers N`` runs N processes, each with its own instance: a
-    process-local backend (``False``, the default, e.g. in-memory) would give each worker its
-    own history, so the host refuses it with more than one worker."""
+    ``False`` (the default, e.g. in-memory): each process has a store of its own, so the host
+    refuses ``aviso-server serve --workers N`` with more than one worker (each would have its
+    own history) and ``aviso-server spark publish --sink backend`` (rows published by a Spark
+    executor would never reach the server)."""
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
