@@ -24,7 +24,7 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import BadHeaderError, BadSubjectError
+from nats.errors import BadSubjectError
 from nats.errors import TimeoutError as AckTimeout
 from nats.js.api import Header
 from nats.js.errors import APIError, NoStreamResponseError
@@ -50,13 +50,14 @@ def _header_name(key: str) -> str | None:
     if not name:
         return None
     if not _HEADER_KEY.fullmatch(name):
-        raise BadHeaderError(name)
+        raise ValueError(f"not a valid message header name: {name!r}")
     return name
 
 
 def message_headers(metadata: Mapping[str, str], stream: str) -> dict[str, str]:
     """The metadata as message headers (keys and values stripped, an empty key skipped,
-    CR/LF in a value turned into spaces, a key with other than token characters refused),
+    CR/LF in a value turned into spaces, a key with other than token characters refused
+    with ``ValueError``),
     then the stream JetStream must store the message in."""
     headers: dict[str, str] = {}
     for key, value in metadata.items():
