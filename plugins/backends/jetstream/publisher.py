@@ -106,8 +106,8 @@ class PublishingClient(Client):
         after a reconnect)."""
         self._ack_loop = asyncio.get_running_loop()
         inbox = self.new_inbox()
-        await self.subscribe(f"{inbox}.*", cb=self._on_ack)
         self._ack_prefix = f"{inbox}."
+        await self.subscribe(f"{inbox}.*", cb=self._on_ack)
 
     async def publish_acked(
         self, subject: str, payload: bytes, headers: dict[str, str], timeout: float
@@ -125,7 +125,7 @@ class PublishingClient(Client):
         try:
             await self.publish(subject, payload, self._ack_prefix + token, headers)
         except BaseException:
-            del self._acks[token]
+            self._acks.pop(token, None)
             raise
         if self._ack_sweep is None:
             self._ack_sweep = loop.call_later(_SWEEP_SECONDS, self._sweep_acks)
