@@ -34,7 +34,7 @@ from aviso_plugins.types import AuthProvider, FieldHandler, Sink, StorageBackend
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
 BUILTIN_DISTRIBUTION = "aviso-py"
 # Names of the host's own subcommands: a plugin command may not take them.
-HOST_COMMANDS = frozenset({"serve", "plugins", "config"})
+HOST_COMMANDS = frozenset({"serve", "plugins", "plugin", "config"})
 
 
 class PluginError(RuntimeError):
