@@ -202,7 +202,9 @@ class _Survey:
                 claims.setdefault(entry_point.name, []).append((name, dist.version, entry_point))
         self.entry_point_names = set(claims)
         for plugin_name, claimants in claims.items():
-            if len(claimants) > 1:
+            # Metadata left behind under another project name that points at the very same
+            # module loads the same plugin: only different code under one name is a clash.
+            if len({entry_point.value for _, _, entry_point in claimants}) > 1:
                 both = " and ".join(_label(dist, version) for dist, version, _ in claimants)
                 reason = (
                     f"plugin '{plugin_name}' is registered by two distributions, {both}: "
@@ -211,7 +213,7 @@ class _Survey:
                 for dist, version, _ in claimants:
                     self.fail(plugin_name, dist, version, CONFLICTING, reason)
                 continue
-            [(dist, version, entry_point)] = claimants
+            dist, version, entry_point = claimants[0]
             self.origins[plugin_name] = (dist, version)
             if self.manager.is_blocked(plugin_name):
                 self.unloaded.append(PluginInfo(plugin_name, (), dist, version, state=BLOCKED))

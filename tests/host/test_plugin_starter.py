@@ -142,3 +142,11 @@ def test_every_kind_installs_and_passes_its_tests_in_a_fresh_virtualenv(tmp_path
         if tested.returncode != 0 or "skipped" in tested.stdout:
             failures.append(f"{project}:\n{tested.stdout[-3000:]}{tested.stderr[-2000:]}")
     assert not failures, "\n".join(failures)
+
+
+def test_the_plugin_guide_points_to_the_starter_not_to_the_test_tree() -> None:
+    """An installed aviso-py has no tests/ folder: what the guide cites must ship."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    assert "`tests/" not in guide and " tests/" not in guide
+    assert "aviso-server plugin new NAME --kind" in guide
+    assert "|".join(KINDS) in guide

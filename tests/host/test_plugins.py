@@ -64,7 +64,9 @@ def test_operator_can_block_named_plugins(monkeypatch: pytest.MonkeyPatch) -> No
     assert registry.warnings == () and registry.problems == ()
 
 
-def test_a_misspelled_blocked_name_is_a_warning_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_misspelled_blocked_name_is_a_warning_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(BLOCK_ENV, "numeric_handler")
     registry = discover()
     assert "IntHandler" in registry.field_handlers
@@ -75,6 +77,13 @@ def test_a_misspelled_blocked_name_is_a_warning_naming_it(monkeypatch: pytest.Mo
     listing = run_aviso("plugins", env={BLOCK_ENV: "numeric_handler"})
     assert listing.returncode == 0
     assert "'numeric_handler', which is no installed plugin" in listing.stderr
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "application: {host: 127.0.0.1, port: 0}\nnotification_backend: {kind: in_memory}\n"
+    )
+    checked = run_aviso("config", "check", str(config), env={BLOCK_ENV: "numeric_handler"})
+    assert checked.returncode == 0, checked.stderr
+    assert "warning: AVISO_BLOCK_PLUGINS names 'numeric_handler'" in checked.stderr
 
 
 class _Clash(FieldHandler):
@@ -268,6 +277,9 @@ def test_the_same_distribution_seen_twice_is_not_a_clash(
     assert "PaintColour" in registry.field_handlers
     [info] = [plugin for plugin in registry.plugins if plugin.name == "colour"]
     assert (info.distribution, info.version, info.state) == ("aviso-paint", "1.0.0", "loaded")
+    # Left behind under an older project name, pointing at the same module: the same plugin.
+    _distribution(site, "aviso-paint-old", "0.9.0", "colour = paint_colour")
+    assert "PaintColour" in discover().field_handlers
 
 
 class _MisspelledHook:
