@@ -21,6 +21,7 @@ from aviso_host.config.settings import LimitSettings
 from aviso_host.http_protocol import AvisoHttpProtocol
 from aviso_host.logs import log_event
 from aviso_host.metrics import Exposition, metrics_app
+from aviso_host.plugins import PluginError
 from aviso_host.service import Service
 
 
@@ -121,6 +122,8 @@ class AvisoServer(uvicorn.Server):
         self._service = service
         self._shutdown_task: asyncio.Task[None] | None = None
         self._on_started = on_started
+        self.start_error: PluginError | None = None
+        """Why a plugin did not start (then the server never served); one line."""
         metrics = service.settings.metrics
         self._metrics_listener = (
             MetricsListener(service.metrics, metrics.host, metrics.port)
@@ -142,6 +145,16 @@ class AvisoServer(uvicorn.Server):
                 )
                 self.should_exit = True  # never started: `aviso-server serve` exits non-zero
                 return
+        # Started before uvicorn runs the lifespan (whose own call then returns at once):
+        # uvicorn would log a failure there as a raw traceback and exit the process.
+        try:
+            await self._service.ensure_started()
+        except PluginError as exc:
+            self.start_error = exc
+            self.should_exit = True
+            if listener is not None:
+                await listener.stop()
+            return
         await super().startup(sockets)
         if self.started and self._on_started is not None:
             self._on_started()

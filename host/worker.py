@@ -40,7 +40,8 @@ def run_server(
 ) -> bool:
     """Build the app and serve it until a signal ends it; whether it ever served.
 
-    Raises ``ConfigError`` when the app cannot be built."""
+    Raises ``ConfigError`` when the app cannot be built, ``PluginError`` when a plugin does
+    not start."""
     from aviso_host.app import create_app
     from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
     from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
@@ -58,6 +59,8 @@ def run_server(
     )
     freeze_startup_objects()
     server.run(sockets=sockets)
+    if server.start_error is not None:
+        raise server.start_error
     return server.started
 
 
@@ -154,7 +157,7 @@ def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> N
                 sockets=sockets,
                 on_started=lambda: _tell(ready),
             )
-        except ConfigError as exc:
+        except (ConfigError, PluginError) as exc:
             log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
             sys.exit(1)
     sys.exit(0 if started else 1)

@@ -146,13 +146,14 @@ class JetStreamBackend(StorageBackend):
                     attempt,
                     options.retry_attempts,
                     redacted(url),
-                    exc or type(exc).__name__,
+                    _connect_failure(exc, options.timeout_seconds),
                 )
                 if attempt < options.retry_attempts:
                     await asyncio.sleep(options.reconnect_delay_ms / 1000)
         raise BackendUnavailable(
             f"could not connect to NATS at {redacted(url)} after "
-            f"{options.retry_attempts} attempts: {failure or 'timeout'}"
+            f"{options.retry_attempts} attempts: "
+            f"{_connect_failure(failure, options.timeout_seconds)}"
         )
 
     async def _open_client(self, url: str) -> PublishingClient:
@@ -469,6 +470,14 @@ class JetStreamBackend(StorageBackend):
             if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
                 return False
             raise
+
+
+def _connect_failure(exc: Exception | None, timeout_seconds: float) -> str:
+    """Why a connection attempt failed; a timeout (a TimeoutError with no text) says which
+    limit it ran into, so that the startup error is never empty."""
+    if exc is None or (isinstance(exc, TimeoutError) and not str(exc)):
+        return f"no answer within {timeout_seconds} s (jetstream.timeout_seconds)"
+    return str(exc) or type(exc).__name__
 
 
 def _fail_requests_in_flight(client: PublishingClient) -> None:
