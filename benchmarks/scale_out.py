@@ -28,8 +28,9 @@ has it). Load generators are processes of their own on uvloop, one protocol obje
 Then the ratios: notify with the most workers over one worker, and notify over raw nats-py
 from the same number of processes. Parts run in order of importance; one that would end
 after ``--budget`` seconds is skipped, so a run always stops in time. Progress lines are
-flushed as they come, a ``figures so far`` line follows every part, and the last line is
-every figure as JSON (printed on SIGTERM or an error too).
+flushed as they come, a ``figures`` line (that part's, as JSON) follows every part, then the
+goals' figures beside their goals; the last line is every figure as JSON (printed on SIGTERM
+or an error too).
 """
 
 from __future__ import annotations
@@ -502,6 +503,27 @@ def ratios(run: Run) -> None:
             )
 
 
+def goals(run: Run) -> None:
+    """The goals' figures, each beside its goal (for a run at full size)."""
+    figures = run.figures
+    most = max(run.sizes.workers)
+    watches, workers = max(run.sizes.fan_outs)
+    prefix = f"fanout_{watches}_w{workers}"
+    rows = [
+        (f"notify w{most} / w1", f"notify_w{most}_over_w1", ">= 6"),
+        (f"notify w{most} / raw p{most}", f"notify_over_raw_w{most}", ">= 0.8"),
+        (f"{watches} watches, 1/s, p99 ms", f"{prefix}_1hz_p99_ms", "<= 250"),
+        (f"{watches} watches, 5/s, deliveries/s", f"{prefix}_5hz_deliveries_per_s", ">= 500000"),
+        (f"{watches} watches, 5/s, p99 ms", f"{prefix}_5hz_p99_ms", "<= 1000"),
+        (f"{watches} watches, KiB per idle watch", f"{prefix}_idle_kib_per_watch", "<= 16"),
+    ]
+    print("goals (at full size on 16 cores):", flush=True)
+    for label, key, goal in rows:
+        value = figures.get(key)
+        shown = "not measured" if value is None else f"{value:,.2f}"
+        print(f"    {label:38} {shown:>14}   goal {goal}", flush=True)
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -607,13 +629,16 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 if elapsed + seconds > sizes.budget:
                     print(f"{name}: skipped ({elapsed:.0f} s gone, ~{seconds:.0f} s needed)")
                     continue
+                known = set(run.figures)
                 body()
+                new = {key: run.figures[key] for key in run.figures if key not in known}
                 print(
-                    f"figures so far ({time.monotonic() - run.started:.0f} s): "
-                    + json.dumps(_rounded(run.figures)),
+                    f"    figures ({time.monotonic() - run.started:.0f} s): "
+                    + json.dumps(_rounded(new)),
                     flush=True,
                 )
             ratios(run)
+            goals(run)
         finally:
             print(f"total {time.monotonic() - run.started:.0f} s", flush=True)
             print(json.dumps(_rounded(run.figures)), flush=True)
