@@ -27,7 +27,8 @@ has it). Load generators are processes of their own on uvloop, one protocol obje
 
 Then the ratios: notify with the most workers over one worker, and notify over raw nats-py
 from the same number of processes. Parts run in order of importance; one that would end
-after ``--budget`` seconds is skipped, so a run always stops in time. Progress lines are
+after ``--budget`` seconds is skipped, so a run always stops in time; one that fails is
+reported (with the tail of its server's log) and the next one runs. Progress lines are
 flushed as they come, a ``figures`` line (that part's, as JSON) follows every part, then the
 goals' figures beside their goals; the last line is every figure as JSON (printed on SIGTERM
 or an error too).
@@ -82,10 +83,10 @@ WATCHES_PER_GENERATOR = 12_500
 """Below the benchmark machine's 20,000 descriptors per process, and below the ~28,000
 ephemeral ports of one source/destination address pair."""
 MAX_CONNECTIONS = 250_000
-LISTEN_TIMEOUT = 60.0
+LISTEN_TIMEOUT = 20.0
 SETTLE_SECONDS = 2.0
 """Pause before an RSS reading, so that the server has finished the openings' work."""
-DELIVERY_TIMEOUT = 30.0
+DELIVERY_TIMEOUT = 20.0
 """How long after the last publish a fan-out waits for the deliveries still missing."""
 WATCH_BODY = json.dumps({"event_type": "bench", "identifier": {"run": "live"}})
 WARM_WATCHES_PER_WORKER = 4
@@ -183,12 +184,31 @@ def service_config(config: Path, nats_url: str) -> Path:
     return config
 
 
-def _listening(process: psutil.Process, port: int) -> bool:
+def _listening(process: psutil.Process, port: int) -> bool | None:
+    """Whether ``process`` listens on ``port``; None where its sockets cannot be read."""
     try:
         connections = process.net_connections(kind="tcp")
-    except psutil.Error:
+    except psutil.NoSuchProcess:
         return False
+    except psutil.Error:
+        return None
     return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in connections)
+
+
+def wait_for_workers(supervisor: psutil.Process, port: int, workers: int) -> None:
+    """Until ``workers`` processes under ``supervisor`` listen on ``port`` (bounded)."""
+    deadline = time.monotonic() + LISTEN_TIMEOUT
+    while True:
+        seen = [_listening(child, port) for child in supervisor.children(recursive=True)]
+        if None in seen:
+            print("    (cannot see the workers' sockets; measuring once one answers)")
+            return
+        if sum(bool(listens) for listens in seen) >= workers:
+            return
+        if time.monotonic() > deadline:
+            print(f"    (not all {workers} workers listen after {LISTEN_TIMEOUT:g} s)")
+            return
+        time.sleep(0.1)
 
 
 def _aviso_processes(supervisor: psutil.Process) -> list[psutil.Process]:
@@ -219,15 +239,8 @@ def workers_service(folder: Path, workers: int, run: int) -> Iterator[Service]:
     started: list[psutil.Process] = []
     try:
         wait_until_healthy(f"http://127.0.0.1:{port}", process)
-        deadline = time.monotonic() + LISTEN_TIMEOUT
-        while workers > 1:
-            started = supervisor.children(recursive=True)
-            if sum(_listening(child, port) for child in started) >= workers:
-                break
-            if time.monotonic() > deadline:
-                print(f"    (only some of the {workers} workers listen; measuring anyway)")
-                break
-            time.sleep(0.1)
+        if workers > 1:
+            wait_for_workers(supervisor, port, workers)
         started = supervisor.children(recursive=True)
         yield Service([port], workers, lambda: _aviso_processes(supervisor))
     finally:
@@ -279,6 +292,12 @@ class Run:
         start = workers_service if self.mode == "workers" else processes_service
         with start(self.folder, workers, self.services) as service:
             yield service
+
+    def show_logs(self, lines: int = 20) -> None:
+        """The last lines of the latest service's logs (after a failure)."""
+        for log in sorted(self.folder.glob(f"aviso-{self.services}*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            print(f"    --- {log.name}:", *tail, sep="\n    ", flush=True)
 
     def source_group(self) -> int:
         """A fresh set of source addresses for the next part's generators."""
@@ -630,7 +649,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                     print(f"{name}: skipped ({elapsed:.0f} s gone, ~{seconds:.0f} s needed)")
                     continue
                 known = set(run.figures)
-                body()
+                try:
+                    body()
+                except Exception as exc:  # one part's failure must not cost the others
+                    print(f"{name}: failed: {exc!r}", flush=True)
+                    run.show_logs()
                 new = {key: run.figures[key] for key in run.figures if key not in known}
                 print(
                     f"    figures ({time.monotonic() - run.started:.0f} s): "

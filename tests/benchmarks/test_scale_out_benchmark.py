@@ -20,7 +20,8 @@ def test_quick_run_prints_every_figure_and_loses_no_delivery() -> None:
     assert rates and min(rates) > 0, printed
     missing = {key: value for key, value in printed.items() if key.endswith("_missing")}
     assert missing and set(missing.values()) == {0}, missing
-    assert "machine: " in done.stdout and "skipped" not in done.stdout
+    assert "machine: " in done.stdout
+    assert "skipped" not in done.stdout and "failed" not in done.stdout, done.stdout
     for line in ("notify, 2 workers / 1 worker:", "raw nats-py from 2 process(es):"):
         assert line in done.stdout, done.stdout
 
