@@ -200,6 +200,13 @@ class StorageBackend(ABC):
     For the selected kind it applies even when the section is absent, ``"default"`` values
     are filled in and ``"writeOnly": true`` marks a secret (never shown or logged)."""
 
+    shared_between_processes: ClassVar[bool] = False
+    """Whether instances in several processes see one store (a server they all connect to).
+
+    ``aviso-server serve --workers N`` runs N processes, each with its own instance: a
+    process-local backend (``False``, the default, e.g. in-memory) would give each worker its
+    own history, so the host refuses it with more than one worker."""
+
     def __init__(self, context: BackendContext) -> None:
         self.context = context
 
@@ -285,6 +292,29 @@ class StorageBackend(ABC):
 
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
+
+
+class SharedResources(ABC):
+    """What a backend's instances in every worker process share (e.g. a server they all
+    connect to), run once by the process that supervises the workers: see the
+    ``aviso_backend_shared_resources`` hook. ``aviso-server serve`` uses it with one process
+    too, so a backend behaves alike whatever the number of workers.
+    """
+
+    @abstractmethod
+    def start(self, lost: Callable[[str], None]) -> Mapping[str, str]:
+        """Start (blocking; raise to fail startup with a clear message) before any worker
+        starts, and return overrides of the backend's own options: option name -> text, applied
+        to every worker's configuration as ``AVISOSERVER_NOTIFICATION_BACKEND__<KIND>__<NAME>``
+        would be (so ``""`` reads as an empty string).
+
+        Call ``lost(reason)`` (from any thread, once) when the resource is gone for good: the
+        service then stops its workers and exits non-zero with ``reason`` on one line.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Release everything, once every worker has exited; must not raise."""
 
 
 # -- authentication and authorisation -----------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
@@ -75,54 +76,92 @@ def main() -> None:
     help="Durable history with no other setup: store notifications in JetStream, run by a "
     "private nats-server child process keeping its files in this directory.",
 )
+@click.option(
+    "--workers",
+    help="Worker processes sharing the port, or 'auto' (one per usable core); needs a "
+    "backend shared between processes (jetstream). Default: application.workers (1).",
+)
 def serve(
-    config_file: str | None, host: str | None, port: int | None, embedded_nats: str | None
+    config_file: str | None,
+    host: str | None,
+    port: int | None,
+    embedded_nats: str | None,
+    workers: str | None,
 ) -> None:
     """Run the server with uvicorn."""
-    from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
-    from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
-    from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
+    from aviso_host.supervisor import (
+        Supervisor,
+        lost_in_process,
+        refuse_process_local_backend,
+        service_extensions,
+        start_extensions,
+        stop_extensions,
+        worker_count,
+    )
+    from aviso_host.worker import Stopped, otlp_export, run_server, stop_on_signals
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
+    # Expressed as configuration overrides: the host knows config keys, not backends.
     if embedded_nats is not None:
-        # Expressed as configuration overrides: the host knows config keys, not backends.
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__JETSTREAM__EMBEDDED_STORE_DIR"] = str(
             os.path.abspath(embedded_nats)
         )
+    if workers is not None:
+        os.environ["AVISOSERVER_APPLICATION__WORKERS"] = workers
     try:
         registry = discover()
         settings = load_settings(registry)
+        count = worker_count(settings.application.workers)
+        refuse_process_local_backend(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
-    raise_descriptor_limit()
-    pace_garbage_collector()
-    from aviso_host.otlp import start_otlp_export
-    from aviso_host.service import server_version
-
-    otlp = start_otlp_export(settings.logging.otlp, server_version())
-    for warning in settings.warnings:
-        log_event("config.warning", warning, logging.WARNING)
-    try:
-        app = create_app(settings, registry)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    config = uvicorn_config(
-        app,
-        host or settings.application.host,
-        port if port is not None else settings.application.port,
-    )
-    server = AvisoServer(config, app.state.service)
-    freeze_startup_objects()
-    try:
-        server.run()
-    finally:
-        if otlp is not None:
-            otlp.close()
-    if not server.started:
+    with otlp_export(settings):
+        for warning in settings.warnings:
+            log_event("config.warning", warning, logging.WARNING)
+        address = (
+            host or settings.application.host,
+            port if port is not None else settings.application.port,
+        )
+        extensions = service_extensions(settings, registry)
+        if count > 1:
+            supervisor = Supervisor(*address, count, extensions)
+            try:
+                status = supervisor.run()
+            except Exception as exc:  # an extension could not start: one line, as any refusal
+                raise click.ClickException(str(exc) or type(exc).__name__) from exc
+            if supervisor.failure is not None:
+                raise click.ClickException(supervisor.failure)
+            sys.exit(status)
+        lost: list[str] = []
+        stopped_by: int | None = None
+        served = False
+        try:
+            with stop_on_signals():
+                try:
+                    started, environment = start_extensions(extensions, lost_in_process(lost))
+                except Exception as exc:  # a shared resource could not start: one line
+                    raise click.ClickException(str(exc) or type(exc).__name__) from exc
+                try:
+                    if environment:
+                        # The backend connects to what was started as to any server.
+                        os.environ.update(environment)
+                        settings = load_settings(registry)
+                    served = run_server(settings, registry, *address)
+                except ConfigError as exc:
+                    raise click.ClickException(str(exc)) from exc
+                finally:
+                    stop_extensions(started)
+        except Stopped as exc:
+            stopped_by = exc.signum
+    if lost:
+        raise click.ClickException(lost[0])
+    if stopped_by is not None:
+        signal.raise_signal(stopped_by)  # ended by the signal, as uvicorn would have it
+    if not served:
         sys.exit(1)
 
 

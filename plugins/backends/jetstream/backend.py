@@ -80,6 +80,7 @@ class JetStreamBackend(StorageBackend):
         compression=True,
     )
     options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
+    shared_between_processes: ClassVar[bool] = True
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)

@@ -1,0 +1,261 @@
+"""``aviso-server serve --workers N``: one supervising process, N workers sharing the port.
+
+Everything is real: ``aviso-server serve`` children on 127.0.0.1, their private nats-server
+(``--embedded-nats``), httpx clients. Which worker holds a connection is read from the
+operating system (``psutil``: the worker process owning the established socket), so the
+wire carries nothing that says which process answered. Every wait is a bounded poll.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from tests.host.backends.jetstream_support import (
+    STOP_TIMEOUT,
+    Aviso,
+    Case,
+    Watch,
+    aviso_serving,
+    document,
+    notify,
+    notify_ok,
+    poll,
+    replay,
+    serve_refusals,
+    unique,
+    watching,
+)
+
+WORKERS = 2
+WATCHES = 20
+START_TIMEOUT = 60.0
+"""Both workers listening and ready (each starts a Python interpreter on a busy machine)."""
+EVERYTHING = {"n": "*"}
+
+
+def workers_of(server: Aviso) -> list[psutil.Process]:
+    """The supervisor's worker processes (``multiprocessing`` spawns them)."""
+    children = psutil.Process(server.process.pid).children()
+    return [
+        child
+        for child in children
+        if "multiprocessing.spawn" in " ".join(_cmdline(child))
+        and child.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
+def nats_children(server: Aviso) -> list[psutil.Process]:
+    children = psutil.Process(server.process.pid).children()
+    return [
+        child
+        for child in children
+        if child.name() == "nats-server" and child.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def connections_on(worker: psutil.Process, port: int, status: str) -> int:
+    try:
+        return sum(
+            1
+            for connection in worker.net_connections(kind="tcp")
+            if connection.laddr and connection.laddr.port == port and connection.status == status
+        )
+    except psutil.NoSuchProcess:
+        return 0
+
+
+def all_listening(server: Aviso) -> list[psutil.Process] | None:
+    """The workers, once ``WORKERS`` of them listen on the service's port."""
+    workers = workers_of(server)
+    if len(workers) != WORKERS:
+        return None
+    if all(connections_on(worker, server.port, psutil.CONN_LISTEN) for worker in workers):
+        return workers
+    return None
+
+
+def ready(server: Aviso) -> bool:
+    try:
+        return httpx.get(f"{server.url}/ready", timeout=2.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextmanager
+def two_workers(tmp_path: Path) -> Iterator[Aviso]:
+    """``serve --workers 2 --embedded-nats``, yielded once both workers listen and /ready."""
+    content = document(None)
+    with aviso_serving(
+        tmp_path, content, "--workers", str(WORKERS), "--embedded-nats", str(tmp_path / "store")
+    ) as server:
+        poll(lambda: all_listening(server), START_TIMEOUT, "both workers listening")
+        poll(lambda: ready(server), START_TIMEOUT, "/ready")
+        yield server
+
+
+def open_watches(stack: ExitStack, server: Aviso, event_type: str, count: int) -> list[Watch]:
+    """``count`` watches, each on a connection of its own."""
+    watches = []
+    for _ in range(count):
+        client = stack.enter_context(server.client())
+        watches.append(stack.enter_context(watching(client, event_type, EVERYTHING)))
+    return watches
+
+
+def test_watches_spread_over_workers_all_see_one_notify_and_sigterm_drains_them(
+    tmp_path: Path,
+) -> None:
+    event_type = unique("spread")
+    with two_workers(tmp_path) as server, ExitStack() as stack:
+        watches = open_watches(stack, server, event_type, WATCHES)
+        held = [
+            connections_on(worker, server.port, psutil.CONN_ESTABLISHED)
+            for worker in workers_of(server)
+        ]
+        assert sum(held) == WATCHES, held
+        assert all(held), f"one worker holds every watch: {held}"
+
+        with server.client() as http:
+            notify_ok(http, event_type, {"n": 1}, {"one": "notify"})
+        for watch in watches:
+            (received,) = watch.collect(1)
+            assert received["data"]["payload"] == {"one": "notify"}, received
+
+        server.process.terminate()
+        for watch in watches:
+            closing = watch.until(lambda event: event.name == "connection-closing")
+            assert closing.data["reason"] == "server_shutdown", closing.data
+        assert server.process.wait(STOP_TIMEOUT + 30) == 0, server.log()
+    assert '"event_name":"supervisor.stopped"' in server.log()
+
+
+def test_a_killed_worker_is_replaced_and_the_service_keeps_answering(tmp_path: Path) -> None:
+    event_type = unique("killed")
+    with two_workers(tmp_path) as server:
+        victim, survivor = workers_of(server)
+        victim.kill()
+        victim.wait(10)  # gone (its listening socket with it) once the supervisor reaped it
+        with server.client() as http:
+            # The survivor answers while the replacement starts (new connections each time).
+            for n in range(5):
+                with httpx.Client(base_url=server.url, timeout=15.0) as fresh:
+                    notify_ok(fresh, event_type, {"n": n})
+            replacement = poll(
+                lambda: next(
+                    (w for w in all_listening(server) or () if w.pid != survivor.pid), None
+                ),
+                START_TIMEOUT,
+                "a replacement worker",
+            )
+            assert replacement.pid != victim.pid
+            assert poll(lambda: not victim.is_running(), 10, "the killed worker reaped")
+            assert len(replay(http, event_type, EVERYTHING)) == 5
+        assert f"worker {victim.pid} replaced by {replacement.pid}" in server.log()
+
+
+def test_embedded_nats_killed_during_notifies_is_restarted_and_nothing_acknowledged_is_lost(
+    tmp_path: Path,
+) -> None:
+    event_type = unique("natsdown")
+    acknowledged: list[int] = []
+    numbers = iter(range(1_000_000))
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    with two_workers(tmp_path) as server:
+        (nats,) = nats_children(server)
+        command = nats.cmdline()
+        producers = [
+            threading.Thread(
+                target=_producer,
+                args=(server.url, event_type, numbers, lock, stop, acknowledged),
+            )
+            for _ in range(4)
+        ]
+        for thread in producers:
+            thread.start()
+        try:
+            poll(lambda: len(acknowledged) >= 20, 30, "notifications acknowledged before the kill")
+            nats.kill()
+            poll(lambda: not ready(server), 20, "/ready answering 503", step=0.02)
+            with httpx.Client(timeout=2.0) as probe:
+                assert probe.get(f"{server.url}/health").status_code == 200
+            restarted = poll(
+                lambda: next((n for n in nats_children(server) if n.pid != nats.pid), None),
+                30,
+                "a restarted nats-server",
+            )
+            assert restarted.cmdline() == command  # same port, same store
+            poll(lambda: all(ready(server) for _ in range(10)), 60, "/ready 200 again")
+            count = len(acknowledged)
+            poll(lambda: len(acknowledged) >= count + 20, 30, "notifications after the restart")
+        finally:
+            stop.set()
+            for thread in producers:
+                thread.join(30)
+        assert poll(lambda: not nats.is_running(), 10, "the killed nats-server reaped")
+        with server.client() as http:
+            stored = {
+                event["data"]["identifier"]["n"] for event in replay(http, event_type, EVERYTHING)
+            }
+        lost = sorted(set(map(str, acknowledged)) - stored)
+        assert not lost, f"{len(lost)} acknowledged notifications lost: {lost[:20]}"
+        assert "embedded nats-server exited with signal SIGKILL" in server.log()
+
+
+def _producer(
+    url: str,
+    event_type: str,
+    numbers: Iterator[int],
+    lock: threading.Lock,
+    stop: threading.Event,
+    acknowledged: list[int],
+) -> None:
+    with httpx.Client(base_url=url, timeout=15.0) as client:
+        while not stop.is_set():
+            with lock:
+                n = next(numbers)
+            try:
+                response = notify(client, event_type, {"n": n})
+            except httpx.TransportError:
+                continue
+            if response.status_code == 200:
+                with lock:
+                    acknowledged.append(n)
+
+
+def test_refusals(tmp_path: Path) -> None:
+    """In-memory with two workers is refused before anything starts; workers that cannot
+    start (NATS unreachable) make the supervisor give up."""
+    in_memory: dict[str, Any] = document(None, kind="in_memory")
+    unreachable = document(
+        "nats://127.0.0.1:9", jetstream={"retry_attempts": 1, "timeout_seconds": 1}
+    )
+    two = {"AVISOSERVER_APPLICATION__WORKERS": "2"}
+    refusals = serve_refusals(
+        tmp_path,
+        {
+            "in_memory": Case(in_memory, two),
+            "unreachable": Case(unreachable, two, timeout=120.0),
+        },
+    )
+    refused = refusals["in_memory"]
+    refused.assert_refused("Error: application.workers: 2 workers, but the 'in_memory' backend")
+    assert refused.output.count("Error:") == 1, refused.output
+    crashing = refusals["unreachable"]
+    crashing.assert_refused("Error: workers keep failing at startup: 3 in a row exited")
+    assert crashing.output.strip().splitlines()[-1].startswith("Error: "), crashing.output
