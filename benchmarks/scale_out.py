@@ -117,7 +117,7 @@ FULL = Sizes(
 )
 QUICK = Sizes(
     workers=(1, 2),
-    fan_outs=((400, 2), (200, 1)),
+    fan_outs=((200, 2),),
     rates=((1.0, 3), (5.0, 5)),
     warm=0.5,
     duration=2.0,

@@ -11,7 +11,7 @@ from tests.benchmarks.support import figures, run_benchmark
 
 
 def test_quick_run_prints_every_figure_and_loses_no_delivery() -> None:
-    done = run_benchmark("scale_out", "--quick")
+    done = run_benchmark("scale_out", "--quick", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     printed = figures(done)
     assert sorted(printed) == sorted(expected_keys(QUICK)), printed
