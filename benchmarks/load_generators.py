@@ -54,7 +54,9 @@ def run_generator(main: Coroutine[Any, Any, None]) -> None:
     except ImportError:
         asyncio.run(main)
     else:
-        uvloop.run(main)
+        # Not uvloop.run: it is missing from uvloop releases before 0.18.
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main)
 
 
 @contextmanager

@@ -186,8 +186,10 @@ def service_config(config: Path, nats_url: str) -> Path:
 
 def _listening(process: psutil.Process, port: int) -> bool | None:
     """Whether ``process`` listens on ``port``; None where its sockets cannot be read."""
+    # psutil before 6.0 names it connections.
+    read = getattr(process, "net_connections", None) or process.connections
     try:
-        connections = process.net_connections(kind="tcp")
+        connections = read(kind="tcp")
     except psutil.NoSuchProcess:
         return False
     except psutil.Error:
