@@ -89,6 +89,7 @@ def serve(
     workers: str | None,
 ) -> None:
     """Run the server with uvicorn."""
+    from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.supervisor import (
         Supervisor,
@@ -116,6 +117,7 @@ def serve(
         settings = load_settings(registry)
         count = worker_count(settings.application.workers)
         refuse_process_local_backend(settings, registry, count)
+        extensions = service_extensions(settings, registry)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
@@ -126,8 +128,11 @@ def serve(
             host or settings.application.host,
             port if port is not None else settings.application.port,
         )
-        extensions = service_extensions(settings, registry)
         if count > 1:
+            try:  # as `config check`: a configuration the workers cannot build fails here, once
+                create_app(settings, registry)
+            except ConfigError as exc:
+                raise click.ClickException(str(exc)) from exc
             supervisor = Supervisor(*address, count, extensions)
             try:
                 status = supervisor.run()

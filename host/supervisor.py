@@ -32,6 +32,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from aviso_host.config import ConfigError
+from aviso_host.config.construct import construct
 from aviso_host.config.loader import ENV_PREFIX, ENV_SEPARATOR
 from aviso_host.config.settings import Settings
 from aviso_host.logs import log_event
@@ -53,7 +54,8 @@ def worker_count(value: int | str) -> int:
     """``application.workers`` (or ``--workers``) as a number: ``auto`` is one per core this
     process may run on."""
     if value == AUTO:
-        return len(os.sched_getaffinity(0))
+        usable = getattr(os, "sched_getaffinity", None)  # Linux
+        return len(usable(0)) if usable is not None else os.cpu_count() or 1
     return int(value)
 
 
@@ -93,10 +95,18 @@ class SharedBackend(SupervisorExtension):
     option overrides handed to the workers as ``AVISOSERVER_NOTIFICATION_BACKEND__*``."""
 
     def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
-        self._kind = settings.backend.kind
+        self._kind = kind = settings.backend.kind
         hook = registry.manager.hook if registry.manager is not None else None
+        # Refusing its options is the plugin's ValueError: one line, as for the backend.
         found = (
-            hook.aviso_backend_shared_resources(kind=self._kind, options=settings.backend.options)
+            construct(
+                lambda: hook.aviso_backend_shared_resources(
+                    kind=kind, options=settings.backend.options
+                ),
+                ("notification_backend", kind),
+                registry.describe("backends", kind),
+                settings.secrets,
+            )
             if hook is not None
             else []
         )
@@ -222,7 +232,12 @@ class Supervisor:
         try:
             # Bound, never listening: it keeps the port (and resolves port 0) without being
             # handed any connection.
-            reservation = reuse_port_socket(self.host, self.port)
+            try:
+                reservation = reuse_port_socket(self.host, self.port)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+                ) from exc
             self.port = reservation.getsockname()[1]
             started, environment = start_extensions(self._extensions, self.fail)
             os.environ.update(environment)
@@ -261,6 +276,7 @@ class Supervisor:
         process.start()
         send.close()
         self._running[slot] = _Worker(process, receive)
+        log_event("worker.started", f"worker {process.pid} started", pid=process.pid)
 
     def _supervise(self) -> None:
         while self._running:

@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
 from types import FrameType
 
@@ -61,9 +61,10 @@ def run_server(
     return server.started
 
 
-class Stopped(Exception):
+class Stopped(BaseException):
     """SIGTERM or SIGINT arrived while uvicorn was not handling them: before it served, or
-    re-raised by uvicorn once it drained (which would otherwise end the process at once)."""
+    re-raised by uvicorn once it drained (which would otherwise end the process at once).
+    Not an ``Exception``, so that no error handling on its way mistakes it for a failure."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -151,12 +152,19 @@ def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> N
                 port,
                 workers=workers,
                 sockets=sockets,
-                on_started=lambda: ready.send_bytes(READY),
+                on_started=lambda: _tell(ready),
             )
         except ConfigError as exc:
             log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
             sys.exit(1)
     sys.exit(0 if started else 1)
+
+
+def _tell(supervisor: Connection) -> None:
+    """Say ``READY``; a supervisor already gone is not this worker's failure (its death
+    signal follows)."""
+    with suppress(OSError):
+        supervisor.send_bytes(READY)
 
 
 @contextmanager

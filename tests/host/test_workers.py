@@ -8,6 +8,8 @@ wire carries nothing that says which process answered. Every wait is a bounded p
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,7 +18,11 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 
+from aviso_host.config.settings import LimitSettings
+from aviso_host.server import connection_capacity
+from aviso_host.supervisor import worker_count
 from tests.host.backends.jetstream_support import (
     STOP_TIMEOUT,
     Aviso,
@@ -78,13 +84,20 @@ def connections_on(worker: psutil.Process, port: int, status: str) -> int:
         return 0
 
 
-def all_listening(server: Aviso) -> list[psutil.Process] | None:
-    """The workers, once ``WORKERS`` of them listen on the service's port."""
-    workers = workers_of(server)
-    if len(workers) != WORKERS:
+def serving_processes(server: Aviso, workers: int) -> list[psutil.Process]:
+    """The processes that serve HTTP: the workers, or the server itself with one."""
+    if workers == 1:
+        return [psutil.Process(server.process.pid)]
+    return workers_of(server)
+
+
+def all_listening(server: Aviso, workers: int = WORKERS) -> list[psutil.Process] | None:
+    """The serving processes, once ``workers`` of them listen on the service's port."""
+    processes = serving_processes(server, workers)
+    if len(processes) != workers:
         return None
-    if all(connections_on(worker, server.port, psutil.CONN_LISTEN) for worker in workers):
-        return workers
+    if all(connections_on(process, server.port, psutil.CONN_LISTEN) for process in processes):
+        return processes
     return None
 
 
@@ -96,13 +109,13 @@ def ready(server: Aviso) -> bool:
 
 
 @contextmanager
-def two_workers(tmp_path: Path) -> Iterator[Aviso]:
-    """``serve --workers 2 --embedded-nats``, yielded once both workers listen and /ready."""
+def embedded(tmp_path: Path, workers: int = WORKERS) -> Iterator[Aviso]:
+    """``serve --workers N --embedded-nats``, yielded once every worker listens and /ready."""
     content = document(None)
     with aviso_serving(
-        tmp_path, content, "--workers", str(WORKERS), "--embedded-nats", str(tmp_path / "store")
+        tmp_path, content, "--workers", str(workers), "--embedded-nats", str(tmp_path / "store")
     ) as server:
-        poll(lambda: all_listening(server), START_TIMEOUT, "both workers listening")
+        poll(lambda: all_listening(server, workers), START_TIMEOUT, "every worker listening")
         poll(lambda: ready(server), START_TIMEOUT, "/ready")
         yield server
 
@@ -120,7 +133,7 @@ def test_watches_spread_over_workers_all_see_one_notify_and_sigterm_drains_them(
     tmp_path: Path,
 ) -> None:
     event_type = unique("spread")
-    with two_workers(tmp_path) as server, ExitStack() as stack:
+    with embedded(tmp_path) as server, ExitStack() as stack:
         watches = open_watches(stack, server, event_type, WATCHES)
         held = [
             connections_on(worker, server.port, psutil.CONN_ESTABLISHED)
@@ -145,7 +158,7 @@ def test_watches_spread_over_workers_all_see_one_notify_and_sigterm_drains_them(
 
 def test_a_killed_worker_is_replaced_and_the_service_keeps_answering(tmp_path: Path) -> None:
     event_type = unique("killed")
-    with two_workers(tmp_path) as server:
+    with embedded(tmp_path) as server:
         victim, survivor = workers_of(server)
         victim.kill()
         victim.wait(10)  # gone (its listening socket with it) once the supervisor reaped it
@@ -167,8 +180,9 @@ def test_a_killed_worker_is_replaced_and_the_service_keeps_answering(tmp_path: P
         assert f"worker {victim.pid} replaced by {replacement.pid}" in server.log()
 
 
+@pytest.mark.parametrize("workers", [1, WORKERS])
 def test_embedded_nats_killed_during_notifies_is_restarted_and_nothing_acknowledged_is_lost(
-    tmp_path: Path,
+    tmp_path: Path, workers: int
 ) -> None:
     event_type = unique("natsdown")
     acknowledged: list[int] = []
@@ -176,7 +190,7 @@ def test_embedded_nats_killed_during_notifies_is_restarted_and_nothing_acknowled
     lock = threading.Lock()
     stop = threading.Event()
 
-    with two_workers(tmp_path) as server:
+    with embedded(tmp_path, workers) as server:
         (nats,) = nats_children(server)
         command = nats.cmdline()
         producers = [
@@ -209,12 +223,55 @@ def test_embedded_nats_killed_during_notifies_is_restarted_and_nothing_acknowled
                 thread.join(30)
         assert poll(lambda: not nats.is_running(), 10, "the killed nats-server reaped")
         with server.client() as http:
-            stored = {
-                event["data"]["identifier"]["n"] for event in replay(http, event_type, EVERYTHING)
-            }
+            events = replay(http, event_type, EVERYTHING)
+        stored = {str(event["data"]["identifier"]["n"]) for event in events}
         lost = sorted(set(map(str, acknowledged)) - stored)
         assert not lost, f"{len(lost)} acknowledged notifications lost: {lost[:20]}"
         assert "embedded nats-server exited with signal SIGKILL" in server.log()
+
+
+@pytest.mark.parametrize("workers", [1, WORKERS])
+def test_embedded_nats_that_cannot_be_restarted_stops_the_service(
+    tmp_path: Path, workers: int
+) -> None:
+    """Its port taken while it is down, every restart fails: the service drains and exits
+    non-zero, its last line naming the cause."""
+    with embedded(tmp_path, workers) as server:
+        (nats,) = nats_children(server)
+        command = nats.cmdline()
+        port = int(command[command.index("--port") + 1])
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            nats.kill()
+            poll(lambda: _bound(squatter, port), 10, "the nats-server's port free", step=0.005)
+            squatter.listen()
+            status = server.process.wait(120)
+    assert status != 0, server.log()
+    last = server.log().strip().splitlines()[-1]
+    assert last.startswith("Error: embedded nats-server exited with signal SIGKILL"), last
+    assert "5 restarts failed" in last, last
+
+
+def _bound(sock: socket.socket, port: int) -> bool:
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        return False
+    return True
+
+
+def test_max_connections_is_shared_between_workers() -> None:
+    """``limits.max_connections`` is for the service: each of N workers takes its share."""
+    limits = LimitSettings(max_connections=10)
+    assert connection_capacity(limits) == 10
+    assert connection_capacity(limits, 2) == 5
+    assert connection_capacity(limits, 3) == 4
+    assert connection_capacity(LimitSettings(max_connections=1), 4) == 1
+
+
+def test_workers_auto_is_one_per_usable_core() -> None:
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count(3) == 3
 
 
 def _producer(

@@ -18,7 +18,6 @@ def aviso_storage_backends() -> list[type[StorageBackend]]:
 @hookimpl
 def aviso_backend_shared_resources(kind: str, options: Mapping[str, Any]) -> SharedResources | None:
     """The embedded nats-server (``embedded_store_dir``), one for every worker."""
-    if kind != JetStreamBackend.kind:
+    if kind != JetStreamBackend.kind or not options.get("embedded_store_dir"):
         return None
-    parsed = parse_options(options)
-    return SharedNatsServer(parsed) if parsed.embedded_store_dir else None
+    return SharedNatsServer(parse_options(options))

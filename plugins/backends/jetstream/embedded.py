@@ -135,13 +135,19 @@ class EmbeddedNatsServer:
                     f"embedded nats-server exited with {_exit_status(process.returncode)}; "
                     f"see {self.log_path}"
                 )
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-            except OSError:
-                time.sleep(0.05)
-                continue
-            return
+            if self._greets():
+                return
+            time.sleep(0.05)
         raise RuntimeError("embedded nats-server did not start listening in time")
+
+    def _greets(self) -> bool:
+        """Whether a NATS server answers on the port (it greets with ``INFO``): merely
+        connecting would also succeed on a port something else took meanwhile."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as probe:
+                return probe.recv(4) == b"INFO"
+        except OSError:
+            return False
 
     def launch(self) -> None:
         """Start the server and wait until it listens (blocking; call it from a thread that
@@ -170,6 +176,7 @@ class EmbeddedNatsServer:
 
     def _watch(self, lost: Callable[[str], None]) -> None:
         failed = 0
+        cause = ""
         while True:
             process = self._process
             assert process is not None
@@ -179,8 +186,10 @@ class EmbeddedNatsServer:
                 return
             if time.monotonic() - started >= STABLE_SECONDS:
                 failed = 0
-            cause = f"embedded nats-server exited with {_exit_status(code)}"
-            logger.error("%s; restarting it on %s", cause, self.url)
+            exited = f"embedded nats-server exited with {_exit_status(code)}"
+            if failed == 0:
+                cause = exited
+            logger.error("%s; restarting it on %s", exited, self.url)
             while True:
                 failed += 1
                 if failed > RESTART_ATTEMPTS:
