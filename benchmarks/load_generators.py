@@ -278,14 +278,16 @@ def raw_publish_generator(url: str, concurrency: int, pipe: Connection) -> None:
 
 
 class WatchClient:
-    """A generator process's watches: how many are open, and the latencies (s) received
-    since the last :meth:`take`."""
+    """A generator process's watches: how many are open or were refused (``all_open`` is
+    set once every watch is one or the other), and the latencies (s) received since the
+    last :meth:`take`."""
 
     def __init__(self, expected: int, count: int) -> None:
         self.latencies: list[float] = []
         self.expected = expected
         self.count = count
         self.open_count = 0
+        self.refused = 0
         self.lost = 0
         self.last_received = 0.0
         self.all_open = asyncio.Event()
@@ -295,15 +297,21 @@ class WatchClient:
 
     def opened(self) -> None:
         self.open_count += 1
-        if self.open_count == self.count:
+        self._settled()
+
+    def was_refused(self) -> None:
+        self.refused += 1
+        self._settled()
+
+    def _settled(self) -> None:
+        if self.open_count + self.refused >= self.count:
             self.all_open.set()
 
     def expect_open(self, count: int) -> None:
-        """Wait for ``count`` open watches in all (``all_open``)."""
+        """Wait until ``count`` watches in all are open or refused (``all_open``)."""
         self.count = count
         self.all_open = asyncio.Event()
-        if self.open_count >= count:
-            self.all_open.set()
+        self._settled()
 
     def expect(self, expected: int) -> None:
         """Set ``done`` once ``expected`` latencies have arrived since the last take."""
@@ -325,7 +333,7 @@ class Watch(asyncio.Protocol):
         self._request = request
         self._client = client
         self._buffer = b""
-        self._open = False
+        self._open: bool | None = False
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -334,11 +342,17 @@ class Watch(asyncio.Protocol):
         transport.write(self._request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
+        if self._open is None:  # refused: closing
+            return
         now = time.time()
         buffer = self._buffer + data
         if not self._open:
+            if buffer.startswith(b"HTTP/1.1 ") and not buffer.startswith(b"HTTP/1.1 200"):
+                self._refused()
+                return
             if OPENED not in buffer:
-                self._buffer = buffer[-len(OPENED) :]
+                # Keep the status line whole until it has been checked.
+                self._buffer = buffer if len(buffer) < 16 else buffer[-len(OPENED) :]
                 return
             self._open = True
             self._client.opened()
@@ -358,8 +372,17 @@ class Watch(asyncio.Protocol):
         if len(latencies) >= self._client.expected:
             self._client.done.set()
 
+    def _refused(self) -> None:
+        self._open = None  # settled: neither open nor waiting
+        self._client.was_refused()
+        if self.transport is not None:
+            self.transport.close()
+
     def connection_lost(self, exc: Exception | None) -> None:
-        self._client.lost += 1
+        if self._open is False:
+            self._refused()
+        elif self._open:
+            self._client.lost += 1
 
 
 async def _watch_commands(ports: list[int], source: str, body: str, pipe: Connection) -> None:
@@ -378,14 +401,14 @@ async def _watch_commands(ports: list[int], source: str, body: str, pipe: Connec
     while True:
         command, argument = await loop.run_in_executor(None, pipe.recv)
         if command == "open":
-            first = len(watches)
+            first, refused = len(watches), client.refused
             client.expect_open(first + argument)
             await asyncio.wait_for(
                 asyncio.gather(*(open_one(ports[n % len(ports)]) for n in range(argument))),
                 OPEN_TIMEOUT,
             )
             await asyncio.wait_for(client.all_open.wait(), OPEN_TIMEOUT)
-            pipe.send(client.open_count)
+            pipe.send((client.open_count, client.refused - refused))
         elif command == "collect":
             per_watch, timeout = argument
             client.expect(per_watch * len(watches))
@@ -401,9 +424,13 @@ async def _watch_commands(ports: list[int], source: str, body: str, pipe: Connec
 
 def watch_generator(ports: list[int], source: str, body: str, pipe: Connection) -> None:
     """Hold watches (request ``body``) from ``source``, spread over ``ports``, driven by
-    commands on ``pipe``: ``("open", n)`` opens ``n`` more and answers the open count once
-    all are confirmed; ``("collect", (per_watch, timeout))`` waits (at most ``timeout`` s)
-    for ``per_watch`` deliveries per watch since the last collect and answers (latencies in
-    s, wall-clock time of the last delivery, connections lost); ``("close", None)`` closes
-    every watch and ends the process."""
+    commands on ``pipe``:
+
+    - ``("open", n)``: open ``n`` more; answers (watches open in all, watches of these ``n``
+      refused) once each is open or refused;
+    - ``("collect", (per_watch, timeout))``: wait (at most ``timeout`` s) for ``per_watch``
+      deliveries per watch since the last collect; answers (latencies in s, wall-clock time
+      of the last delivery, open connections lost);
+    - ``("close", None)``: close every watch and end the process.
+    """
     run_generator(_watch_commands(ports, source, body, pipe))

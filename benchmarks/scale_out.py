@@ -408,8 +408,9 @@ def _split(total: int, parts: int) -> list[int]:
 def _open(pipes: list[Connection], total: int) -> None:
     for pipe, share in zip(pipes, _split(total, len(pipes)), strict=True):
         pipe.send(("open", share))
-    for pipe in pipes:
-        receive(pipe, 180.0)
+    refused = sum(receive(pipe, 180.0)[1] for pipe in pipes)
+    if refused:
+        raise RuntimeError(f"{refused} of {total} watches refused or closed before opening")
 
 
 def _collect(pipes: list[Connection], per_watch: int) -> tuple[list[float], float, int]:
