@@ -21,8 +21,9 @@ has it). Load generators are processes of their own on uvloop, one protocol obje
   deliveries/s (deliveries over the time from the first publish to the last receive plus
   one interval, so that a server keeping up shows the offered rate x watches) and
   deliveries missing;
-  also how long opening took, the server's RSS growth per idle watch (all aviso processes,
-  supervisor and workers, before and after opening, nats-server excluded) and how evenly the
+  also how long opening took, the server's RSS growth per idle watch (all aviso processes:
+  supervisor, workers, the supervisor's multiprocessing helper; nats-server excluded; before
+  and after opening) and how evenly the
   watches spread over the workers (the most descriptors a worker gained over the mean).
 
 Then the ratios: notify with the most workers over one worker, and notify over raw nats-py
