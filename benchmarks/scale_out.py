@@ -351,21 +351,20 @@ async def _create_raw_stream(url: str) -> None:
         await connection.close()
 
 
-def raw_part(run: Run, process_counts: list[int]) -> None:
+def raw_part(run: Run, processes: int) -> None:
     sizes = run.sizes
-    with nats_server(run.folder / "raw-nats") as nats:
+    print(
+        f"raw nats-py publish+ack, {processes} process(es) x {sizes.connections} in flight",
+        flush=True,
+    )
+    with nats_server(run.folder / f"raw-nats-{processes}") as nats:
         asyncio.run(_create_raw_stream(nats.url))
-        for count in process_counts:
-            print(
-                f"raw nats-py publish+ack, {count} process(es) x {sizes.connections} in flight",
-                flush=True,
-            )
-            arguments = [(nats.url, sizes.connections)] * count
-            with generator_processes(raw_publish_generator, arguments) as pipes:
-                start_window(pipes, sizes.warm, sizes.duration)
-                rate = sum(receive(pipe, sizes.warm + sizes.duration + 60) for pipe in pipes)
-            run.figures[f"raw_p{count}_rps"] = rate
-            print(f"    {rate:9.0f} publishes/s", flush=True)
+        arguments = [(nats.url, sizes.connections)] * processes
+        with generator_processes(raw_publish_generator, arguments) as pipes:
+            start_window(pipes, sizes.warm, sizes.duration)
+            rate = sum(receive(pipe, sizes.warm + sizes.duration + 60) for pipe in pipes)
+    run.figures[f"raw_p{processes}_rps"] = rate
+    print(f"    {rate:9.0f} publishes/s", flush=True)
 
 
 def content_length(head: bytes) -> int:
@@ -576,36 +575,31 @@ def describe_machine(mode: str) -> None:
 
 def parts(run: Run) -> list[tuple[str, float, Callable[[], None]]]:
     """(name, estimated seconds, body) in order of importance: the figures behind the
-    goals first (notify at 1 and at the most workers, the raw ceiling there, the largest
-    fan-out), so that a run cut short still has them."""
+    goals first (notify at 1 and at the most workers, the raw ceiling there, the fan-outs),
+    then the rest of the sweep, so that a run cut short still has them."""
     sizes = run.sizes
     most = max(sizes.workers)
-    notify_seconds = 8 + sizes.warm + sizes.duration
-    order = sorted(sizes.workers, key=lambda n: (n not in (1, most), n))
-    raw_counts = [most, *(n for n in sorted(sizes.workers) if n != most)]
-    listed: list[tuple[str, float, Callable[[], None]]] = []
-    for workers in order[:2]:
-        listed.append((f"notify w{workers}", notify_seconds, lambda n=workers: notify_part(run, n)))
-    listed.append((f"raw p{most}", notify_seconds, lambda: raw_part(run, raw_counts[:1])))
-    for watches, workers in sizes.fan_outs:
-        seconds = 20 + watches / 5_000 + sum(count / rate for rate, count in sizes.rates)
-        listed.append(
-            (
-                f"fan-out {watches}x{workers}",
-                seconds,
-                lambda w=watches, n=workers: fan_out_part(run, w, n),
-            )
-        )
-    for workers in order[2:]:
-        listed.append((f"notify w{workers}", notify_seconds, lambda n=workers: notify_part(run, n)))
-    if raw_counts[1:]:
-        listed.append(
-            (
-                "raw " + ",".join(f"p{n}" for n in raw_counts[1:]),
-                notify_seconds * len(raw_counts[1:]),
-                lambda: raw_part(run, raw_counts[1:]),
-            )
-        )
+    seconds = 8 + sizes.warm + sizes.duration
+
+    def notify(workers: int) -> tuple[str, float, Callable[[], None]]:
+        return f"notify w{workers}", seconds, lambda: notify_part(run, workers)
+
+    def raw(processes: int) -> tuple[str, float, Callable[[], None]]:
+        return f"raw p{processes}", seconds, lambda: raw_part(run, processes)
+
+    def fan_out(watches: int, workers: int) -> tuple[str, float, Callable[[], None]]:
+        needs = 20 + watches / 5_000 + sum(count / rate for rate, count in sizes.rates)
+        return f"fan-out {watches}x{workers}", needs, lambda: fan_out_part(run, watches, workers)
+
+    listed = [notify(1)]
+    if most != 1:
+        listed.append(notify(most))
+    listed.append(raw(most))
+    listed += [fan_out(watches, workers) for watches, workers in sizes.fan_outs]
+    for workers in sorted(set(sizes.workers) - {1, most}, reverse=True):
+        listed += [notify(workers), raw(workers)]
+    if most != 1:
+        listed.append(raw(1))
     return listed
 
 
