@@ -12,7 +12,11 @@ the Swagger UI page rewrites those before rendering (see ``aviso_host.routes.ops
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
+
+from aviso_host.openapi_examples import RequestExamples, request_examples
+from aviso_host.schemas import SchemaCatalog
 
 JSON = "application/json"
 Doc = dict[str, Any]
@@ -161,11 +165,7 @@ repeated or no fields and an out-of-range `debounce_ms` are `INVALID_AGGREGATE_R
 """
 
 
-def _stream_request_body(**examples: Any) -> Doc:
-    return _request_body("StreamRequest", examples)
-
-
-def _request_body(schema: str, examples: Doc) -> Doc:
+def _request_body(schema: str, examples: Mapping[str, Any]) -> Doc:
     return {
         "required": True,
         "content": {JSON: {"schema": _schema(schema), "examples": _examples(**examples)}},
@@ -252,6 +252,14 @@ _REPLAY_TRANSCRIPT = (
 )
 
 
+_FOLLOW_IN_CONSOLE = (
+    '\n\n**Swagger UI cannot follow a stream**: its "Try it out" waits for the response '
+    "to end, which a live stream never does, and shows nothing meanwhile. Follow watches "
+    "and replays in the [console](../console) (the page `/console` of this server), or with "
+    "`curl -N`."
+)
+
+
 def _sse_response(description: str, **transcripts: str) -> Doc:
     def fixed(value: str) -> Doc:
         return {"schema": {"type": "string", "enum": [value]}}
@@ -275,7 +283,7 @@ def _stream_operation(
     description: str,
     label: str,
     request_id: str,
-    request_examples: Doc,
+    request_examples: Mapping[str, Any],
     invalid_message: str,
     transcript: Doc,
     *,
@@ -316,7 +324,7 @@ def _stream_operation(
 # ---------------------------------------------------------------------------------- paths
 
 
-def _notify_operation() -> Doc:
+def _notify_operation(examples: RequestExamples) -> Doc:
     label = "Invalid Notification Request"
     return {
         "tags": ["notification"],
@@ -344,22 +352,7 @@ def _notify_operation() -> Doc:
                 "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
             }
         ],
-        "requestBody": _stream_request_body(
-            river_gauge={
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "date": "2026-04-02", "level": 3},
-                "payload": {"reading_cm": 412, "station": "Kaub"},
-            },
-            storm_cell={
-                "event_type": "storm_cell",
-                "identifier": {
-                    "date": "20260402",
-                    "time": "12",
-                    "polygon": [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.9], [47.0, 8.0]],
-                },
-                "payload": {"cell": "A17", "severity": "moderate"},
-            },
-        ),
+        "requestBody": _request_body("StreamRequest", examples.notify),
         "responses": {
             "200": _json_response(
                 "Stored.",
@@ -401,61 +394,34 @@ def _notify_operation() -> Doc:
     }
 
 
-def _watch_operation() -> Doc:
+def _watch_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
         "watch",
         "Watch live notifications (optionally catching up first)",
         "Without a cursor: a live-only stream opening with `connection_established`. With "
         "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
         "duplicates. Heartbeats every `sse_heartbeat_interval_sec`; the stream closes after "
-        "`connection_max_duration_sec`.",
+        "`connection_max_duration_sec`." + _FOLLOW_IN_CONSOLE,
         "Invalid Watch Request",
         _RID_WATCH,
-        {
-            "live_only": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "level": {"gte": 4}},
-            },
-            "catch_up_then_live": {
-                "event_type": "storm_cell",
-                "identifier": {"time": "12", "point": [47.3, 8.5]},
-                "from_date": "2026-04-01T00:00:00Z",
-            },
-        },
+        examples.watch,
         "Cannot specify both identifier.polygon and identifier.point. "
         "Provide only one spatial filter.",
         {"live_only": _LIVE_WATCH_TRANSCRIPT},
     )
 
 
-def _replay_operation() -> Doc:
+def _replay_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
         "replay",
         "Replay stored notifications",
         "Streams matching history from `from_id` or `from_date` (one is required) up to "
         "`to_id` / `to_date` (optional; otherwise the last notification stored when the "
         "replay starts) in ascending sequence order, then closes with `end_of_stream`. No "
-        "heartbeats, no duration limit.",
+        "heartbeats, no duration limit." + _FOLLOW_IN_CONSOLE,
         "Invalid Replay Request",
         _RID_REPLAY,
-        {
-            "from_sequence": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_id": "57",
-            },
-            "from_time": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_date": "2026-04-01 06:30:00+00:00",
-            },
-            "window": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_id": "57",
-                "to_id": "62",
-            },
-        },
+        examples.replay,
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
         {"two_notifications": _REPLAY_TRANSCRIPT},
@@ -501,29 +467,17 @@ _AGGREGATE_TRANSCRIPT = (
 )
 
 
-def _aggregate_operation() -> Doc:
+def _aggregate_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
         "aggregate",
         "Watch counts of notifications grouped by identifier fields",
         "The same filters, cursor, auth, heartbeats and maximum duration as a watch, but the "
         "stream carries counts of the matching notifications grouped by the `group_by` "
-        "fields instead of the notifications: a snapshot first, then debounced updates.",
+        "fields instead of the notifications: a snapshot first, then debounced updates."
+        + _FOLLOW_IN_CONSOLE,
         "Invalid Aggregate Request",
         _RID_AGGREGATE,
-        {
-            "steps_arrived": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "date": "2026-04-02"},
-                "group_by": ["level"],
-            },
-            "from_time_debounced": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "group_by": ["date", "level"],
-                "from_date": "2026-04-01T00:00:00Z",
-                "debounce_ms": 5000,
-            },
-        },
+        examples.aggregate,
         "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
         "Allowed fields: basin, date, level",
         {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},
@@ -532,17 +486,10 @@ def _aggregate_operation() -> Doc:
     )
 
 
-_RIVER_GAUGE_ENTRY: Doc = {
-    "identifier": {
-        "basin": {"max_length": None, "required": True, "type": "StringHandler"},
-        "date": {"canonical_format": "%Y%m%d", "required": False, "type": "DateHandler"},
-        "level": {"range": [0, 10], "required": False, "type": "IntHandler"},
-    },
-    "payload": {"required": False},
-}
-
-
-def _schema_operations() -> Doc:
+def _schema_operations(catalog: SchemaCatalog | None, first: str) -> Doc:
+    # The examples are this server's own answers.
+    event_types = catalog.event_types if catalog is not None else []
+    entries = {name: catalog.schemas[name].describe() for name in event_types} if catalog else {}
     return {
         "/api/v1/schema": {
             "get": {
@@ -555,24 +502,10 @@ def _schema_operations() -> Doc:
                         "The public part of every schema entry (`identifier`, `payload`).",
                         _schema("SchemaCatalogue"),
                         configured={
-                            "event_types": ["river_gauge", "storm_cell"],
-                            "schema": {
-                                "river_gauge": _RIVER_GAUGE_ENTRY,
-                                "storm_cell": {
-                                    "identifier": {
-                                        "date": {
-                                            "canonical_format": "%Y%m%d",
-                                            "required": False,
-                                            "type": "DateHandler",
-                                        },
-                                        "polygon": {"required": True, "type": "PolygonHandler"},
-                                        "time": {"required": False, "type": "TimeHandler"},
-                                    },
-                                    "payload": {"required": True},
-                                },
-                            },
+                            "event_types": event_types,
+                            "schema": entries,
                             "status": "success",
-                            "total_schemas": 2,
+                            "total_schemas": len(entries),
                         },
                         not_configured={
                             "event_types": [],
@@ -597,16 +530,16 @@ def _schema_operations() -> Doc:
                         "in": "path",
                         "required": True,
                         "schema": {"type": "string"},
-                        "example": "river_gauge",
+                        "example": first,
                     }
                 ],
                 "responses": {
                     "200": _json_response(
                         "The schema entry.",
                         _schema("SchemaDetail"),
-                        river_gauge={
-                            "event_type": "river_gauge",
-                            "schema": _RIVER_GAUGE_ENTRY,
+                        configured={
+                            "event_type": first,
+                            "schema": entries.get(first, {"identifier": {}, "payload": None}),
                             "status": "success",
                         },
                     ),
@@ -614,7 +547,7 @@ def _schema_operations() -> Doc:
                         "Unknown event type, or no schema configured at all.",
                         _schema("SchemaNotFound"),
                         unknown={
-                            "available_types": ["river_gauge", "storm_cell"],
+                            "available_types": event_types,
                             "message": "Event type 'tide_gauge' not found",
                             "request_id": _RID_SCHEMA,
                             "status": "error",
@@ -637,8 +570,10 @@ _ADMIN_DESCRIPTION = (
 )
 
 
-def _admin_operations() -> Doc:
-    def deleted(success: bool, message: str, notification_id: str = "river_gauge@57") -> Doc:
+def _admin_operations(event_type: str) -> Doc:
+    notification_id = f"{event_type}@1"
+
+    def deleted(success: bool, message: str, notification_id: str = notification_id) -> Doc:
         return {
             "success": success,
             "message": message,
@@ -666,7 +601,7 @@ def _admin_operations() -> Doc:
                         "in": "path",
                         "required": True,
                         "schema": {"type": "string"},
-                        "example": "river_gauge@57",
+                        "example": notification_id,
                     }
                 ],
                 "responses": {
@@ -729,7 +664,7 @@ def _admin_operations() -> Doc:
                     "content": {
                         JSON: {
                             "schema": _schema("WipeStreamRequest"),
-                            "examples": _examples(gauge={"stream_name": "GAUGE"}),
+                            "examples": _examples(**{event_type: {"stream_name": event_type}}),
                         }
                     },
                 },
@@ -1251,8 +1186,10 @@ streams or **replay** history over Server-Sent Events.
 """
 
 
-def openapi_document(version: str) -> dict[str, Any]:
-    """The OpenAPI 3.1 document for server ``version``, as JSON-serialisable data."""
+def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
+    (none: no schema configured), as JSON-serialisable data."""
+    examples = request_examples(catalog)
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
     return copy.deepcopy(
         {
@@ -1278,12 +1215,12 @@ def openapi_document(version: str) -> dict[str, Any]:
                 {"name": "admin", "description": "Deleting stored notifications."},
             ],
             "paths": {
-                "/api/v1/notification": {"post": _notify_operation()},
-                "/api/v1/watch": {"post": _watch_operation()},
-                "/api/v1/replay": {"post": _replay_operation()},
-                "/api/v1/aggregate": {"post": _aggregate_operation()},
-                **_schema_operations(),
-                **_admin_operations(),
+                "/api/v1/notification": {"post": _notify_operation(examples)},
+                "/api/v1/watch": {"post": _watch_operation(examples)},
+                "/api/v1/replay": {"post": _replay_operation(examples)},
+                "/api/v1/aggregate": {"post": _aggregate_operation(examples)},
+                **_schema_operations(catalog, examples.event_type),
+                **_admin_operations(examples.event_type),
                 **_operational_operations(),
             },
             "components": {
