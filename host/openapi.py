@@ -260,14 +260,14 @@ _FOLLOW_IN_CONSOLE = (
 )
 
 
-def _sse_response(description: str, **transcripts: str) -> Doc:
+def _sse_response(description: str, event_schema: str, **transcripts: str) -> Doc:
     def fixed(value: str) -> Doc:
         return {"schema": {"type": "string", "enum": [value]}}
 
     return _response(
         description,
         "text/event-stream",
-        {"type": "string"},
+        _schema(event_schema),
         _examples(**transcripts),
         headers={
             "Cache-Control": fixed("no-cache"),
@@ -289,6 +289,7 @@ def _stream_operation(
     *,
     request_schema: str = "StreamRequest",
     sse_description: str = _SSE_DESCRIPTION,
+    event_schema: str = "StreamEvent",
 ) -> Doc:
     code = f"INVALID_{endpoint.upper()}_REQUEST"
     return {
@@ -299,7 +300,7 @@ def _stream_operation(
         "security": _STREAM_CREDENTIALS,
         "requestBody": _request_body(request_schema, request_examples),
         "responses": {
-            "200": _sse_response(sse_description, **transcript),
+            "200": _sse_response(sse_description, event_schema, **transcript),
             "400": _bad_request(
                 validation=_request_error(code, label, invalid_message, request_id),
                 unknown_event_type=_unknown_event_type(request_id),
@@ -483,6 +484,7 @@ def _aggregate_operation(examples: RequestExamples) -> Doc:
         {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},
         request_schema="AggregateRequest",
         sse_description=_AGGREGATE_SSE_DESCRIPTION,
+        event_schema="AggregateStreamEvent",
     )
 
 
@@ -985,6 +987,191 @@ def _body_schemas() -> Doc:
     }
 
 
+def _object(required: Doc, optional: Doc | None = None, *, open_: bool = False) -> Doc:
+    """An object with ``required`` and ``optional`` properties; no others unless ``open_``."""
+    schema: Doc = {
+        "type": "object",
+        "required": sorted(required),
+        "properties": {**required, **(optional or {})},
+    }
+    if not open_:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _one_of(*names: str) -> Doc:
+    return {"oneOf": [_schema(name) for name in names]}
+
+
+_STREAM_EVENT_DATA: dict[str, Doc] = {
+    "live-notification": _one_of("CloudEvent", "ConnectionEstablished"),
+    "replay": _schema("CloudEvent"),
+    "replay-control": _one_of(
+        "ReplayStarted", "ReplayCompleted", "ReplayLimitReached", "HistoryGap"
+    ),
+    "heartbeat": _schema("Heartbeat"),
+    "error": _schema("StreamError"),
+    "connection-closing": _schema("ConnectionClosing"),
+    "notifications-skipped": _schema("NotificationsSkipped"),
+}
+_AGGREGATE_EVENT_DATA: dict[str, Doc] = {
+    "aggregate": _schema("AggregateCounts"),
+    **{
+        name: data
+        for name, data in _STREAM_EVENT_DATA.items()
+        if name in ("replay-control", "heartbeat", "error", "connection-closing")
+    },
+}
+
+
+def _sse_event(description: str, data_by_event: dict[str, Doc]) -> Doc:
+    """One Server-Sent Event as a JSON Schema 2020-12 reading of ``text/event-stream`` (as
+    tools that validate streams read it): its name and its data line, which holds JSON."""
+    return {
+        **_object(
+            {
+                "event": {"type": "string", "enum": list(data_by_event)},
+                "data": {"type": "string", "contentMediaType": JSON},
+            }
+        ),
+        "description": description,
+        "allOf": [
+            {
+                "if": {"properties": {"event": {"const": name}}},
+                "then": {"properties": {"data": {"contentMediaType": JSON, "contentSchema": data}}},
+            }
+            for name, data in data_by_event.items()
+        ],
+    }
+
+
+def _stream_event_schemas() -> Doc:
+    text: Doc = {"type": "string"}
+    count: Doc = {"type": "integer", "minimum": 0}
+    sequence: Doc = {"type": "integer", "minimum": 1}
+    second: Doc = {"type": "string", "pattern": _SECOND_PATTERN}
+    request_id = _schema("RequestId")
+    where = {"timestamp": second, "topic": text}
+    nullable_sequence: Doc = {"type": ["integer", "null"], "minimum": 0}
+    return {
+        "StreamEvent": _sse_event("One event of a watch or replay stream.", _STREAM_EVENT_DATA),
+        "AggregateStreamEvent": _sse_event(
+            "One event of an aggregate stream.", _AGGREGATE_EVENT_DATA
+        ),
+        "CloudEvent": _object(
+            {
+                "data": _object({"identifier": {"type": "object"}}, {"payload": {}}),
+                "datacontenttype": {"type": "string", "enum": [JSON]},
+                "dataschema": text,
+                "id": {**text, "description": "`<event_type>@<sequence>`."},
+                "sequence": sequence,
+                "source": text,
+                "specversion": {"type": "string", "enum": ["1.0"]},
+                "time": {**text, "description": "Storage time, RFC 3339 UTC."},
+                "type": {"type": "string", "pattern": "^int\\.ecmwf\\.aviso\\."},
+            },
+            {"publisher": {**text, "description": "The authenticated publisher's username."}},
+        ),
+        "ConnectionEstablished": _object(
+            {
+                "type": {"type": "string", "enum": ["connection_established"]},
+                "connection_will_close_in_seconds": count,
+                "request_id": request_id,
+                **where,
+            }
+        ),
+        "ReplayStarted": _object(
+            {
+                "type": {"type": "string", "enum": ["replay_started"]},
+                "from_sequence": nullable_sequence,
+                "from_date": {"type": ["string", "null"]},
+                "batch_size": count,
+                "end_sequence": nullable_sequence,
+                "request_id": request_id,
+                **where,
+            }
+        ),
+        "ReplayCompleted": _object(
+            {"type": {"type": "string", "enum": ["replay_completed"]}, **where}
+        ),
+        "ReplayLimitReached": _object(
+            {
+                "type": {"type": "string", "enum": ["notification_replay_limit_reached"]},
+                "max_allowed": count,
+                "message": text,
+                **where,
+            }
+        ),
+        "HistoryGap": _object(
+            {
+                "type": {"type": "string", "enum": ["history_gap"]},
+                "requested_from_sequence": count,
+                "first_available_sequence": count,
+                **where,
+            }
+        ),
+        "Heartbeat": _object(where),
+        "StreamError": _object(
+            {"error": text, "message": text, "topic": text, "request_id": request_id},
+            {"sequence": sequence, "max_groups": count},
+        ),
+        "ConnectionClosing": _object(
+            {
+                "reason": {
+                    "type": "string",
+                    "enum": [
+                        "end_of_stream",
+                        "max_duration_reached",
+                        "server_shutdown",
+                        "aggregate_group_limit_reached",
+                    ],
+                },
+                "message": text,
+                "request_id": request_id,
+                **where,
+            },
+            {
+                "cause": {
+                    "type": "string",
+                    "enum": ["slow_consumer", "auth_expired", "access_revoked"],
+                },
+                "resume_from_sequence": count,
+            },
+        ),
+        "NotificationsSkipped": _object(
+            {
+                "type": {"type": "string", "enum": ["notifications_skipped"]},
+                "skipped": count,
+                "first_skipped_sequence": count,
+                "last_skipped_sequence": count,
+                **where,
+            }
+        ),
+        "AggregateCounts": _object(
+            {
+                "type": {"type": "string", "enum": ["snapshot", "update"]},
+                "group_by": {"type": "array", "items": text},
+                "groups": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "count": count,
+                            "values": {
+                                "type": "object",
+                                "additionalProperties": {"type": ["string", "null"]},
+                            },
+                        }
+                    ),
+                },
+                "total": count,
+                "last_sequence": nullable_sequence,
+                "request_id": request_id,
+                **where,
+            }
+        ),
+    }
+
+
 def _discovery_schemas() -> Doc:
     return {
         "IdentifierRule": {
@@ -1224,7 +1411,12 @@ def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict
                 **_operational_operations(),
             },
             "components": {
-                "schemas": {**_body_schemas(), **_error_schemas(), **_discovery_schemas()},
+                "schemas": {
+                    **_body_schemas(),
+                    **_error_schemas(),
+                    **_discovery_schemas(),
+                    **_stream_event_schemas(),
+                },
                 "responses": _shared_responses(),
                 "headers": _headers(),
                 "securitySchemes": {
