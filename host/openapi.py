@@ -1,12 +1,26 @@
-"""The OpenAPI 3.1 description of the public API, written by hand as plain data.
+"""The OpenAPI 3.1 description of the public API, as plain data built at startup.
 
-Hand-written rather than derived from the routes because the wire contract (exact error
-shapes, status codes, the SSE event catalogue) is richer than anything introspection could
-recover. Keep it in step with ``shared/spec/api-and-streaming.md``.
+The prose, status codes and error shapes are written here; what the code already knows is
+taken from it: the request examples from the configured event types
+(:mod:`aviso_host.openapi_examples`), the schema-route examples from the schemas' own
+``describe()``, the validation codes and labels from :class:`aviso_host.errors.Endpoint`.
+Keep the rest in step with ``shared/spec/api-and-streaming.md``; the tests hold the two
+together: the document validates (openapi-spec-validator), every route of the app is
+described (or listed in :data:`NOT_DESCRIBED_PATHS`), every error code the host raises is
+listed, every example matches its schema, every request example is accepted by the server,
+and schemathesis checks the server's answers against the document.
+
+To describe a new route, add its path item to the ``paths`` of :func:`openapi_document` (a
+function returning ``{path: {method: operation}}`` per group, like
+:func:`_operational_operations`), with a response for every status it answers and examples
+that match their schemas; a route that is not API (a page, a file) goes into
+:data:`NOT_DESCRIBED_PATHS` instead.
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
-stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists;
-the Swagger UI page rewrites those before rendering (see ``aviso_host.routes.ops``).
+stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
+(the Swagger UI page rewrites those before rendering, see ``aviso_host.routes.ops``) and the
+event schemas of the streams (``const``, ``if``/``then``, ``contentSchema``), which Swagger UI
+shows without checking.
 """
 
 from __future__ import annotations
@@ -15,6 +29,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
 from aviso_host.openapi_examples import RequestExamples, request_examples
 from aviso_host.schemas import SchemaCatalog
 
@@ -35,6 +50,13 @@ _RID_AGGREGATE = "5e0c7a2b-9d14-4f6e-a8b3-1c2d3e4f5a6b"
 _STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
 """Anonymous callers reach public streams; a supplied credential is always verified."""
 _ADMIN_CREDENTIALS: list[Doc] = [{"bearer_jwt": []}, {"basic": []}]
+
+
+NOT_DESCRIBED_PATHS = frozenset(
+    {"/static/{path:path}", "/api-docs/openapi.json", "/swagger-ui/", "/swagger-ui/{file}"}
+)
+"""Routes the server has but the document leaves out: files, and the documentation itself.
+Every other route must have its path and methods in the document (a test compares them)."""
 
 
 def _ref(section: str, name: str) -> Doc:
@@ -85,7 +107,7 @@ def _request_error(code: str, label: str, message: str, request_id: str) -> Doc:
 
 def _unknown_event_type(request_id: str) -> Doc:
     return {
-        "code": "UNKNOWN_EVENT_TYPE",
+        "code": UNKNOWN_EVENT_TYPE_CODE,
         "configured_event_types": ["river_gauge", "storm_cell"],
         "error": "unknown_event_type",
         "message": "unknown event type 'tide_gauge'",
@@ -278,10 +300,9 @@ def _sse_response(description: str, event_schema: str, **transcripts: str) -> Do
 
 
 def _stream_operation(
-    endpoint: str,
+    endpoint: Endpoint,
     summary: str,
     description: str,
-    label: str,
     request_id: str,
     request_examples: Mapping[str, Any],
     invalid_message: str,
@@ -291,10 +312,9 @@ def _stream_operation(
     sse_description: str = _SSE_DESCRIPTION,
     event_schema: str = "StreamEvent",
 ) -> Doc:
-    code = f"INVALID_{endpoint.upper()}_REQUEST"
     return {
         "tags": ["streaming"],
-        "operationId": endpoint,
+        "operationId": endpoint.operation,
         "summary": summary,
         "description": description,
         "security": _STREAM_CREDENTIALS,
@@ -302,7 +322,9 @@ def _stream_operation(
         "responses": {
             "200": _sse_response(sse_description, event_schema, **transcript),
             "400": _bad_request(
-                validation=_request_error(code, label, invalid_message, request_id),
+                validation=_request_error(
+                    endpoint.validation_code, endpoint.label, invalid_message, request_id
+                ),
                 unknown_event_type=_unknown_event_type(request_id),
             ),
             **_auth_responses(),
@@ -326,7 +348,7 @@ def _stream_operation(
 
 
 def _notify_operation(examples: RequestExamples) -> Doc:
-    label = "Invalid Notification Request"
+    label = Endpoint.NOTIFY.label
     return {
         "tags": ["notification"],
         "operationId": "notify",
@@ -366,7 +388,7 @@ def _notify_operation(examples: RequestExamples) -> Doc:
             ),
             "400": _bad_request(
                 missing_field=_request_error(
-                    "INVALID_NOTIFICATION_REQUEST",
+                    Endpoint.NOTIFY.validation_code,
                     label,
                     "Required field 'level' missing for notify operation",
                     _RID_NOTIFY,
@@ -397,13 +419,12 @@ def _notify_operation(examples: RequestExamples) -> Doc:
 
 def _watch_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "watch",
+        Endpoint.WATCH,
         "Watch live notifications (optionally catching up first)",
         "Without a cursor: a live-only stream opening with `connection_established`. With "
         "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
         "duplicates. Heartbeats every `sse_heartbeat_interval_sec`; the stream closes after "
         "`connection_max_duration_sec`." + _FOLLOW_IN_CONSOLE,
-        "Invalid Watch Request",
         _RID_WATCH,
         examples.watch,
         "Cannot specify both identifier.polygon and identifier.point. "
@@ -414,13 +435,12 @@ def _watch_operation(examples: RequestExamples) -> Doc:
 
 def _replay_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "replay",
+        Endpoint.REPLAY,
         "Replay stored notifications",
         "Streams matching history from `from_id` or `from_date` (one is required) up to "
         "`to_id` / `to_date` (optional; otherwise the last notification stored when the "
         "replay starts) in ascending sequence order, then closes with `end_of_stream`. No "
         "heartbeats, no duration limit." + _FOLLOW_IN_CONSOLE,
-        "Invalid Replay Request",
         _RID_REPLAY,
         examples.replay,
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
@@ -470,13 +490,12 @@ _AGGREGATE_TRANSCRIPT = (
 
 def _aggregate_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "aggregate",
+        Endpoint.AGGREGATE,
         "Watch counts of notifications grouped by identifier fields",
         "The same filters, cursor, auth, heartbeats and maximum duration as a watch, but the "
         "stream carries counts of the matching notifications grouped by the `group_by` "
         "fields instead of the notifications: a snapshot first, then debounced updates."
         + _FOLLOW_IN_CONSOLE,
-        "Invalid Aggregate Request",
         _RID_AGGREGATE,
         examples.aggregate,
         "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
@@ -786,7 +805,8 @@ def _error_schemas() -> Doc:
             "type": "object",
             "description": (
                 "The aviso error object for parse, validation, processing and stream-setup "
-                "failures of notify, watch and replay."
+                "failures of notify, watch, replay and aggregate, and for the refusals at the "
+                "HTTP edge."
             ),
             "required": ["code", "details", "error", "message", "request_id"],
             "additionalProperties": False,
@@ -797,9 +817,7 @@ def _error_schemas() -> Doc:
                         "INVALID_JSON",
                         "UNKNOWN_FIELD",
                         "INVALID_REQUEST_SHAPE",
-                        "INVALID_NOTIFICATION_REQUEST",
-                        "INVALID_WATCH_REQUEST",
-                        "INVALID_REPLAY_REQUEST",
+                        *(endpoint.validation_code for endpoint in Endpoint),
                         "NOTIFICATION_PROCESSING_FAILED",
                         "NOTIFICATION_STORAGE_FAILED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
@@ -821,7 +839,7 @@ def _error_schemas() -> Doc:
             "required": ["code", "configured_event_types", "error", "message", "request_id"],
             "additionalProperties": False,
             "properties": {
-                "code": {"type": "string", "enum": ["UNKNOWN_EVENT_TYPE"]},
+                "code": {"type": "string", "enum": [UNKNOWN_EVENT_TYPE_CODE]},
                 "configured_event_types": {"type": "array", "items": {"type": "string"}},
                 "error": {"type": "string", "enum": ["unknown_event_type"]},
                 "message": {"type": "string"},
