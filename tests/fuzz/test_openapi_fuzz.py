@@ -7,8 +7,8 @@ streams (watch, replay, aggregate) never end by design: schemathesis reads at mo
 :data:`STREAM_EVENTS` events of each, for at most :data:`STREAM_READ_SECONDS`, and checks
 each event read against the document's event schema (name and JSON data).
 
-The request examples of the document are sent first (schemathesis's explicit phase), so the
-replays deliver stored notifications whose CloudEvents are checked too.
+The document's own request examples are checked the same way, notify first, so that the
+replays deliver stored notifications and their CloudEvents are checked too.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from aviso_host.openapi import openapi_document
+from tests.conformance.auth_support import document as auth_document
 from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.server import running_server
 
 CONFIG = with_changes(API_EXAMPLE, watch_endpoint={"replay_batch_delay_ms": 0})
@@ -63,6 +65,13 @@ OPERATIONS = [
 ]
 
 
+def _loaded(server_url: str) -> Any:
+    document = httpx.get(f"{server_url}/api-docs/openapi.json").json()
+    loaded = schemathesis.openapi.from_dict(document)
+    loaded.config.max_stream_events = STREAM_EVENTS
+    return loaded
+
+
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     with running_server(CONFIG) as server:
@@ -71,10 +80,20 @@ def server_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def schema(server_url: str) -> Any:
-    document = httpx.get(f"{server_url}/api-docs/openapi.json").json()
-    loaded = schemathesis.openapi.from_dict(document)
-    loaded.config.max_stream_events = STREAM_EVENTS
-    return loaded
+    return _loaded(server_url)
+
+
+@pytest.fixture(scope="module")
+def auth_server_url() -> Iterator[str]:
+    """Auth on (direct mode, against the loopback auth-o-tron double): generated requests
+    carry no credential or a made-up one, so they meet the 401 and 403 answers."""
+    with fake_auth_o_tron() as aot, running_server(auth_document("direct", aot.url)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def auth_schema(auth_server_url: str) -> Any:
+    return _loaded(auth_server_url)
 
 
 def _takes_a_body(operation: Any) -> bool:
@@ -82,10 +101,7 @@ def _takes_a_body(operation: Any) -> bool:
     return "requestBody" in operation.definition.raw
 
 
-@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-def test_answers_conform_to_the_document(
-    server_url: str, schema: Any, method: str, path: str
-) -> None:
+def _check_answers(server_url: str, schema: Any, method: str, path: str) -> None:
     operation = schema[path][method]
     timeout = STREAM_READ_SECONDS if path in STREAMS else REQUEST_SECONDS
     modes = [schemathesis.GenerationMode.POSITIVE]
@@ -99,3 +115,51 @@ def test_answers_conform_to_the_document(
             case.call_and_validate(base_url=server_url, checks=CHECKS, timeout=timeout)
 
         conforms()
+
+
+IDS = [f"{method} {path}" for method, path in OPERATIONS]
+
+
+def _example_cases(operation: Any) -> Iterator[schemathesis.Case]:
+    definition = operation.definition.raw
+    path_parameters = {
+        parameter["name"]: parameter["example"]
+        for parameter in definition.get("parameters", [])
+        if parameter["in"] == "path"
+    }
+    content = definition.get("requestBody", {}).get("content", {}).get("application/json", {})
+    bodies = [example["value"] for example in content.get("examples", {}).values()]
+    if bodies:
+        for body in bodies:
+            yield operation.Case(
+                path_parameters=path_parameters, body=body, media_type="application/json"
+            )
+    else:
+        yield operation.Case(path_parameters=path_parameters)
+
+
+def test_answers_to_the_examples_conform_to_the_document(server_url: str, schema: Any) -> None:
+    # Notify first: the replays then deliver what it stored.
+    ordered = sorted(OPERATIONS, key=lambda operation: operation[1] != "/api/v1/notification")
+    checked = 0
+    for method, path in ordered:
+        timeout = STREAM_READ_SECONDS if path in STREAMS else REQUEST_SECONDS
+        for case in _example_cases(schema[path][method]):
+            response = case.call_and_validate(base_url=server_url, checks=CHECKS, timeout=timeout)
+            assert response.status_code == 200, f"{method} {path}: {response.text[:300]}"
+            checked += 1
+    assert checked > len(OPERATIONS)
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=IDS)
+def test_answers_conform_to_the_document(
+    server_url: str, schema: Any, method: str, path: str
+) -> None:
+    _check_answers(server_url, schema, method, path)
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=IDS)
+def test_answers_conform_to_the_document_with_auth_on(
+    auth_server_url: str, auth_schema: Any, method: str, path: str
+) -> None:
+    _check_answers(auth_server_url, auth_schema, method, path)
