@@ -551,18 +551,25 @@ def _schema_operations(catalog: SchemaCatalog | None, first: str) -> Doc:
                         "in": "path",
                         "required": True,
                         "schema": {"type": "string"},
-                        "example": first,
+                        # Without schemas every event type is 404: no example to try.
+                        **({"example": first} if entries else {}),
                     }
                 ],
                 "responses": {
                     "200": _json_response(
                         "The schema entry.",
                         _schema("SchemaDetail"),
-                        configured={
-                            "event_type": first,
-                            "schema": entries.get(first, {"identifier": {}, "payload": None}),
-                            "status": "success",
-                        },
+                        **(
+                            {
+                                "configured": {
+                                    "event_type": first,
+                                    "schema": entries[first],
+                                    "status": "success",
+                                }
+                            }
+                            if entries
+                            else {}
+                        ),
                     ),
                     "404": _json_response(
                         "Unknown event type, or no schema configured at all.",

@@ -125,7 +125,7 @@ def _example_cases(operation: Any) -> Iterator[schemathesis.Case]:
     path_parameters = {
         parameter["name"]: parameter["example"]
         for parameter in definition.get("parameters", [])
-        if parameter["in"] == "path"
+        if parameter["in"] == "path" and "example" in parameter
     }
     content = definition.get("requestBody", {}).get("content", {}).get("application/json", {})
     bodies = [example["value"] for example in content.get("examples", {}).values()]
