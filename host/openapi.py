@@ -888,7 +888,21 @@ def _error_schemas() -> Doc:
     }
 
 
-def _body_schemas() -> Doc:
+def _event_type_schema(catalog: SchemaCatalog | None) -> Doc:
+    if catalog is not None and catalog.strict and catalog.schemas:
+        return {
+            "type": "string",
+            "enum": catalog.event_types,
+            "description": "A configured event type (any other is refused: `UNKNOWN_EVENT_TYPE`).",
+        }
+    return {
+        "type": "string",
+        "description": "A configured event type or, when no schema is configured (or "
+        "`notification_schema_strict` is false), a topic base of your own.",
+    }
+
+
+def _body_schemas(catalog: SchemaCatalog | None) -> Doc:
     nullable_text: Doc = {"type": ["string", "null"]}
     stream_request: Doc = {
         "type": "object",
@@ -896,7 +910,7 @@ def _body_schemas() -> Doc:
         "required": ["event_type", "identifier"],
         "additionalProperties": False,
         "properties": {
-            "event_type": {"type": "string", "description": "A configured schema key."},
+            "event_type": _event_type_schema(catalog),
             "identifier": {
                 "type": "object",
                 "description": "Field name to value (or, on watch/replay, constraint); "
@@ -1437,7 +1451,7 @@ def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict
             },
             "components": {
                 "schemas": {
-                    **_body_schemas(),
+                    **_body_schemas(catalog),
                     **_error_schemas(),
                     **_discovery_schemas(),
                     **_stream_event_schemas(),
