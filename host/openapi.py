@@ -105,10 +105,10 @@ def _request_error(code: str, label: str, message: str, request_id: str) -> Doc:
     }
 
 
-def _unknown_event_type(request_id: str) -> Doc:
+def _unknown_event_type(request_id: str, configured: list[str]) -> Doc:
     return {
         "code": UNKNOWN_EVENT_TYPE_CODE,
-        "configured_event_types": ["river_gauge", "storm_cell"],
+        "configured_event_types": configured,
         "error": "unknown_event_type",
         "message": "unknown event type 'tide_gauge'",
         "request_id": request_id,
@@ -305,6 +305,7 @@ def _stream_operation(
     description: str,
     request_id: str,
     request_examples: Mapping[str, Any],
+    configured_event_types: list[str],
     invalid_message: str,
     transcript: Doc,
     *,
@@ -325,7 +326,7 @@ def _stream_operation(
                 validation=_request_error(
                     endpoint.validation_code, endpoint.label, invalid_message, request_id
                 ),
-                unknown_event_type=_unknown_event_type(request_id),
+                unknown_event_type=_unknown_event_type(request_id, configured_event_types),
             ),
             **_auth_responses(),
             "413": _ref("responses", "PayloadTooLarge"),
@@ -399,7 +400,7 @@ def _notify_operation(examples: RequestExamples) -> Doc:
                     "JSON parsing failed: expected value at line 1 column 1",
                     _RID_NOTIFY,
                 ),
-                unknown_event_type=_unknown_event_type(_RID_NOTIFY),
+                unknown_event_type=_unknown_event_type(_RID_NOTIFY, examples.event_types),
             ),
             **_auth_responses(),
             "413": _ref("responses", "PayloadTooLarge"),
@@ -427,6 +428,7 @@ def _watch_operation(examples: RequestExamples) -> Doc:
         "`connection_max_duration_sec`." + _FOLLOW_IN_CONSOLE,
         _RID_WATCH,
         examples.watch,
+        examples.event_types,
         "Cannot specify both identifier.polygon and identifier.point. "
         "Provide only one spatial filter.",
         {"live_only": _LIVE_WATCH_TRANSCRIPT},
@@ -443,6 +445,7 @@ def _replay_operation(examples: RequestExamples) -> Doc:
         "heartbeats, no duration limit." + _FOLLOW_IN_CONSOLE,
         _RID_REPLAY,
         examples.replay,
+        examples.event_types,
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
         {"two_notifications": _REPLAY_TRANSCRIPT},
@@ -498,6 +501,7 @@ def _aggregate_operation(examples: RequestExamples) -> Doc:
         + _FOLLOW_IN_CONSOLE,
         _RID_AGGREGATE,
         examples.aggregate,
+        examples.event_types,
         "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
         "Allowed fields: basin, date, level",
         {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},

@@ -41,6 +41,8 @@ class RequestExamples:
     aggregate: dict[str, Body] = field(default_factory=dict)
     event_type: str = GENERIC_EVENT_TYPE
     """An event type for ``/api/v1/schema/{event_type}`` and the admin examples."""
+    event_types: list[str] = field(default_factory=list)
+    """The configured event types (none without schemas)."""
 
 
 def field_example(handler: FieldHandler) -> Any | None:
@@ -138,7 +140,7 @@ def request_examples(catalog: SchemaCatalog | None) -> RequestExamples:
     """The examples for ``catalog``'s event types, in name order (none: no schema)."""
     if catalog is None or not catalog.schemas:
         return _generic_examples()
-    examples = RequestExamples(event_type=catalog.event_types[0])
+    examples = RequestExamples(event_type=catalog.event_types[0], event_types=catalog.event_types)
     for name in catalog.event_types:
         _add_event_type(examples, catalog.schemas[name])
     if examples.replay:
