@@ -100,6 +100,15 @@ class FieldHandler(ABC):
             view["description"] = self.definition["description"]
         return view
 
+    def example_value(self) -> Any:
+        """A value of this field that ``canonicalise`` (or, for spatial handlers,
+        ``canonicalise_value``) accepts, as a client would send it in JSON: the request
+        examples of the API description (``/api-docs/openapi.json``) are built from it.
+
+        ``None`` (the default) leaves the host to find one by trying a few common values.
+        """
+        return None
+
 
 # -- storage -----------------------------------------------------------------------------
 
