@@ -1,9 +1,10 @@
-"""How aviso's request cycle hands a response to the socket (issue #16).
+"""How a response reaches the socket through aviso's connection transport, written by
+uvicorn's own request cycle.
 
 A response of known length goes out in one write (one send call), its head joined to its
 body; a stream (chunked: a watch's events) gets its head written at once, before any event;
-an app failing between head and body leaves nothing half-written. The transport records the
-writes: it stands for asyncio's socket transport, whose writes are what is counted.
+an app failing between head and body leaves nothing half-written. The recording transport
+stands for asyncio's socket transport, whose writes are what is counted.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 
 import pytest
 from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from aviso_host.http_protocol import ResponseCycle
+from aviso_host.http_protocol import ConnectionTransport
 
 
 def run(check: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -51,14 +53,28 @@ class RecordingTransport:
         pass
 
 
+class Connection:
+    """The protocol as the connection transport sees it: its current cycle, its close."""
+
+    def __init__(self, transport: RecordingTransport) -> None:
+        self.cycle: RequestResponseCycle | None = None
+        self.transport = transport
+
+    def close_connection(self) -> None:
+        self.transport.close()
+
+
 def cycle(
     transport: RecordingTransport, method: str = "POST", keep_alive: bool = True
-) -> ResponseCycle:
+) -> RequestResponseCycle:
+    """uvicorn's request cycle writing through a connection transport onto ``transport``."""
     scope: Any = {"type": "http", "method": method, "http_version": "1.1", "headers": []}
-    return ResponseCycle(
+    connection = Connection(transport)
+    wrapped: Any = ConnectionTransport(transport, connection)  # type: ignore[arg-type]
+    connection.cycle = RequestResponseCycle(
         scope=scope,
-        transport=transport,
-        flow=FlowControl(transport),  # type: ignore[arg-type]
+        transport=wrapped,
+        flow=FlowControl(wrapped),
         logger=logging.getLogger("test"),
         access_logger=logging.getLogger("test.access"),
         access_log=False,
@@ -68,6 +84,7 @@ def cycle(
         keep_alive=keep_alive,
         on_response=lambda: None,
     )
+    return connection.cycle
 
 
 def start(headers: list[tuple[bytes, bytes]], status: int = 200) -> dict[str, Any]:
