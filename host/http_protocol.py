@@ -113,47 +113,97 @@ class ConnectionTransport:
     Closing while the client is still sending a body becomes a lingering close (see the
     module docstring).
 
-    The methods uvicorn calls on every request are the real transport's own, bound once per
-    connection (a ``__getattr__`` fallback would slow them); the rest, rarely called, go
-    through that fallback rather than cost every open connection a bound method each."""
+    ``write`` is whatever the response's state needs: the head check until the response's
+    head is written, the real transport's own method for the rest of the response (a
+    stream's events pay for nothing here), until :meth:`response_complete`. The rest of the
+    transport's methods, rarely called, go through a ``__getattr__`` fallback rather than
+    cost every open connection a bound method each."""
 
-    __slots__ = ("_connection", "_head_of", "_held", "_raw", "is_closing")
+    __slots__ = ("_connection", "_held", "_raw", "is_closing", "write")
 
     def __init__(self, raw: asyncio.Transport, connection: Connection) -> None:
         self._raw = raw
         self._connection = connection
         self._held: bytes | None = None
-        self._head_of: RequestResponseCycle | None = None
-        """The request cycle whose response head was written (or held) last."""
         self.is_closing = raw.is_closing
+        self.write: Callable[[bytes], None] = self._write_head
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
 
-    def write(self, data: bytes) -> None:
-        held = self._held
-        if held is not None:
-            if data:
-                self._held = None
-                self._raw.write(held + data)
-            return
+    def _write_head(self, data: bytes) -> None:
         cycle = self._connection.cycle
-        # A pipelined request's cycle is the connection's newest, not the one writing: its
-        # answers are written as they come (never held), which is merely slower.
-        if cycle is not None and cycle is not self._head_of and cycle.response_started:
-            self._head_of = cycle  # the first write since the response started: its head
+        # Before the response starts, a write is uvicorn's "100 Continue". A pipelined
+        # request's cycle is the connection's newest, not the one writing: such answers are
+        # written as they come, checked write by write, which is merely slower.
+        if cycle is not None and cycle.response_started:
             if (
                 cycle.chunked_encoding is False
                 and cycle.expected_content_length
                 and cycle.scope["method"] != "HEAD"
             ):
                 self._held = data
+                self.write = self._write_held
                 return
+            self.write = self._raw.write
         self._raw.write(data)
+
+    def _write_held(self, data: bytes) -> None:
+        if data:
+            held = self._held
+            self._held = None
+            self.write = self._raw.write
+            self._raw.write(held + data)  # type: ignore[operator]
+
+    def response_complete(self) -> None:
+        """The next write is the next response's (or a 100 Continue's)."""
+        self._held = None
+        self.write = self._write_head
 
     def close(self) -> None:
         self._held = None
         self._connection.close_connection()
+
+
+class _Signal:
+    """What uvicorn's request cycle uses of its message event (:class:`asyncio.Event`'s
+    ``set``, ``clear``, ``is_set``, ``wait``), its list of waiters made only while someone
+    waits: an Event's empty deque costs ~700 B, which every idle watch would hold."""
+
+    __slots__ = ("_value", "_waiters")
+
+    def __init__(self) -> None:
+        self._value = False
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def is_set(self) -> bool:
+        return self._value
+
+    def set(self) -> None:
+        if self._value:
+            return
+        self._value = True
+        for waiter in self._waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._value = False
+
+    async def wait(self) -> bool:
+        if self._value:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+            return True
+        finally:
+            self._waiters.remove(waiter)
+            if not self._waiters:
+                self._waiters = None
 
 
 class AvisoHttpProtocol(HttpToolsProtocol):
@@ -174,6 +224,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         "_raw",
         "_tail_bytes",
         "_trailer_bytes",
+        "_wrapper",
     )
 
     def __init__(
@@ -192,6 +243,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._limits = limits
         self._max_connections = max_connections
         self._raw: asyncio.Transport | None = None
+        self._wrapper: ConnectionTransport | None = None
         self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
         self._head_bytes = 0
@@ -213,7 +265,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             ABORT_EXTENSION: self._abort,
             DISCONNECT_EXTENSION: self._on_client_gone,
         }
-        super().connection_made(ConnectionTransport(transport, self))  # type: ignore[arg-type]
+        self._wrapper = ConnectionTransport(transport, self)
+        super().connection_made(self._wrapper)  # type: ignore[arg-type]
         self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -399,14 +452,18 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
         if len(self.connections) <= self._max_connections:
             super().on_headers_complete()
-            return
-        # Over the connection cap: uvicorn serves this one request with the 503 app.
-        app = self.app
-        self.app = _service_unavailable
-        try:
-            super().on_headers_complete()
-        finally:
-            self.app = app
+        else:
+            # Over the connection cap: uvicorn serves this one request with the 503 app.
+            app = self.app
+            self.app = _service_unavailable
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # not an upgrade
+            # Its task has not run yet: nothing waits on the event it was given.
+            cycle.message_event = _Signal()  # type: ignore[assignment]
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
@@ -430,6 +487,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         self._client_gone = None
+        if self._wrapper is not None:
+            self._wrapper.response_complete()
         if self._lingering:
             # Refused by the protocol itself: the connection is being closed, and neither
             # a pipelined request nor the keep-alive timer is started.

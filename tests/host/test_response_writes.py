@@ -59,18 +59,23 @@ class Connection:
     def __init__(self, transport: RecordingTransport) -> None:
         self.cycle: RequestResponseCycle | None = None
         self.transport = transport
+        self.wrapped = ConnectionTransport(transport, self)  # type: ignore[arg-type]
 
     def close_connection(self) -> None:
         self.transport.close()
 
 
 def cycle(
-    transport: RecordingTransport, method: str = "POST", keep_alive: bool = True
+    transport: RecordingTransport,
+    method: str = "POST",
+    keep_alive: bool = True,
+    connection: Connection | None = None,
 ) -> RequestResponseCycle:
-    """uvicorn's request cycle writing through a connection transport onto ``transport``."""
+    """uvicorn's request cycle writing through a connection transport onto ``transport``
+    (``connection``'s, for a further request on one connection)."""
     scope: Any = {"type": "http", "method": method, "http_version": "1.1", "headers": []}
-    connection = Connection(transport)
-    wrapped: Any = ConnectionTransport(transport, connection)  # type: ignore[arg-type]
+    connection = connection or Connection(transport)
+    wrapped: Any = connection.wrapped
     connection.cycle = RequestResponseCycle(
         scope=scope,
         transport=wrapped,
@@ -82,7 +87,7 @@ def cycle(
         message_event=asyncio.Event(),
         expect_100_continue=False,
         keep_alive=keep_alive,
-        on_response=lambda: None,
+        on_response=connection.wrapped.response_complete,
     )
     return connection.cycle
 
@@ -191,3 +196,26 @@ async def test_invalid_header_fields_are_refused(
     with pytest.raises(RuntimeError, match=error):
         await cycle(transport).send(start(headers))
     assert transport.writes == []
+
+
+@run
+async def test_each_response_on_a_connection_is_written_by_its_kind() -> None:
+    """After a stream, an answer of known length is again one write, and the other way."""
+    transport = RecordingTransport()
+    connection = Connection(transport)
+    stream = cycle(transport, connection=connection)
+    await stream.send(start([(b"content-type", b"text/event-stream")]))
+    await stream.send(body(b"data: 1\n\n", more=True))
+    await stream.send(body(b""))
+    answer = cycle(transport, connection=connection)
+    await answer.send(start(JSON))
+    await answer.send(body(b"{}"))
+    again = cycle(transport, connection=connection)
+    await again.send(start([(b"content-type", b"text/event-stream")]))
+    assert transport.writes == [
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        b"9\r\ndata: 1\n\n\r\n",
+        b"0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    ]
