@@ -161,7 +161,9 @@ class ConnectionTransport:
         self.write = self._write_head
 
     def close(self) -> None:
-        self._held = None
+        # A held head is dropped: the app failed before its body, and half an answer is worse
+        # than none.
+        self.response_complete()
         self._connection.close_connection()
 
 
