@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from starlette.types import Receive, Scope, Send
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from aviso_host.config.settings import LimitSettings
@@ -90,11 +90,25 @@ def _response_bytes(error: ApiError, request_id: str) -> bytes:
     return "".join(head).encode("latin-1") + b"\r\n" + body
 
 
+class RequestCycle(Protocol):
+    """The public attributes of uvicorn's request cycle (one per request) that aviso reads,
+    and the two it sets: ``disconnected`` and ``message_event``."""
+
+    scope: Scope
+    response_started: bool
+    response_complete: bool
+    chunked_encoding: bool | None
+    expected_content_length: int
+    more_body: bool
+    disconnected: bool
+    message_event: asyncio.Event
+
+
 class Connection(Protocol):
     """What :class:`ConnectionTransport` needs of its protocol."""
 
     @property
-    def cycle(self) -> RequestResponseCycle | None: ...
+    def cycle(self) -> RequestCycle | None: ...
 
     def close_connection(self) -> None: ...
 

@@ -121,7 +121,7 @@ class JetStreamBackend(StorageBackend):
         self._nc = client
         self._js = client.jetstream()
         self._keeper = StreamKeeper(self._js, options, self.context.storage_policies)
-        self._history = HistoryReaders(self._js)
+        self._history = HistoryReaders(client, self._js)
         if self._live is None:
             self._live = LiveFeeds(
                 client,
