@@ -203,6 +203,9 @@ async def _notify_load(
     window = Window()
     statuses: dict[int, int] = {}
     protocols = []
+    # Connected once the window is agreed, not before: waiting for every other generator
+    # process to start can outlast the server's idle timeout, which closes idle connections.
+    await window.agreed(pipe)
     for index in range(connections):
         protocol = NotifyConnection(requests, index * 997, window, statuses)
         port = ports[index % len(ports)]
@@ -210,7 +213,6 @@ async def _notify_load(
             lambda p=protocol: p, "127.0.0.1", port, local_addr=(source, 0)
         )
         protocols.append(protocol)
-    await window.agreed(pipe)
     for protocol in protocols:
         protocol.start(depth)
     with suppress(TimeoutError):  # a stuck connection: what it did not answer is missing
