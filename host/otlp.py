@@ -149,7 +149,8 @@ class OtlpLogExport:
     def __init__(self, settings: OtlpSettings, version: str) -> None:
         from aviso_host.otlp_wire import Exporter
 
-        self._queue = RecordQueue(_env_int("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", MAX_EXPORT_BATCH))
+        batch_size = _env_int("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", MAX_EXPORT_BATCH)
+        self._queue = RecordQueue(min(batch_size, MAX_QUEUE_SIZE))
         self._delay = _env_int("OTEL_BLRP_SCHEDULE_DELAY", SCHEDULE_DELAY_MILLIS) / 1000
         self._stopping = threading.Event()
         self._exporter = Exporter(

@@ -5,8 +5,8 @@ generated messages) and the two transports of the OTLP specification that send i
 A send retries what the specification calls transient (connection failures, HTTP 429 / 502 /
 503 / 504, the retryable gRPC codes) with exponential backoff, within one deadline.
 
-Imported only when export is enabled: grpcio and protobuf cost every process that never
-exports a fifth of a second to load.
+Imported only when export is enabled: loading grpcio and protobuf costs a process about a
+fifth of a second.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ _SEVERITIES = {
     logging.CRITICAL: SEVERITY_NUMBER_FATAL,
 }
 _SEVERITY_TEXT = {logging.WARNING: "WARN"}
-# Members of the JSON line that are record fields of their own, not attributes.
+# Members of the JSON line that are not attributes: the record has fields of its own for the
+# time, level and message, and a traceback stays in the JSON log.
 _NOT_ATTRIBUTES = frozenset({"timestamp", "level", "message", "exception"})
 _INT64 = range(-(2**63), 2**63)
 
