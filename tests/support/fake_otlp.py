@@ -1,21 +1,30 @@
-"""A loopback OTLP/HTTP log receiver: decodes each ``POST /v1/logs`` body (a protobuf
-``ExportLogsServiceRequest``) with the opentelemetry-proto package and keeps the records.
+"""Loopback OTLP log receivers: over HTTP, each ``POST /v1/logs`` body (a protobuf
+``ExportLogsServiceRequest``) decoded with the opentelemetry-proto package; over gRPC, the
+``LogsService`` of opentelemetry-proto's generated module on a grpcio server. Both keep the
+records.
 
-Set ``hang`` before the first export to make it read each request and then never answer
-until ``release()`` (a collector that hangs).
+Set ``hang`` before the first export to make the HTTP receiver read each request and then
+never answer until ``release()`` (a collector that hangs). Give the gRPC receiver ``refusals``
+(status codes) to answer its first exports with.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import (
+    LogsServiceServicer,
+    add_LogsServiceServicer_to_server,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -40,6 +49,10 @@ class OtlpReceiver:
     paths: list[str] = field(default_factory=list)
     hanging: int = 0
     """Export requests read and held unanswered right now."""
+    metadata: list[dict[str, str]] = field(default_factory=list)
+    """gRPC: each export's request metadata."""
+    refusals: list[grpc.StatusCode] = field(default_factory=list)
+    """gRPC: the status codes the next exports are answered with, in order."""
     changed: threading.Condition = field(default_factory=threading.Condition)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -68,6 +81,10 @@ def _value(value: AnyValue) -> Any:
 def _decode(body: bytes) -> list[ReceivedRecord]:
     request = ExportLogsServiceRequest()
     request.ParseFromString(body)
+    return _records(request)
+
+
+def _records(request: ExportLogsServiceRequest) -> list[ReceivedRecord]:
     records = []
     for resource_logs in request.resource_logs:
         resource = {kv.key: _value(kv.value) for kv in resource_logs.resource.attributes}
@@ -115,3 +132,37 @@ def otlp_receiver(hang: bool = False) -> Iterator[OtlpReceiver]:
             yield receiver
         finally:
             receiver.release()  # before the server stops: no handler thread left waiting
+
+
+class _LogsService(LogsServiceServicer):
+    def __init__(self, receiver: OtlpReceiver) -> None:
+        self.receiver = receiver
+
+    def Export(
+        self, request: ExportLogsServiceRequest, context: grpc.ServicerContext
+    ) -> ExportLogsServiceResponse:
+        receiver = self.receiver
+        with receiver.changed:
+            receiver.metadata.append(dict(context.invocation_metadata()))
+            refusal = receiver.refusals.pop(0) if receiver.refusals else None
+            if refusal is None:
+                receiver.records.extend(_records(request))
+            receiver.changed.notify_all()
+        if refusal is not None:
+            context.abort(refusal, "refused by the test")
+        return ExportLogsServiceResponse()
+
+
+@contextmanager
+def otlp_grpc_receiver(refusals: list[grpc.StatusCode] | None = None) -> Iterator[OtlpReceiver]:
+    """``url`` is ``http://127.0.0.1:PORT`` (plaintext gRPC)."""
+    receiver = OtlpReceiver(refusals=list(refusals or ()))
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    add_LogsServiceServicer_to_server(_LogsService(receiver), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    receiver.url = f"http://127.0.0.1:{port}"
+    try:
+        yield receiver
+    finally:
+        server.stop(grace=None)
