@@ -534,9 +534,27 @@ def _aggregate_operation() -> Doc:
 
 _RIVER_GAUGE_ENTRY: Doc = {
     "identifier": {
-        "basin": {"max_length": None, "required": True, "type": "StringHandler"},
-        "date": {"canonical_format": "%Y%m%d", "required": False, "type": "DateHandler"},
-        "level": {"range": [0, 10], "required": False, "type": "IntHandler"},
+        "basin": {
+            "max_length": None,
+            "operators": [],
+            "required": True,
+            "type": "StringHandler",
+            "value_kind": "text",
+        },
+        "date": {
+            "canonical_format": "%Y%m%d",
+            "operators": [],
+            "required": False,
+            "type": "DateHandler",
+            "value_kind": "date",
+        },
+        "level": {
+            "operators": ["between", "eq", "gt", "gte", "in", "lt", "lte"],
+            "range": [0, 10],
+            "required": False,
+            "type": "IntHandler",
+            "value_kind": "integer",
+        },
     },
     "payload": {"required": False},
 }
@@ -560,13 +578,19 @@ def _schema_operations() -> Doc:
                                 "river_gauge": _RIVER_GAUGE_ENTRY,
                                 "storm_cell": {
                                     "identifier": {
-                                        "date": {
-                                            "canonical_format": "%Y%m%d",
-                                            "required": False,
-                                            "type": "DateHandler",
+                                        "date": _RIVER_GAUGE_ENTRY["identifier"]["date"],
+                                        "polygon": {
+                                            "operators": [],
+                                            "required": True,
+                                            "type": "PolygonHandler",
+                                            "value_kind": "polygon",
                                         },
-                                        "polygon": {"required": True, "type": "PolygonHandler"},
-                                        "time": {"required": False, "type": "TimeHandler"},
+                                        "time": {
+                                            "operators": [],
+                                            "required": False,
+                                            "type": "TimeHandler",
+                                            "value_kind": "time",
+                                        },
                                     },
                                     "payload": {"required": True},
                                 },
@@ -820,6 +844,30 @@ def _operational_operations() -> Doc:
                 },
             },
         },
+        "/status": {
+            "get": {
+                "tags": ["health"],
+                "operationId": "status",
+                "summary": "Public status: version, backend readiness, notification rate",
+                "description": (
+                    "What the home page and `/console` show. Never authenticated; built at "
+                    "most once per second and shared, so polling it costs the backend nothing "
+                    "more. Always 200: readiness is in the body (`/ready` is the probe)."
+                ),
+                "responses": {
+                    "200": _json_response(
+                        "The status.",
+                        _schema("Status"),
+                        status={
+                            "backend": {"kind": "in_memory", "ready": True},
+                            "notifications": {"last_minute": 90, "per_second": 1.5, "total": 1234},
+                            "status": "ok",
+                            "version": "0.1.0",
+                        },
+                    ),
+                },
+            },
+        },
         "/": {
             "get": {
                 "tags": ["general"],
@@ -1021,6 +1069,39 @@ def _body_schemas() -> Doc:
                 "backend_connected": {"type": "boolean"},
             },
         },
+        "Status": {
+            "type": "object",
+            "required": ["backend", "notifications", "status", "version"],
+            "additionalProperties": False,
+            "properties": {
+                "backend": {
+                    "type": "object",
+                    "required": ["kind", "ready"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "kind": {"type": "string", "description": "`notification_backend.kind`."},
+                        "ready": {"type": "boolean", "description": "As `GET /ready` says."},
+                    },
+                },
+                "notifications": {
+                    "type": "object",
+                    "required": ["last_minute", "per_second", "total"],
+                    "additionalProperties": False,
+                    "description": "Notifications stored through this server process.",
+                    "properties": {
+                        "last_minute": {"type": "integer", "minimum": 0},
+                        "per_second": {
+                            "type": "number",
+                            "minimum": 0,
+                            "description": "Average over the last minute.",
+                        },
+                        "total": {"type": "integer", "minimum": 0, "description": "Since start."},
+                    },
+                },
+                "status": {"type": "string", "enum": ["ok"]},
+                "version": {"type": "string"},
+            },
+        },
         "WipeStreamRequest": {
             "type": "object",
             "required": ["stream_name"],
@@ -1056,9 +1137,10 @@ def _discovery_schemas() -> Doc:
             "type": "object",
             "description": (
                 "One identifier field: its handler `type`, `required`, the handler's "
-                "parameters (unset ones as `null`) and an optional `description`."
+                "parameters (unset ones as `null`), an optional `description`, its "
+                "`value_kind` and the constraint `operators` it accepts."
             ),
-            "required": ["type", "required"],
+            "required": ["type", "required", "value_kind", "operators"],
             "properties": {
                 "type": {
                     "type": "string",
@@ -1094,6 +1176,22 @@ def _discovery_schemas() -> Doc:
                 "max_points": {
                     "type": ["integer", "null"],
                     "description": "PointCloudHandler: points per notification (at most 10000).",
+                },
+                "value_kind": {
+                    "type": "string",
+                    "description": (
+                        "How to ask for a value: `text`, `integer`, `float`, `date`, `time`, "
+                        "`enum`, `polygon` or `point` (a list of `[lat, lon]` points); a "
+                        "third-party handler may name another kind, to be read as text."
+                    ),
+                },
+                "operators": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": (
+                        'Constraint operators accepted on watch/replay (`{"gte": 6}`), '
+                        "sorted; empty: scalar values only."
+                    ),
                 },
             },
         },

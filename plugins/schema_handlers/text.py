@@ -20,6 +20,7 @@ class StringHandler(FieldHandler):
     """Any non-empty text, optionally limited to ``max_length`` UTF-8 bytes; kept unchanged."""
 
     type_name = "StringHandler"
+    value_kind = "text"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "max_length": {"type": "integer", "minimum": 0},
     }
@@ -47,6 +48,7 @@ class EnumHandler(FieldHandler):
     """One of ``values``, compared and canonicalised in Unicode lower case."""
 
     type_name = "EnumHandler"
+    value_kind = "enum"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "values": {"type": "array", "items": {"type": "string"}},
     }
@@ -81,6 +83,7 @@ class ExpverHandler(FieldHandler):
     """
 
     type_name = "ExpverHandler"
+    value_kind = "text"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {"type": "string"}}
 
     def __init__(self, field: str, definition: Mapping[str, Any]) -> None:
