@@ -28,7 +28,9 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's synchronous API keeps an event loop running in the
+# main thread while it is started, which would break ``asyncio.run`` in every later test.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     executable = _chromium()
     if executable is None:

@@ -185,6 +185,27 @@ def test_a_replay_with_to_id_shows_exactly_the_bounded_history(
     screenshot(page, "replay-bounded")
 
 
+def test_a_replay_cut_by_the_history_limit_offers_to_continue(page: Page) -> None:
+    with serve(watch_endpoint={"max_historical_notifications": 2}) as server:
+        for step in range(1, 4):
+            publish(server, {"class": "od", "date": "20260101", "step": str(step)})
+        page.goto(f"{server.url}/console?event_type=mars&class=od&from_id=1&replay=1")
+        limit = control(page, "notification_replay_limit_reached")
+        expect(limit).to_contain_text("Historical replay limited to 2 messages")
+        expect(control(page, "replay_completed")).to_have_count(0)
+        screenshot(page, "replay-limit-reached")
+
+        limit.get_by_role("button", name="Continue from_id 3").click()
+        expect(page.locator("#state")).to_have_text("replay complete")
+        # The continuation adds to the list: the whole history, each notification once.
+        assert notifications(page).evaluate_all("rows => rows.map(r => r.dataset.sequence)") == [
+            "1",
+            "2",
+            "3",
+        ]
+        assert "from_id=3" in page.url
+
+
 def test_a_refused_filter_shows_the_servers_message(page: Page, server: RunningServer) -> None:
     expected = httpx.post(
         f"{server.url}/api/v1/watch",
