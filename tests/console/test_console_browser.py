@@ -163,6 +163,25 @@ def test_a_watch_started_from_the_url_shows_a_notification_published_afterwards(
     screenshot(page, "watch-live")
 
 
+def test_publish_from_the_console_reaches_its_own_watch(page: Page, server: RunningServer) -> None:
+    page.goto(f"{server.url}/console?event_type=mars&class=od&date=20260101&watch=1")
+    expect(control(page, "connection_established")).to_have_count(1)
+    page.click("#publish-panel summary")
+    page.fill("#payload", '{"path": "/data/1.grib"}')
+    page.click("#publish")
+    # A notify names every field: the server says which one is missing.
+    expect(page.locator("#error")).to_contain_text(
+        "400 INVALID_NOTIFICATION_REQUEST Required field 'step' missing for notify operation"
+    )
+    page.fill("#field-step", "12")
+    page.click("#publish")
+    expect(page.locator("#publish-result")).to_contain_text("Published")
+    expect(page.locator("#error")).to_be_hidden()
+    expect(notifications(page)).to_have_count(1)
+    expect(notifications(page).first).to_contain_text('{"path":"/data/1.grib"}')
+    screenshot(page, "publish")
+
+
 def test_a_replay_with_to_id_shows_exactly_the_bounded_history(
     page: Page, server: RunningServer
 ) -> None:
