@@ -182,6 +182,25 @@ def test_publish_from_the_console_reaches_its_own_watch(page: Page, server: Runn
     screenshot(page, "publish")
 
 
+def test_a_spatial_watch_by_point(page: Page, server: RunningServer) -> None:
+    page.goto(f"{server.url}/console?event_type=storm_cell&point=47.3,8.5&watch=1")
+    expect(control(page, "connection_established")).to_have_count(1)
+    expect(page.locator("#field-point")).to_have_value("47.3,8.5")
+    cell = [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.9], [47.0, 8.0]]
+    elsewhere = [[10.0, 10.0], [10.5, 10.0], [10.5, 10.5], [10.0, 10.0]]
+    for polygon, name in ((elsewhere, "B2"), (cell, "A17")):
+        body = {
+            "event_type": "storm_cell",
+            "identifier": {"date": "20260402", "polygon": polygon},
+            "payload": {"cell": name},
+        }
+        response = httpx.post(f"{server.url}/api/v1/notification", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+    expect(notifications(page)).to_have_count(1)
+    expect(notifications(page).first).to_contain_text('{"cell":"A17"}')
+    expect(notifications(page).first).to_contain_text("polygon=[[47,8],")
+
+
 def test_a_replay_with_to_id_shows_exactly_the_bounded_history(
     page: Page, server: RunningServer
 ) -> None:
