@@ -16,9 +16,10 @@ from tests.console.browser_support import TIMEOUT_MS
 
 
 def _chromium() -> str | None:
+    """``AVISO_CHROMIUM`` when set (an executable path), else chromium on ``PATH``."""
     configured = os.environ.get("AVISO_CHROMIUM")
     if configured:
-        return configured
+        return configured if os.access(configured, os.X_OK) else None
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -40,8 +41,11 @@ def browser() -> Iterator[object]:
     except ImportError:
         _unavailable("playwright is not installed (pip install -e '.[test]')")
     with sync_playwright() as playwright:
-        # --no-sandbox: CI containers run as root, where Chromium's sandbox cannot start.
-        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        # CI containers run as root, where Chromium's sandbox cannot start, and often have a
+        # tiny /dev/shm.
+        launched = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
         try:
             yield launched
         finally:
