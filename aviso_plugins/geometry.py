@@ -22,6 +22,16 @@ Coordinate = tuple[float, float]
 
 MIN_POLYGON_PAIRS = 4
 MAX_STORED_COORDINATES_BYTES = 61_440
+EXAMPLE_POLYGON: tuple[Coordinate, ...] = (
+    (47.0, 8.0),
+    (47.6, 8.0),
+    (47.6, 8.9),
+    (47.0, 8.9),
+    (47.0, 8.0),
+)
+"""A small closed ring (around Zurich, latitude first), for documentation examples."""
+EXAMPLE_POINT: Coordinate = (47.3, 8.5)
+"""A point inside :data:`EXAMPLE_POLYGON`."""
 """Canonical bytes of one stored polygon or point cloud: aviso-server's point-cloud limit
 (``MAX_SERIALIZED_POINT_CLOUD_BYTES``, 60 KiB), which keeps the value inside one 64 KiB
 JetStream header block; the same on every backend."""

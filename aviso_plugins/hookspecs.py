@@ -6,13 +6,21 @@ same handler type, backend kind, auth mode, authoriser or sink name. A test fail
 hook here lacks a docstring or a section in ``docs/plugins.md``.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import click
 from starlette.routing import BaseRoute
 
 from aviso_plugins import hookspec
-from aviso_plugins.types import AuthProvider, FieldHandler, Sink, StorageBackend, StreamAuthoriser
+from aviso_plugins.types import (
+    AuthProvider,
+    FieldHandler,
+    SharedResources,
+    Sink,
+    StorageBackend,
+    StreamAuthoriser,
+)
 
 # -- identifiers -------------------------------------------------------------------------
 
@@ -31,6 +39,20 @@ def aviso_storage_backends() -> Iterable[type[StorageBackend]]:
 
     A backend with a connection to lose overrides ``StorageBackend.ready()`` so that
     ``GET /ready`` reports it (the default says ready)."""
+
+
+@hookspec
+def aviso_backend_shared_resources(kind: str, options: Mapping[str, Any]) -> SharedResources | None:
+    """Return what the backend of ``kind`` shares between worker processes, or ``None``.
+
+    Called once by ``aviso-server serve``, in the process that supervises the workers (the
+    only process with one worker), before any worker starts, with the selected
+    ``notification_backend.kind`` and its section ``options`` (as ``BackendContext.options`` gives
+    it to the backend: validated, defaults filled in). A plugin answers ``None`` for a
+    kind it does not provide. The host starts what is returned, applies the option overrides
+    ``SharedResources.start`` returns to every worker's configuration, and stops it after the
+    last worker exited.
+    """
 
 
 # -- authentication and authorisation -----------------------------------------------------
@@ -75,6 +97,6 @@ def aviso_commands() -> Iterable[click.Command]:
 
     Called whenever ``aviso-server`` starts, including for ``serve``: keep the module that
     implements this import-light and import heavy dependencies inside the command function.
-    A name already used by the host (``serve``, ``plugins``, ``config``) or by another plugin
+    A name used by the host (``serve``, ``plugins``, ``plugin``, ``config``) or by another plugin
     fails startup.
     """

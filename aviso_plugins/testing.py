@@ -16,7 +16,12 @@ dict (or YAML text), and the server is the one ``aviso-server serve`` runs (uvic
 
 With pytest, the ``aviso_server`` fixture (registered by installing aviso-py, see
 :mod:`aviso_plugins.pytest_plugin`) is ``serve`` with the server stopped after the test.
-:func:`build_app` gives the Starlette application alone, for an ASGI test client or to mount.
+:func:`build_app` gives the Starlette application alone, for an ASGI test client or to mount;
+:func:`run_sink` runs a sink plugin on notifications validated as Spark validates them.
+
+The errors a test may expect are here too, so a plugin's tests never import the host:
+:class:`ConfigError` (a configuration the host refuses, worded as ``config check`` words it)
+and :class:`PluginError` (a plugin that cannot load, clashes with another or fails to start).
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ from typing import Any
 
 import httpx
 import yaml
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
+from aviso_host.config import ConfigError, Settings, settings_from_document
+from aviso_host.config.loader import deep_merge
+from aviso_host.plugins import PluginError, PluginRegistry, discover
 from aviso_host.server import AvisoServer, uvicorn_config
 from aviso_plugins.sse import SSEParser
+from aviso_plugins.types import Notification, SinkOutcome, SinkRejected
 
 START_TIMEOUT = 15.0
 READ_TIMEOUT = 10.0
@@ -47,12 +57,24 @@ TEST_DEFAULTS: Mapping[str, Any] = {
 
 __all__ = [
     "AvisoClient",
+    "ConfigError",
     "Event",
     "EventStream",
+    "PluginError",
+    "StreamError",
     "ThreadedServer",
     "build_app",
+    "run_sink",
     "serve",
 ]
+
+
+def _settings(
+    config: Mapping[str, Any] | str, plugins: Iterable[object], installed: bool
+) -> tuple[Settings, PluginRegistry]:
+    given = yaml.safe_load(config) if isinstance(config, str) else config
+    registry = discover(load_entry_points=installed, extra=plugins)
+    return settings_from_document(deep_merge(TEST_DEFAULTS, given or {}), registry), registry
 
 
 def build_app(
@@ -71,17 +93,67 @@ def build_app(
     ``PluginError``.
     """
     from aviso_host.app import create_app
-    from aviso_host.config import settings_from_document
-    from aviso_host.config.loader import deep_merge
-    from aviso_host.plugins import discover
 
-    given = yaml.safe_load(config) if isinstance(config, str) else config
-    document = deep_merge(TEST_DEFAULTS, given or {})
-    registry = discover(load_entry_points=installed, extra=plugins)
-    return create_app(settings_from_document(document, registry), registry)
+    settings, registry = _settings(config, plugins, installed)
+    return create_app(settings, registry)
+
+
+def run_sink(
+    name: str,
+    notifications: Iterable[tuple[str, Mapping[str, Any], Any]],
+    options: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | str | None = None,
+    plugins: Iterable[object] = (),
+    installed: bool = False,
+) -> list[SinkOutcome]:
+    """Build the sink ``name`` from ``options`` as Spark does (its ``options_schema``
+    applied, the configuration's schemas as its planner), validate each ``(event_type,
+    identifier, payload)`` as the Spark writer does, publish the valid ones in one batch and
+    close the sink. Returns one outcome per notification, in order: a notification the host
+    refuses gets ``SinkOutcome(error=SinkRejected(code, message))`` without reaching the sink.
+
+    ``config``, ``plugins`` and ``installed`` are those of :func:`build_app`. Unusable options
+    raise ``ConfigError`` (or the sink's ``ValueError`` as a ``ConfigError``).
+    """
+    from aviso_host.service import build_backend
+    from aviso_host.sinks import build_sink, catalog_planner
+
+    settings, registry = _settings(config or {}, plugins, installed)
+    planner = catalog_planner(settings, registry)
+    sink = build_sink(
+        registry, name, options or {}, planner, lambda: build_backend(settings, registry)
+    )
+    outcomes: list[SinkOutcome | None] = []
+    valid: list[Notification] = []
+    for event_type, identifier, payload in notifications:
+        try:
+            planned = planner.plan(event_type, identifier, payload)
+        except SinkRejected as rejected:
+            outcomes.append(SinkOutcome(error=rejected))
+            continue
+        valid.append(Notification(event_type, identifier, payload, planned=planned))
+        outcomes.append(None)
+
+    async def publish() -> list[SinkOutcome]:
+        await sink.start()
+        try:
+            return await sink.publish_batch(valid) if valid else []
+        finally:
+            await sink.close()
+
+    published = iter(asyncio.run(publish()))
+    return [outcome if outcome is not None else next(published) for outcome in outcomes]
 
 
 # -- reading streams -------------------------------------------------------------------------
+
+
+class StreamError(AssertionError):
+    """The server ended a stream with an ``event: error`` (``event`` is that event)."""
+
+    def __init__(self, path: str, event: Event) -> None:
+        super().__init__(f"{path}: the stream ended with an error: {event.data}")
+        self.event = event
 
 
 @dataclass(frozen=True)
@@ -113,6 +185,7 @@ class EventStream:
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+        self.path = response.request.url.path
         self.events: list[Event] = []
         self.ended = False
         self._parser = SSEParser()
@@ -135,7 +208,8 @@ class EventStream:
 
     def until(self, wanted: str | Callable[[Event], bool], timeout: float = READ_TIMEOUT) -> Event:
         """Read until an event of kind ``wanted`` (or for which ``wanted(event)`` holds);
-        AssertionError if the body ends or ``timeout`` seconds pass first."""
+        AssertionError if the body ends or ``timeout`` seconds pass first, :class:`StreamError`
+        if an ``event: error`` comes first."""
         matches = wanted if callable(wanted) else (lambda event: event.kind == wanted)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -144,12 +218,18 @@ class EventStream:
                 break
             if matches(event):
                 return event
+            if event.name == "error":
+                raise StreamError(self.path, event)
         raise AssertionError(f"no {wanted!r} event; got {[e.kind for e in self.events]}")
 
     def to_end(self) -> list[Event]:
-        """Every event up to the end of the body (a replay's ``connection-closing``)."""
+        """Every event up to the end of the body (a replay's ``connection-closing``);
+        :class:`StreamError` if one of them is an ``event: error``."""
         while self.next() is not None:
             pass
+        for event in self.events:
+            if event.name == "error":
+                raise StreamError(self.path, event)
         return self.events
 
     def notifications(self) -> list[Event]:
@@ -161,7 +241,20 @@ class EventStream:
 
 
 class AvisoClient(httpx.Client):
-    """An httpx client on a running aviso server, with the API's three verbs."""
+    """An httpx client on a running aviso server, with the API's three verbs.
+
+    ``app`` is the server's application; ``metrics_registry`` its prometheus registry (what
+    ``GET /metrics`` serves), e.g. ``aviso.metrics_registry.get_sample_value(name, labels)``.
+    """
+
+    app: Starlette | None = None
+
+    @property
+    def metrics_registry(self) -> CollectorRegistry:
+        if self.app is None:
+            raise RuntimeError("this client was not made by aviso_plugins.testing.serve")
+        registry: CollectorRegistry = self.app.state.service.metrics.registry
+        return registry
 
     def notify(
         self,
@@ -203,7 +296,8 @@ class AvisoClient(httpx.Client):
         **extra: Any,
     ) -> EventStream:
         """POST /api/v1/replay from ``from_id`` (or pass ``from_date=...`` and
-        ``from_id=None``), read to the end of the stream."""
+        ``from_id=None``), read to the end of the stream; :class:`StreamError` if the server
+        ended it with an ``event: error`` (a history it could not read)."""
         if from_id is not None:
             extra["from_id"] = from_id
         with self._stream("/api/v1/replay", event_type, identifier, headers, extra) as stream:
@@ -259,10 +353,16 @@ def serve(
     thread.start()
     try:
         if not server.ready.wait(START_TIMEOUT) or not server.started:
+            if server.start_error is not None:
+                # The plugin's own exception is the cause, for a test to inspect.
+                raise PluginError(
+                    f"the aviso test server did not start: {server.start_error}"
+                ) from server.start_error.__cause__
             raise RuntimeError("the aviso test server did not start (see the log above)")
         port = server.servers[0].sockets[0].getsockname()[1]
         timeout = httpx.Timeout(READ_TIMEOUT)
         with AvisoClient(base_url=f"http://127.0.0.1:{port}", timeout=timeout) as client:
+            client.app = app
             yield client
     finally:
         if server.loop is not None and server.started:

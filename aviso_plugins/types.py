@@ -122,6 +122,15 @@ class FieldHandler(ABC):
         view["operators"] = sorted(self.operators)
         return view
 
+    def example_value(self) -> Any:
+        """A value of this field that ``canonicalise`` (or, for spatial handlers,
+        ``canonicalise_value``) accepts, as a client would send it in JSON: the request
+        examples of the API description (``/api-docs/openapi.json``) are built from it.
+
+        ``None`` (the default) leaves the host to find one by trying a few common values.
+        """
+        return None
+
 
 # -- storage -----------------------------------------------------------------------------
 
@@ -216,17 +225,19 @@ class StorageBackend(ABC):
 
     capabilities: ClassVar[BackendCapabilities] = BackendCapabilities()
 
-    shared_between_processes: ClassVar[bool] = False
-    """Whether every process that builds this backend from the same configuration sees the
-    same notifications (a network store such as JetStream). ``False``: each process has a
-    store of its own (in memory), so notifications published by another process (a Spark
-    executor) never reach the server."""
-
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
     """JSON Schema of ``notification_backend.<kind>``; checked whatever kind is selected.
 
     For the selected kind it applies even when the section is absent, ``"default"`` values
     are filled in and ``"writeOnly": true`` marks a secret (never shown or logged)."""
+
+    shared_between_processes: ClassVar[bool] = False
+    """Whether instances in several processes see one store (a server they all connect to).
+
+    ``False`` (the default, e.g. in-memory): each process has a store of its own, so the host
+    refuses ``aviso-server serve --workers N`` with more than one worker (each would have its
+    own history) and ``aviso-server spark publish --sink backend`` (rows published by a Spark
+    executor would never reach the server)."""
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
@@ -313,6 +324,29 @@ class StorageBackend(ABC):
 
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
+
+
+class SharedResources(ABC):
+    """What a backend's instances in every worker process share (e.g. a server they all
+    connect to), run once by the process that supervises the workers: see the
+    ``aviso_backend_shared_resources`` hook. ``aviso-server serve`` uses it with one process
+    too, so a backend behaves alike whatever the number of workers.
+    """
+
+    @abstractmethod
+    def start(self, lost: Callable[[str], None]) -> Mapping[str, str]:
+        """Start (blocking; raise to fail startup with a clear message) before any worker
+        starts, and return overrides of the backend's own options: option name -> text, applied
+        to every worker's configuration as ``AVISOSERVER_NOTIFICATION_BACKEND__<KIND>__<NAME>``
+        would be (so ``""`` reads as an empty string).
+
+        Call ``lost(reason)`` (from any thread, once) when the resource is gone for good: the
+        service then stops its workers and exits non-zero with ``reason`` on one line.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Release everything, once every worker has exited; must not raise."""
 
 
 # -- authentication and authorisation -----------------------------------------------------

@@ -4,12 +4,13 @@ them, both measured in this run.
   python -m benchmarks.limits [--quick]
 
 "With": the app and protocol ``aviso-server serve`` runs: the body limit (a step of aviso's
-edge middleware) and aviso's uvicorn protocol (head accounting, header/idle timers,
-connection cap, lingering close, the declared length, the 500 hook). "Without": the same app
+edge middleware) and aviso's uvicorn protocol (head and trailer accounting, header/idle
+timers, connection cap, lingering close, the disconnect callback). "Without": the same app
 with the body limit switched off (``AvisoApp.body_limit = None``), served by uvicorn's stock
-httptools protocol building aviso's request cycle (how a response is written is the same in
-both: one write per answer of known length). The JSON nesting check stays in both (it is part of
-body parsing); its cost on the benchmark body is measured on its own and printed.
+httptools protocol writing through aviso's connection transport (how a response is written
+is the same in both: one write per answer of known length). The JSON nesting check stays in
+both (it is part of body parsing); its cost on the benchmark body is measured on its own and
+printed.
 
 Both servers run as child processes on the same configuration; rounds alternate between
 them. A server process's own speed varies by several percent from one start to the next
@@ -38,7 +39,9 @@ from tempfile import TemporaryDirectory
 import psutil
 import uvicorn
 import yaml
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from aviso_host.http_protocol import ConnectionTransport
 from aviso_loadtests.pipelined import post_many
 from aviso_loadtests.servers import free_port, wait_until
 from benchmarks.core import CONFIG, notification, requests_per_second
@@ -46,13 +49,22 @@ from benchmarks.core import CONFIG, notification, requests_per_second
 MODES = ("with", "without")
 
 
+class OneWriteProtocol(HttpToolsProtocol):
+    """uvicorn's stock protocol writing through aviso's connection transport, and nothing
+    else of aviso's protocol."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.raw = transport
+        super().connection_made(ConnectionTransport(transport, self))  # type: ignore[arg-type]
+
+    def close_connection(self) -> None:
+        self.raw.close()
+
+
 def serve(mode: str, config: str, port: int) -> None:
     """The child process: one server, with or without the limits."""
-    from uvicorn.protocols.http import httptools_impl
-
     from aviso_host.app import create_app
     from aviso_host.config import settings_from_document
-    from aviso_host.http_protocol import ResponseCycle
     from aviso_host.plugins import discover
     from aviso_host.server import install_limits, uvicorn_config
 
@@ -65,8 +77,8 @@ def serve(mode: str, config: str, port: int) -> None:
     else:
         app.body_limit = None
         # How a response is written (one write per answer of known length) is not a limit:
-        # uvicorn's stock protocol builds aviso's request cycle too, so only the limits differ.
-        httptools_impl.RequestResponseCycle = ResponseCycle  # type: ignore[misc]
+        # uvicorn's stock protocol writes through aviso's transport too, so only limits differ.
+        server_config.http = OneWriteProtocol  # type: ignore[assignment]
     uvicorn.Server(server_config).run()
 
 

@@ -39,93 +39,27 @@ import psutil
 from aviso_loadtests.report import percentile
 from aviso_loadtests.servers import raw_post
 from benchmarks.core import CONFIG, notification
+from benchmarks.load_generators import OPEN_CONCURRENCY, Watch, WatchClient
 from tests.support.process import aviso_process, with_pythonpath
 
-OPEN_CONCURRENCY = 100
-"""Connections a generator process opens at once (the listen backlog is finite)."""
 OPEN_TIMEOUT = 120.0
 DELIVERY_TIMEOUT = 180.0
 SETTLE_SECONDS = 2.0
 """Pause before an RSS reading, so that the server has finished the openings' work."""
 # 10,000 watches plus the publisher: over the default connection cap (10,000).
 SERVER_CONFIG = CONFIG + "limits: {max_connections: 15000}\n"
-STAMP = b'"sent_at":'
-OPENED = b"connection_established"
-
-
-class _Watch(asyncio.Protocol):
-    """One watch: writes its request, then timestamps every stamped event it receives."""
-
-    def __init__(self, request: bytes, client: _Client) -> None:
-        self._request = request
-        self._client = client
-        self._buffer = b""
-        self._open = False
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
-        self.transport = transport  # type: ignore[assignment]
-        transport.write(self._request)  # type: ignore[attr-defined]
-
-    def data_received(self, data: bytes) -> None:
-        now = time.time()
-        buffer = self._buffer + data
-        if not self._open:
-            if OPENED not in buffer:
-                self._buffer = buffer[-len(OPENED) :]
-                return
-            self._open = True
-            self._client.opened()
-        latencies = self._client.latencies
-        while True:
-            start = buffer.find(STAMP)
-            if start < 0:
-                break
-            end = buffer.find(b"}", start)
-            if end < 0:
-                break
-            latencies.append(now - float(buffer[start + len(STAMP) : end]))
-            buffer = buffer[end:]
-        # Anything before the last partial stamp can go; keep enough to find a split one.
-        self._buffer = buffer[-(len(STAMP) + 32) :]
-        if len(latencies) >= self._client.expected:
-            self._client.done.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._client.lost += 1
-
-
-class _Client:
-    """A generator process's watches and what they received."""
-
-    def __init__(self, expected: int, count: int) -> None:
-        self.latencies: list[float] = []
-        self.expected = expected
-        self.count = count
-        self.open_count = 0
-        self.lost = 0
-        self.all_open = asyncio.Event()
-        self.done = asyncio.Event()
-        if expected == 0:
-            self.done.set()
-
-    def opened(self) -> None:
-        self.open_count += 1
-        if self.open_count == self.count:
-            self.all_open.set()
 
 
 async def _hold(port: int, run_values: list[str], notifications: int, pipe: Connection) -> None:
     loop = asyncio.get_running_loop()
-    client = _Client(notifications * len(run_values), len(run_values))
+    client = WatchClient(notifications * len(run_values), len(run_values))
     gate = asyncio.Semaphore(OPEN_CONCURRENCY)
-    watches: list[_Watch] = []
+    watches: list[Watch] = []
 
     async def open_one(run: str) -> None:
         body = json.dumps({"event_type": "bench", "identifier": {"run": run}})
         async with gate:
-            watch = _Watch(raw_post("/api/v1/watch", body), client)
+            watch = Watch(raw_post("/api/v1/watch", body), client)
             await loop.create_connection(lambda: watch, "127.0.0.1", port)
             watches.append(watch)
 

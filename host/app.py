@@ -127,6 +127,7 @@ def create_app(
             settings.application.static_files_path,
             server_version(),
             settings.application.homepage,
+            service.catalog,
         ),
         *extra_routes,
     ]

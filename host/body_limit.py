@@ -7,9 +7,6 @@ stops at the first chunk past the limit, so no body over the limit is ever held 
 Both answer 413 ``PAYLOAD_TOO_LARGE`` with ``Connection: close``: the rest of the body is
 never read, and the HTTP protocol (:mod:`aviso_host.http_protocol`) discards it while the
 client finishes sending, so the client gets to read the answer.
-
-Under aviso's protocol the declared length comes parsed with the scope, and a declared body
-(or none) costs one comparison; mounted in another server, the headers are searched for it.
 """
 
 from __future__ import annotations
@@ -19,18 +16,12 @@ import logging
 from starlette.types import Message, Receive, Scope, Send
 
 from aviso_host.errors import payload_too_large, send_error
-from aviso_host.http_protocol import DECLARED_LENGTH
 from aviso_host.logs import log_event
 from aviso_host.requests import BodyTooLarge
-
-_NOT_PARSED = object()
 
 
 def _declared_length(scope: Scope) -> int | None:
     """The body's length as its head declares it, ``None`` when not declared."""
-    length = scope.get(DECLARED_LENGTH, _NOT_PARSED)
-    if length is not _NOT_PARSED:
-        return length  # type: ignore[return-value]
     for name, value in scope["headers"]:
         if name == b"content-length":
             return int(value)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import click
 import yaml
 
 from aviso_host.logs import configure_logging, log_event
-from aviso_host.plugins import PluginError, discover
+from aviso_host.plugins import BUILTIN_DISTRIBUTION, PluginError, PluginInfo, discover
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
 
@@ -21,24 +23,22 @@ class _AvisoCommands(click.Group):
     """The host's own commands, plus those plugins add through the ``aviso_commands`` hook.
 
     Plugins are discovered only when a name is not one of the host's (or for ``--help``), so
-    ``serve`` discovers them once, itself. A plugin that fails to load is reported when its
-    command (or any unknown one) is asked for; the host's commands keep working.
+    ``serve`` discovers them once, itself. Discovery here is tolerant: the commands of the
+    plugins that did load are added, and a plugin that failed is reported by ``--help`` (one
+    warning line) and when its command (or any unknown one) is asked for.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._plugins_added = False
-        self._plugin_error: PluginError | None = None
+        self._plugin_problems: tuple[str, ...] = ()
 
     def _add_plugin_commands(self) -> None:
         if self._plugins_added:
             return
         self._plugins_added = True
-        try:
-            registry = discover()
-        except PluginError as exc:
-            self._plugin_error = exc
-            return
+        registry = discover(tolerant=True)
+        self._plugin_problems = registry.problems
         for name, command in registry.commands.items():
             self.add_command(command, name)
 
@@ -50,12 +50,25 @@ class _AvisoCommands(click.Group):
         if cmd_name not in self.commands:
             self._add_plugin_commands()
         command = super().get_command(ctx, cmd_name)
-        if command is None and self._plugin_error is not None:
-            raise click.ClickException(str(self._plugin_error))
+        if command is None and self._plugin_problems:
+            raise click.ClickException(
+                f"no command '{cmd_name}'; {'; '.join(self._plugin_problems)}"
+            )
         return command
 
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)
+        if self._plugin_problems:
+            count = len(self._plugin_problems)
+            click.echo(
+                f"Warning: {count} plugin{'s' if count > 1 else ''} did not load, so "
+                "their commands are missing (`aviso-server plugins` says why)",
+                err=True,
+            )
 
-@click.group(cls=_AvisoCommands)
+
+@click.group(cls=_AvisoCommands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name=BUILTIN_DISTRIBUTION, prog_name="aviso-server")
 def main() -> None:
     """aviso-server: notifications for data-driven workflows (notify, watch, replay)."""
 
@@ -76,83 +89,183 @@ def main() -> None:
     help="Durable history with no other setup: store notifications in JetStream, run by a "
     "private nats-server child process keeping its files in this directory.",
 )
+@click.option(
+    "--workers",
+    help="Worker processes sharing the port, or 'auto' (one per usable core); needs a "
+    "backend shared between processes (jetstream). Default: application.workers (1).",
+)
 def serve(
-    config_file: str | None, host: str | None, port: int | None, embedded_nats: str | None
+    config_file: str | None,
+    host: str | None,
+    port: int | None,
+    embedded_nats: str | None,
+    workers: str | None,
 ) -> None:
     """Run the server with uvicorn."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
-    from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
-    from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
+    from aviso_host.supervisor import (
+        Supervisor,
+        lost_in_process,
+        refuse_process_local_backend,
+        service_extensions,
+        start_extensions,
+        stop_extensions,
+        worker_count,
+    )
+    from aviso_host.worker import Stopped, otlp_export, run_server, stop_on_signals
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
+    # Expressed as configuration overrides: the host knows config keys, not backends.
     if embedded_nats is not None:
-        # Expressed as configuration overrides: the host knows config keys, not backends.
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__JETSTREAM__EMBEDDED_STORE_DIR"] = str(
             os.path.abspath(embedded_nats)
         )
+    if workers is not None:
+        os.environ["AVISOSERVER_APPLICATION__WORKERS"] = workers
     try:
         registry = discover()
         settings = load_settings(registry)
+        count = worker_count(settings.application.workers)
+        refuse_process_local_backend(settings, registry, count)
+        extensions = service_extensions(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
-    raise_descriptor_limit()
-    pace_garbage_collector()
-    from aviso_host.otlp import start_otlp_export
-    from aviso_host.service import server_version
-
-    otlp = start_otlp_export(settings.logging.otlp, server_version())
-    for warning in settings.warnings:
-        log_event("config.warning", warning, logging.WARNING)
-    try:
-        app = create_app(settings, registry)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    config = uvicorn_config(
-        app,
-        host or settings.application.host,
-        port if port is not None else settings.application.port,
-    )
-    server = AvisoServer(config, app.state.service)
-    freeze_startup_objects()
-    try:
-        server.run()
-    finally:
-        if otlp is not None:
-            otlp.close()
-    if not server.started:
+    with otlp_export(settings):
+        for warning in (*registry.warnings, *settings.warnings):
+            log_event("config.warning", warning, logging.WARNING)
+        address = (
+            host or settings.application.host,
+            port if port is not None else settings.application.port,
+        )
+        if count > 1:
+            try:  # as `config check`: a configuration the workers cannot build fails here, once
+                create_app(settings, registry)
+            except ConfigError as exc:
+                raise click.ClickException(str(exc)) from exc
+            supervisor = Supervisor(*address, count, extensions)
+            try:
+                status = supervisor.run()
+            except Exception as exc:  # an extension could not start: one line, as any refusal
+                raise click.ClickException(str(exc) or type(exc).__name__) from exc
+            if supervisor.failure is not None:
+                raise click.ClickException(supervisor.failure)
+            sys.exit(status)
+        lost: list[str] = []
+        stopped_by: int | None = None
+        served = False
+        try:
+            with stop_on_signals():
+                try:
+                    started, environment = start_extensions(extensions, lost_in_process(lost))
+                except Exception as exc:  # a shared resource could not start: one line
+                    raise click.ClickException(str(exc) or type(exc).__name__) from exc
+                try:
+                    if environment:
+                        # The backend connects to what was started as to any server.
+                        os.environ.update(environment)
+                        settings = load_settings(registry)
+                    served = run_server(settings, registry, *address)
+                except (ConfigError, PluginError) as exc:
+                    raise click.ClickException(str(exc)) from exc
+                finally:
+                    stop_extensions(started)
+        except Stopped as exc:
+            stopped_by = exc.signum
+    if lost:
+        raise click.ClickException(lost[0])
+    if stopped_by is not None:
+        signal.raise_signal(stopped_by)  # ended by the signal, as uvicorn would have it
+    if not served:
         sys.exit(1)
 
 
 @main.command("plugins")
-def list_plugins() -> None:
-    """List the discovered plugins: name, distribution, version and what each provides
-    (handler types, backend kinds, auth modes, authorisers, sinks, commands, routes)."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per plugin, as a list.")
+def list_plugins(as_json: bool) -> None:
+    """List every plugin found: name, state (loaded, failed, conflicting or blocked),
+    distribution, version and what each provides (handler types, backend kinds, auth modes,
+    authorisers, sinks, commands, routes) or why it is not in use.
+
+    Exits 1 when a plugin failed or conflicts (``serve`` would refuse to start)."""
+    registry = discover(tolerant=True)
+    everything = sorted((*registry.plugins, *registry.unloaded), key=lambda p: p.name)
+    if as_json:
+        click.echo(json.dumps([_plugin_document(p) for p in everything], indent=2))
+    else:
+        rows = [("NAME", "STATE", "DISTRIBUTION", "VERSION", "PROVIDES")]
+        rows += [
+            (p.name, p.state, p.distribution, p.version or "-", _plugin_summary(p))
+            for p in everything
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            cells = zip(row, widths, strict=True)
+            click.echo("  ".join(cell.ljust(width) for cell, width in cells).rstrip())
+    for warning in registry.warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    if registry.problems:
+        for problem in registry.problems:
+            click.echo(f"Error: {problem}", err=True)
+        sys.exit(1)
+
+
+def _plugin_summary(plugin: PluginInfo) -> str:
+    if plugin.reason:
+        return plugin.reason
+    provides = (f"{kind}: {', '.join(names)}" if names else kind for kind, names in plugin.provides)
+    return "; ".join(provides) or "-"
+
+
+def _plugin_document(plugin: PluginInfo) -> dict[str, Any]:
+    return {
+        "name": plugin.name,
+        "state": plugin.state,
+        "reason": plugin.reason or None,
+        "distribution": plugin.distribution,
+        "version": plugin.version or None,
+        "provides": {kind: list(names) for kind, names in plugin.provides},
+    }
+
+
+@main.group("plugin")
+def plugin_tools() -> None:
+    """Tools for plugin authors."""
+
+
+@plugin_tools.command("new")
+@click.argument("name")
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(["field-handler", "auth", "authoriser", "backend", "sink", "command"]),
+    help="What the plugin provides.",
+)
+@click.option(
+    "--directory",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where to create the package folder NAME.",
+)
+def new_plugin(name: str, kind: str, directory: str) -> None:
+    """Write a plugin package NAME (a distribution name such as aviso-colour): pyproject.toml
+    with the entry point, the plugin, tests using the testing kit, and a README.
+
+    It installs and passes its tests as written: `pip install -e 'NAME[test]'` and
+    `python -m pytest` in NAME."""
+    from pathlib import Path
+
+    from aviso_host.starter import StarterError, create_package
+
     try:
-        registry = discover()
-    except PluginError as exc:
+        target = create_package(name, kind, Path(directory), discover(tolerant=True))
+    except StarterError as exc:
         raise click.ClickException(str(exc)) from exc
-    rows = [("NAME", "DISTRIBUTION", "VERSION", "PROVIDES")]
-    rows += [
-        (
-            p.name,
-            p.distribution,
-            p.version or "-",
-            "; ".join(
-                f"{kind}: {', '.join(names)}" if names else kind for kind, names in p.provides
-            )
-            or "-",
-        )
-        for p in registry.plugins
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for row in rows:
-        click.echo(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    click.echo(f"created {target}")
 
 
 @main.group()
@@ -195,6 +308,8 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         raise click.ClickException(str(exc)) from exc
     # Accepted, but worth acting on (e.g. what aviso-server 0.13 would refuse); on stderr
     # so that stdout stays the effective configuration.
+    for warning in registry.warnings:
+        click.echo(f"warning: {warning}", err=True)
     for warning in settings.warnings:
         refused = strict and warning in settings.unknown
         click.echo(f"{'Error' if refused else 'warning'}: {warning}", err=True)

@@ -6,11 +6,13 @@ In this order it
 - resolves the caller of ``/api/v1`` requests (:mod:`aviso_host.auth.middleware`, with auth
   enabled), whose refusal is the answer;
 - bounds the body (:mod:`aviso_host.body_limit`);
-- routes, answering an exception that has a handler with it (Starlette's
-  ``ExceptionMiddleware``) and any other with the 500 handler before re-raising it for the
-  server to log (Starlette's ``ServerErrorMiddleware``). The routes' own exception
-  handling gets no handlers (no ``starlette.exception_handlers`` in the scope): what a route
-  raises comes here, to the same handlers;
+- routes, answering an exception that has a handler with it (what Starlette's
+  ``ExceptionMiddleware`` does) and any other with the 500 handler before re-raising it for
+  the server to log (what Starlette's ``ServerErrorMiddleware`` does); an app that returns
+  without answering gets that 500 too, so that no server's own last-resort answer (plain
+  text) reaches the client. The routes' own exception handling gets no handlers (no
+  ``starlette.exception_handlers`` in the scope): what a route raises comes here, to the
+  same handlers;
 - writes the request's ``http.request`` line (:mod:`aviso_host.request_log`).
 
 One frame and one ``send`` wrapper per request (which stamps ``X-Request-ID`` and sees the
@@ -27,7 +29,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from starlette._exception_handler import _lookup_exception_handler
 from starlette.requests import Request
 from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
 
@@ -38,6 +39,21 @@ from aviso_host.metrics import HttpMetrics
 from aviso_host.request_id import RAW_SEND, new_request_id, with_request_id
 from aviso_host.request_log import log_request
 from aviso_host.requests import BodyTooLarge
+
+
+class NoAnswer(RuntimeError):
+    """The app returned without starting a response."""
+
+
+def exception_handler(
+    handlers: Mapping[Any, ExceptionHandler], exc: Exception
+) -> ExceptionHandler | None:
+    """The handler of ``exc``: that of its class or the nearest base class that has one."""
+    for cls in type(exc).__mro__:
+        handler = handlers.get(cls)
+        if handler is not None:
+            return handler
+    return None
 
 
 class EdgeMiddleware:
@@ -107,8 +123,10 @@ class EdgeMiddleware:
                     except BodyTooLarge:
                         # Raised while a handler read its body, before it started an answer.
                         await refuse(limit, request_id, send_edge)
+                if not status:
+                    raise NoAnswer("ASGI callable returned without starting response.")
             except Exception as exc:
-                handler = _lookup_exception_handler(self.handlers, exc)
+                handler = exception_handler(self.handlers, exc)
                 if handler is None:
                     raise
                 if status:

@@ -4,7 +4,10 @@ What one connection may cost (``limits`` section, docs/guarantees.md): a request
 most ``max_header_bytes`` (431), finished within ``header_timeout_seconds`` of its first
 byte (408), a connection that sends nothing closed after ``idle_timeout_seconds``, and
 beyond ``max_connections`` open connections new requests answered 503 with
-``Retry-After``. Every refusal is the aviso error object with a fresh request id.
+``Retry-After``. The trailer fields after a chunked body are a second head: they count
+toward ``max_header_bytes`` and must arrive within ``header_timeout_seconds`` as well (then
+they are discarded: the app has its request's headers already). Every refusal is the aviso
+error object with a fresh request id.
 
 Refusing while the client is still sending (a head, or a body nobody will read) must not
 reset the connection, or the client never reads the answer: the connection is closed
@@ -13,39 +16,27 @@ the client closes or ``LINGER_SECONDS`` pass.
 
 The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
-which does not read would never allow, and the scope's :data:`DECLARED_LENGTH` the request's
-``Content-Length`` as the parser read it (``None`` for a chunked body), so the body limit
-(:mod:`aviso_host.body_limit`) need not look for it again. :data:`DISCONNECT_EXTENSION`
-tells a stream when its client goes away (:func:`on_client_gone`) without a task per stream
-waiting on ``receive`` for it.
+which does not read would never allow, and :data:`DISCONNECT_EXTENSION`, which tells a
+stream when its client goes away (:func:`on_client_gone`) without a task per stream waiting
+on ``receive`` for it.
 
-Every request pays for these limits, so the parser callbacks uvicorn's protocol runs per
-request are re-implemented here with the limits built in rather than wrapped around a call
-to uvicorn's own (each a copy of uvicorn 0.54's, marked where it differs).
+Only uvicorn's public surface is used: a subclass of its httptools protocol whose overrides
+add to uvicorn's own callbacks and call them (``super()``), and a wrapper around the
+connection's transport, installed in ``connection_made``, which writes a response of known
+length in one piece (:class:`ConnectionTransport`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import urllib.parse
-import uuid
 from collections.abc import Callable
-from typing import Any
+from http import HTTPStatus
+from typing import Any, Protocol
 
-import httptools
 from starlette.types import Receive, Scope, Send
-from uvicorn._types import ASGISendEvent
 from uvicorn.config import Config
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import (
-    HEADER_RE,
-    HEADER_VALUE_RE,
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from aviso_host.config.settings import LimitSettings
@@ -54,19 +45,15 @@ from aviso_host.errors import (
     ApiError,
     error_headers,
     header_fields_too_large,
-    internal_error,
     request_head_timeout,
     send_error,
     too_many_connections,
 )
 from aviso_host.logs import log_event
+from aviso_host.request_id import new_request_id
 
 ABORT_EXTENSION = "aviso.abort_connection"
 DISCONNECT_EXTENSION = "aviso.on_client_gone"
-DECLARED_LENGTH = "aviso.content_length"
-"""Scope key set by aviso's protocol only: the body's length as the head declares it, its
-``Content-Length``, 0 with neither that nor ``Transfer-Encoding`` (no body), ``None`` for a
-chunked body, whose length nobody knows before it is read."""
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
@@ -92,28 +79,117 @@ def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
 
 
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
-    """The whole HTTP answer, for refusals written before any request cycle exists."""
+    """The whole HTTP answer, for refusals written by the protocol itself."""
     body = dumps(error.body(request_id)).encode()
-    head = [STATUS_LINE[error.status]]
-    for name, value in error_headers(error, request_id, len(body)):
-        head.append(f"{name.lower()}: {value}\r\n".encode("latin-1"))
-    return b"".join([*head, b"\r\n", body])
+    status = HTTPStatus(error.status)
+    head = [f"HTTP/1.1 {status.value} {status.phrase}\r\n"]
+    head.extend(
+        f"{name.lower()}: {value}\r\n"
+        for name, value in error_headers(error, request_id, len(body))
+    )
+    return "".join(head).encode("latin-1") + b"\r\n" + body
 
 
-class _Refused(Exception):
-    """Stops the parser after a refusal was written from one of its callbacks."""
+class RequestCycle(Protocol):
+    """The public attributes of uvicorn's request cycle (one per request) that aviso reads,
+    and the two it sets: ``disconnected`` and ``message_event``."""
+
+    scope: Scope
+    response_started: bool
+    response_complete: bool
+    chunked_encoding: bool | None
+    expected_content_length: int
+    more_body: bool
+    disconnected: bool
+    message_event: asyncio.Event
+
+
+class Connection(Protocol):
+    """What :class:`ConnectionTransport` needs of its protocol."""
+
+    @property
+    def cycle(self) -> RequestCycle | None: ...
+
+    def close_connection(self) -> None: ...
+
+
+class ConnectionTransport:
+    """The connection's transport as uvicorn's request cycle sees it, with two differences.
+
+    A response of known length goes out in one write. uvicorn writes a response's head as
+    soon as the app starts it and its body when that comes: two writes, so two send calls on
+    the socket, for an answer that is all known a moment later. The first write of a started
+    response with a ``Content-Length`` and a body to come (its head) is held and written with
+    the first body bytes. Streams (chunked: a watch's events) still get their head at once,
+    as do ``HEAD`` answers and empty bodies. An app failing between the two closes the
+    connection with nothing of the answer written instead of half of it.
+
+    Closing while the client is still sending a body becomes a lingering close (see the
+    module docstring).
+
+    ``write`` is whatever the response's state needs: the head check until the response's
+    head is written, the real transport's own method for the rest of the response (a
+    stream's events pay for nothing here), until :meth:`response_complete`. The rest of the
+    transport's methods, rarely called, go through a ``__getattr__`` fallback rather than
+    cost every open connection a bound method each."""
+
+    __slots__ = ("_connection", "_held", "_raw", "is_closing", "write")
+
+    def __init__(self, raw: asyncio.Transport, connection: Connection) -> None:
+        self._raw = raw
+        self._connection = connection
+        self._held: bytes | None = None
+        self.is_closing = raw.is_closing
+        self.write: Callable[[bytes], None] = self._write_head
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def _write_head(self, data: bytes) -> None:
+        cycle = self._connection.cycle
+        # Before the response starts, a write is uvicorn's "100 Continue". A pipelined
+        # request's cycle is the connection's newest, not the one writing: such answers are
+        # written as they come, checked write by write, which is merely slower.
+        if cycle is not None and cycle.response_started:
+            if (
+                cycle.chunked_encoding is False
+                and cycle.expected_content_length
+                and cycle.scope["method"] != "HEAD"
+            ):
+                self._held = data
+                self.write = self._write_held
+                return
+            self.write = self._raw.write
+        self._raw.write(data)
+
+    def _write_held(self, data: bytes) -> None:
+        if data:
+            held = self._held
+            self._held = None
+            self.write = self._raw.write
+            self._raw.write(held + data)  # type: ignore[operator]
+
+    def response_complete(self) -> None:
+        """The next write is the next response's (or a 100 Continue's)."""
+        self._held = None
+        self.write = self._write_head
+
+    def close(self) -> None:
+        # A held head is dropped: the app failed before its body, and half an answer is worse
+        # than none.
+        self.response_complete()
+        self._connection.close_connection()
 
 
 class _Signal:
-    """What uvicorn uses of :class:`asyncio.Event` (``set``, ``clear``, ``is_set``, ``wait``),
-    its list of waiters made only while someone waits: an Event's empty deque costs ~700 B,
-    and every connection holds two (the request's message event, the writable event of its
-    flow control), idle watches included."""
+    """What uvicorn's request cycle uses of its message event (:class:`asyncio.Event`'s
+    ``set``, ``clear``, ``is_set``, ``wait``), its list of waiters made only while someone
+    waits: an Event's empty deque costs ~700 B, which every idle watch would hold."""
 
     __slots__ = ("_value", "_waiters")
 
-    def __init__(self, value: bool = False) -> None:
-        self._value = value
+    def __init__(self) -> None:
+        self._value = False
         self._waiters: list[asyncio.Future[None]] | None = None
 
     def is_set(self) -> bool:
@@ -146,45 +222,13 @@ class _Signal:
                 self._waiters = None
 
 
-class _FlowControl(FlowControl):
-    def __init__(self, transport: asyncio.Transport) -> None:  # uvicorn's, with a _Signal
-        self._transport = transport
-        self.read_paused = False
-        self.write_paused = False
-        self._is_writable_event = _Signal(True)  # type: ignore[assignment]
-
-
-class _Transport:
-    """The connection's transport as uvicorn's code sees it: closing it while the client
-    is still sending a body becomes a lingering close (see the module docstring).
-
-    The methods uvicorn calls on every request are the real transport's own, bound once per
-    connection (a ``__getattr__`` fallback would slow them); the rest, rarely called, go
-    through that fallback rather than cost every open connection a bound method each."""
-
-    __slots__ = ("_protocol", "_raw", "is_closing", "write", "writelines")
-
-    def __init__(self, transport: asyncio.Transport, protocol: AvisoHttpProtocol) -> None:
-        self._protocol = protocol
-        self._raw = transport
-        self.is_closing = transport.is_closing
-        self.write = transport.write
-        self.writelines = transport.writelines
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-    def close(self) -> None:
-        self._protocol.close_connection()
-
-
 class AvisoHttpProtocol(HttpToolsProtocol):
     # Slots: uvicorn's own attributes already fill most of what CPython shares between
     # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
     __slots__ = (
         "_awaiting_head",
+        "_body_fed",
         "_client_gone",
-        "_declared_length",
         "_extensions",
         "_head_bytes",
         "_head_timer",
@@ -194,6 +238,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         "_lingering",
         "_max_connections",
         "_raw",
+        "_tail_bytes",
+        "_trailer_bytes",
+        "_wrapper",
     )
 
     def __init__(
@@ -201,26 +248,30 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         config: Config,
         server_state: ServerState,
         app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
         *,
         limits: LimitSettings,
         max_connections: int,
+        **uvicorn_arguments: Any,
     ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
-        # A list, not uvicorn's deque (~700 B per connection): requests are pipelined rarely.
-        self.pipeline: list[tuple[RequestResponseCycle, Any]] = []  # type: ignore[assignment]
+        """``uvicorn_arguments``: what else uvicorn's server passes (the event loop)."""
+        super().__init__(config, server_state, app_state, **uvicorn_arguments)
         self._client_gone: Callable[[], None] | None = None
         self._limits = limits
         self._max_connections = max_connections
         self._raw: asyncio.Transport | None = None
+        self._wrapper: ConnectionTransport | None = None
         self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
         self._head_bytes = 0
+        self._body_fed = 0
+        self._tail_bytes = 0
+        """Bytes of the body phase fed since the last read that carried body bytes (chunk
+        framing, trailer fields): what an unfinished trailer field may hold."""
+        self._trailer_bytes = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._linger_timer: asyncio.TimerHandle | None = None
         self._lingering = False
-        self._declared_length: int | None = 0
 
     # -- connection ------------------------------------------------------------------------
 
@@ -230,8 +281,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             ABORT_EXTENSION: self._abort,
             DISCONNECT_EXTENSION: self._on_client_gone,
         }
-        super().connection_made(_Transport(transport, self))  # type: ignore[arg-type]
-        self.flow = _FlowControl(self.transport)
+        self._wrapper = ConnectionTransport(transport, self)
+        super().connection_made(self._wrapper)  # type: ignore[arg-type]
         self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -275,17 +326,22 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         assert raw is not None
         self._lingering = True
         self._cancel_timers()
-        self._unset_keepalive_if_required()
         self._linger_timer = self.loop.call_later(LINGER_SECONDS, raw.abort)
         if raw.can_write_eof():
             raw.write_eof()
         raw.resume_reading()  # flow control may have paused it: the rest must be read
 
     def _cancel_timers(self) -> None:
-        for timer in (self._idle_timer, self._head_timer, self._linger_timer):
+        for timer in (
+            self._idle_timer,
+            self._head_timer,
+            self._linger_timer,
+            self.timeout_keep_alive_task,
+        ):
             if timer is not None:
                 timer.cancel()
         self._idle_timer = self._head_timer = self._linger_timer = None
+        self.timeout_keep_alive_task = None
 
     def _close_idle(self) -> None:
         self._idle_timer = None
@@ -304,10 +360,20 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             return
         self._refuse(request_head_timeout(timeout))
 
+    def _tail_timed_out(self) -> None:
+        self._head_timer = None
+        if self._raw is not None and not self._raw.is_closing():
+            self._refuse(request_head_timeout(self._limits.header_timeout_seconds))
+
     def _refuse(self, error: ApiError) -> None:
-        """Answer ``error`` from the protocol itself (no app involved) and close."""
+        """Answer ``error`` from the protocol itself (no app involved) and close.
+
+        Refused in the body phase (its trailer fields), the request's app is running: it is
+        told its client went away, as uvicorn's ``connection_lost`` would tell it, so that
+        nothing it answers is written, and the refusal is written only if it had not
+        started an answer."""
         assert self._raw is not None
-        request_id = str(uuid.uuid4())
+        request_id = new_request_id()
         log_event(
             error.event_name,
             error.message,
@@ -315,76 +381,79 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             code=error.code,
             request_id=request_id,
         )
-        self._raw.write(_response_bytes(error, request_id))
+        cycle = self.cycle
+        answered = False
+        if not self._awaiting_head and cycle is not None:
+            answered = cycle.response_started
+            cycle.disconnected = True
+            cycle.message_event.set()
+        if not answered:
+            self._raw.write(_response_bytes(error, request_id))
         self._linger()
 
     # -- input -----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        # uvicorn's data_received, plus the head accounting and the refusals.
         if self._lingering:
             return
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        self._unset_keepalive_if_required()
-        if self._awaiting_head:
+        in_head = self._awaiting_head
+        if in_head:
             self._head_bytes += len(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            if self._lingering:  # a callback refused the request
-                return
-            msg = "Invalid HTTP request received."
-            self.logger.warning(msg)
-            self.send_400_response(msg)
+        else:
+            self._body_fed = 0
+        super().data_received(data)
+        if self._lingering:
             return
-        except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
+        limit = self._limits.max_header_bytes
+        if in_head:
+            if self._awaiting_head and self._head_bytes:
+                if self._head_bytes > limit:
+                    self._refuse(header_fields_too_large(limit))
+                elif self._head_timer is None:
+                    self._head_timer = self.loop.call_later(
+                        self._limits.header_timeout_seconds, self._head_timed_out
+                    )
+        elif not self._awaiting_head:
+            # The body phase throughout this read: what it carried besides body bytes is
+            # chunk framing or trailer fields, which the parser holds until a field ends.
+            tail = len(data) - self._body_fed
+            if self._body_fed:
+                self._tail_bytes = tail
+                if self._head_timer is not None:
+                    self._head_timer.cancel()
+                    self._head_timer = None
             else:
-                self._unsupported_upgrade_warning()
-            return
-        if self._awaiting_head and self._head_bytes:
-            if self._head_bytes > self._limits.max_header_bytes:
-                self._refuse(header_fields_too_large(self._limits.max_header_bytes))
-            elif self._head_timer is None:
-                self._head_timer = self.loop.call_later(
-                    self._limits.header_timeout_seconds, self._head_timed_out
-                )
+                self._tail_bytes += tail
+                if tail and self._head_timer is None:
+                    self._head_timer = self.loop.call_later(
+                        self._limits.header_timeout_seconds, self._tail_timed_out
+                    )
+            if self._tail_bytes > limit:
+                self._refuse(header_fields_too_large(limit))
 
-    def on_message_begin(self) -> None:
-        self.url = b""
-        self.expect_100_continue = False
-        self.headers = []
-        self.scope = {  # type: ignore[typeddict-item]
-            "type": "http",
-            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
-            "http_version": "1.1",
-            "server": self.server,
-            "client": self.client,
-            "scheme": self.scheme,  # type: ignore[typeddict-item]
-            "root_path": self.root_path,
-            "headers": self.headers,
-            "state": self.app_state.copy(),
-            # aviso: in the literal, which sizes the dict for them: each key added later
-            # may cost every request a resize.
-            "extensions": self._extensions,
-            DECLARED_LENGTH: 0,
-        }
+    def send_400_response(self, msg: str) -> None:
+        if not self._lingering:  # a refused connection gets no second answer
+            super().send_400_response(msg)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        if name == b"content-length":  # aviso: kept for the body limit
-            self._declared_length = int(value)  # the parser accepted it: digits only
-        elif name == b"transfer-encoding":  # aviso: (the parser refuses it with a length)
-            self._declared_length = None
-        elif name == b"expect" and value.lower() == b"100-continue":
-            self.expect_100_continue = True
-        self.headers.append((name, value))
+        if self._awaiting_head:
+            super().on_header(name, value)
+            return
+        # A trailer field, after a chunked body: counted as head bytes, then dropped.
+        if self._lingering:
+            return
+        self._trailer_bytes += len(name) + len(value) + 4
+        limit = self._limits.max_header_bytes
+        if self._trailer_bytes > limit:
+            self._refuse(header_fields_too_large(limit))
 
     def on_headers_complete(self) -> None:
-        # aviso: the head is complete, so its timer and size check end here.
+        if self._lingering:
+            return
+        # The head is complete, so its timer and size check end here.
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -393,225 +462,62 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         # the head itself measured.
         if self._head_bytes > limit and self._head_size() > limit:
             self._refuse(header_fields_too_large(limit))
-            raise _Refused
-        self._awaiting_head = False
-        self._head_bytes = 0
-        parser = self.parser
-        scope = self.scope
-        scope[DECLARED_LENGTH] = self._declared_length  # aviso
-        self._declared_length = 0
-        http_version = parser.get_http_version()
-        scope["method"] = parser.get_method().decode("ascii")
-        if http_version != "1.1":
-            scope["http_version"] = http_version  # type: ignore[typeddict-item]
-        if parser.should_upgrade() and self._should_upgrade():
             return
-        parsed_url = httptools.parse_url(self.url)
-        raw_path = parsed_url.path
-        path = raw_path.decode("ascii")
-        if "%" in path:
-            path = urllib.parse.unquote(path)
-        scope["path"] = self.root_path + path
-        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
-        scope["query_string"] = parsed_url.query or b""
-        # aviso: the connection cap instead of uvicorn's limit_concurrency.
-        app = _service_unavailable if len(self.connections) > self._max_connections else self.app
-        existing_cycle = self.cycle
-        self.cycle = ResponseCycle(
-            scope=scope,
-            transport=self.transport,
-            flow=self.flow,
-            logger=self.logger,
-            access_logger=self.access_logger,
-            access_log=self.access_log,
-            default_headers=self.server_state.default_headers,
-            message_event=_Signal(),  # type: ignore[arg-type]
-            expect_100_continue=self.expect_100_continue,
-            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
-            on_response=self.on_response_complete,
-        )
-        if existing_cycle is None or existing_cycle.response_complete:
-            self._start_asgi_task(self.cycle, app)
+        self._awaiting_head = False
+        self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
+        self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
+        if len(self.connections) <= self._max_connections:
+            super().on_headers_complete()
         else:
-            # Pipelined HTTP requests need to be queued up.
-            self.flow.pause_reading()
-            self.pipeline.append((self.cycle, app))
+            # Over the connection cap: uvicorn serves this one request with the 503 app.
+            app = self.app
+            self.app = _service_unavailable
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # not an upgrade
+            # Its task has not run yet: nothing waits on the event it was given.
+            cycle.message_event = _Signal()  # type: ignore[assignment]
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
 
-    def on_message_complete(self) -> None:
-        self._awaiting_head = True  # aviso: what follows is the next request's head
-        upgrading = self.parser.should_upgrade() and self._should_upgrade()
-        cycle = self.cycle
-        if upgrading or cycle.response_complete:
+    def on_body(self, body: bytes) -> None:
+        if self._lingering:
             return
-        cycle.more_body = False
-        cycle.message_event.set()
+        self._body_fed += len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._lingering:
+            return
+        self._awaiting_head = True  # what follows is the next request's head
+        if self._head_timer is not None:  # the trailer fields' timer
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_message_complete()
 
     # -- output ----------------------------------------------------------------------------
 
     def on_response_complete(self) -> None:
         self._client_gone = None
+        if self._wrapper is not None:
+            self._wrapper.response_complete()
         if self._lingering:
-            # Refused by the protocol itself: the connection is being closed.
+            # Refused by the protocol itself: the connection is being closed, and neither
+            # a pipelined request nor the keep-alive timer is started.
             self.server_state.total_requests += 1
             return
-        # An answer sent before its body was read (an auth refusal, say) keeps the connection:
-        # the parser still takes the rest of that body as body. Refusals that must not wait
-        # for the body (413) say ``Connection: close``, which closes it (lingering).
-        self.server_state.total_requests += 1
-        if self.transport.is_closing():
-            return
-        self._unset_keepalive_if_required()
-        self.flow.resume_reading()
-        # Unblock any pipelined request, else arm the keep-alive timeout.
-        if self.pipeline:
-            cycle, app = self.pipeline.pop(0)
-            self._start_asgi_task(cycle, app)
-        else:
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self.timeout_keep_alive_handler
-            )
-
-
-_NAME_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_RE.match(bytes([byte])))
-_VALUE_BYTES_REFUSED = bytes(byte for byte in range(256) if HEADER_VALUE_RE.match(bytes([byte])))
-
-
-class ResponseCycle(RequestResponseCycle):
-    """uvicorn's request cycle, writing a response of known length in one piece.
-
-    uvicorn writes a response's head as soon as the app starts it and its body when that
-    comes: two writes, so two send calls on the socket, for an answer that is all known a
-    moment later. The head of a response with a ``Content-Length`` and a body is held until
-    the body's first bytes, and written with them. Streams (chunked, e.g. a watch's events)
-    still get their head at once, as do ``HEAD`` answers and empty bodies. An app failing
-    between the two closes the connection as before, with nothing of the answer written
-    instead of half of it."""
-
-    # A class default rather than an ``__init__`` of its own: that would cost every request
-    # a frame and a keyword dictionary.
-    _held_head: bytes | None = None
-
-    async def send(self, message: ASGISendEvent) -> None:
-        # uvicorn 0.54's send, differing where marked "aviso".
-        if self.flow.write_paused and not self.disconnected:
-            await self.flow.drain()
-        if self.disconnected:
-            return
-        if not self.response_started:
-            if message["type"] != "http.response.start":
-                raise RuntimeError(
-                    f"Expected ASGI message 'http.response.start', but got '{message['type']}'."
-                )
-            self.response_started = True
-            self.waiting_for_100_continue = False
-            status_code = message["status"]
-            headers = self.default_headers + list(message.get("headers", []))
-            if self.access_log:
-                self.access_logger.info(
-                    '%s - "%s %s HTTP/%s" %d',
-                    get_client_addr(self.scope),
-                    self.scope["method"],
-                    get_path_with_query_string(self.scope),
-                    self.scope["http_version"],
-                    status_code,
-                )
-            # aviso: uvicorn's two regex searches per field, as one check of all names and one
-            # of all values, each deleting the bytes the pattern matches and comparing lengths
-            # (single bytes: joining cannot hide or create a match).
-            names = b"".join([name for name, _ in headers])
-            if len(names.translate(None, _NAME_BYTES_REFUSED)) != len(names):
-                raise RuntimeError("Invalid HTTP header name.")
-            values = b"".join([value for _, value in headers])
-            if len(values.translate(None, _VALUE_BYTES_REFUSED)) != len(values):
-                raise RuntimeError("Invalid HTTP header value.")
-            content = [STATUS_LINE[status_code]]
-            has_connection_close = False
-            for name, value in headers:
-                name = name.lower()
-                if name == b"content-length" and self.chunked_encoding is None:
-                    self.expected_content_length = int(value)
-                    self.chunked_encoding = False
-                elif name == b"transfer-encoding" and value.lower() == b"chunked":
-                    self.expected_content_length = 0
-                    self.chunked_encoding = True
-                elif name == b"connection":
-                    connection = [token.lower().strip() for token in value.split(b",")]
-                    if b"close" in connection:
-                        self.keep_alive = False
-                        has_connection_close = True
-                content.extend([name, b": ", value, b"\r\n"])
-            if not self.keep_alive and not has_connection_close:
-                content.append(b"connection: close\r\n")
-            if (
-                self.chunked_encoding is None
-                and self.scope["method"] != "HEAD"
-                and status_code not in (204, 304)
-            ):
-                self.chunked_encoding = True
-                content.append(b"transfer-encoding: chunked\r\n")
-            content.append(b"\r\n")
-            # aviso: held until the body comes when one of known length will.
-            if (
-                self.chunked_encoding is False
-                and self.expected_content_length
-                and self.scope["method"] != "HEAD"
-            ):
-                self._held_head = b"".join(content)
-            else:
-                self.transport.write(b"".join(content))
-        elif not self.response_complete:
-            if message["type"] != "http.response.body":
-                raise RuntimeError(
-                    f"Expected ASGI message 'http.response.body', but got '{message['type']}'."
-                )
-            body = message.get("body", b"")
-            more_body = message.get("more_body", False)
-            if self.scope["method"] == "HEAD":
-                self.expected_content_length = 0
-            elif self.chunked_encoding:
-                content = [b"%x\r\n" % len(body), body, b"\r\n"] if body else []
-                if not more_body:
-                    content.append(b"0\r\n\r\n")
-                self.transport.write(b"".join(content))
-            else:
-                num_bytes = len(body)
-                if num_bytes > self.expected_content_length:
-                    raise RuntimeError("Response content longer than Content-Length")
-                self.expected_content_length -= num_bytes
-                head = self._held_head  # aviso: written with the first body bytes
-                if head is None:
-                    self.transport.write(body)
-                elif num_bytes:
-                    self._held_head = None
-                    self.transport.write(head + body)
-            if not more_body:
-                if self.expected_content_length != 0:
-                    raise RuntimeError("Response content shorter than Content-Length")
-                self.response_complete = True
-                self.message_event.set()
-                if not self.keep_alive:
-                    self.transport.close()
-                self.on_response()
-        else:
-            raise RuntimeError(
-                f"Unexpected ASGI message '{message['type']}' sent, after response already "
-                "completed."
-            )
-
-    async def send_500_response(self) -> None:
-        """uvicorn's own last-resort 500 (the app failed before answering), in our shape."""
-        request_id = self.scope.get("state", {}).get("request_id") or str(uuid.uuid4())
-        await send_error(internal_error(), request_id, self.send)
+        super().on_response_complete()
 
 
 async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> None:
     """The app answering every request while the server holds more than
     ``max_connections`` connections."""
     error = too_many_connections(RETRY_AFTER_SECONDS)
-    request_id = str(uuid.uuid4())
+    request_id = new_request_id()
     log_event(
         error.event_name, error.message, logging.WARNING, code=error.code, request_id=request_id
     )

@@ -5,6 +5,10 @@ a gateway mounting two instances) never share or collide on a series. Label valu
 bounded: route templates instead of paths, a fixed method set, declared event types plus
 ``generic``/``unknown``. The routes, the stream and the auth steps each record through one
 call into this module; the backend is instrumented once, here, not in each backend plugin.
+
+Under ``serve --workers`` each worker's values live in prometheus-client's multiprocess files
+and the supervising process serves their sums (:mod:`aviso_host.worker_metrics`): every
+gauge therefore says how it aggregates (``multiprocess_mode``), which one process ignores.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,7 +29,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import Metric
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -67,6 +71,13 @@ _DECISION_BY_STATUS = {401: "unauthenticated", 403: "deny", 503: "unavailable"}
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
+
+# How a gauge of several worker processes (``serve --workers``) is aggregated; counters and
+# histograms are always summed. ``live``: a worker's values leave the sum when it exits.
+SUMMED = "livesum"
+"""Open streams, requests in flight, cache entries: the service's figure is the workers' sum."""
+SAME_IN_EVERY_WORKER = "livemax"
+"""Build information: every worker reports the same series."""
 
 _Result = TypeVar("_Result")
 Handler = Callable[[Request], Awaitable[Response]]
@@ -121,6 +132,7 @@ class AuthoriserFamilies:
             "Entries in a stream authoriser's cache",
             ["authoriser"],
             registry=registry,
+            multiprocess_mode=SUMMED,
         )
         self.fetches = Counter(
             "aviso_authoriser_fetches",
@@ -148,7 +160,12 @@ class _DedicatedFamilies:
         self.misses = Counter(
             f"{prefix}_cache_misses", f"{cls.name} cache misses", registry=registry
         )
-        self.size = Gauge(f"{prefix}_cache_size", f"Cached {cls.name} entries", registry=registry)
+        self.size = Gauge(
+            f"{prefix}_cache_size",
+            f"Cached {cls.name} entries",
+            registry=registry,
+            multiprocess_mode=SUMMED,
+        )
         for outcome in cls.decision_outcomes:
             self.decisions.labels(outcome)
         for outcome in cls.fetch_outcomes:
@@ -276,22 +293,6 @@ class SseConnection:
         self._metrics.history_gaps.labels(self._route).inc()
 
 
-class OtlpCollector:
-    """The OTLP log export counters: process-wide, read at scrape time."""
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "aviso_otlp_export_failures",
-            "OTLP log exports that failed (collector down, slow or refusing)",
-            value=TALLIES.export_failures,
-        )
-        yield CounterMetricFamily(
-            "aviso_otlp_suppressed_log_records",
-            "Log records dropped because the OTLP export queue was full",
-            value=TALLIES.suppressed_records,
-        )
-
-
 class Metrics:
     """The §5.2 inventory plus the backpressure and history-gap counters, pre-initialised."""
 
@@ -307,9 +308,13 @@ class Metrics:
         ProcessCollector(registry=registry)
         self.backend = backend
         self.declared = frozenset(event_types)
-        Gauge("aviso_build_info", "Build information", ["version"], registry=registry).labels(
-            version
-        ).set(1)
+        Gauge(
+            "aviso_build_info",
+            "Build information",
+            ["version"],
+            registry=registry,
+            multiprocess_mode=SAME_IN_EVERY_WORKER,
+        ).labels(version).set(1)
         self.http_requests = Counter(
             "aviso_http_requests",
             "HTTP requests on the main listener",
@@ -328,6 +333,7 @@ class Metrics:
             "Requests without a response head",
             ["method"],
             registry=registry,
+            multiprocess_mode=SUMMED,
         )
         self.backend_operations = Counter(
             "aviso_backend_operations",
@@ -350,6 +356,7 @@ class Metrics:
             "Open SSE streams",
             ["route", "event_type"],
             registry=registry,
+            multiprocess_mode=SUMMED,
         )
         self.sse_total = Counter(
             "aviso_sse_connections",
@@ -362,6 +369,7 @@ class Metrics:
             "Distinct users with an open stream",
             ["route"],
             registry=registry,
+            multiprocess_mode=SUMMED,
         )
         self.sse_events_sent = Counter(
             "aviso_sse_events_sent",
@@ -410,7 +418,9 @@ class Metrics:
         self.authorisers = {
             cls.name: AuthoriserRecorder(cls, families, registry) for cls in authorisers
         }
-        registry.register(OtlpCollector())
+        # Process-wide counters, in every service's registry.
+        registry.register(TALLIES.export_failures)
+        registry.register(TALLIES.suppressed_records)
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()
@@ -601,7 +611,14 @@ class HttpObservation:
 # -- the separate listener ----------------------------------------------------------------
 
 
-def metrics_app(metrics: Metrics) -> Starlette:
+class Exposition(Protocol):
+    """What a metrics listener serves: one service's :class:`Metrics`, or the sums over the
+    workers of ``serve --workers`` (:mod:`aviso_host.worker_metrics`)."""
+
+    def exposition(self) -> bytes: ...
+
+
+def metrics_app(metrics: Exposition) -> Starlette:
     """``GET /metrics`` and nothing else: served on ``metrics.port``, or mounted by an
     embedding application wherever it exposes metrics."""
 

@@ -1,18 +1,37 @@
-"""The OpenAPI 3.1 description of the public API, written by hand as plain data.
+"""The OpenAPI 3.1 description of the public API, as plain data built at startup.
 
-Hand-written rather than derived from the routes because the wire contract (exact error
-shapes, status codes, the SSE event catalogue) is richer than anything introspection could
-recover. Keep it in step with ``shared/spec/api-and-streaming.md``.
+The prose, status codes and error shapes are written here; what the code already knows is
+taken from it: the request examples from the configured event types
+(:mod:`aviso_host.openapi_examples`), the schema-route examples from the schemas' own
+``describe()``, the validation codes and labels from :class:`aviso_host.errors.Endpoint`.
+Keep the rest in step with ``shared/spec/api-and-streaming.md``; the tests hold the two
+together: the document validates (openapi-spec-validator), every route of the app is
+described (or listed in :data:`NOT_DESCRIBED_PATHS`), every error code the host raises is
+listed, every example matches its schema, every request example is accepted by the server,
+and schemathesis checks the server's answers against the document.
+
+To describe a new route, add its path item to the ``paths`` of :func:`openapi_document` (a
+function returning ``{path: {method: operation}}`` per group, like
+:func:`_operational_operations`), with a response for every status it answers and examples
+that match their schemas; a route that is not API (a page, a file) goes into
+:data:`NOT_DESCRIBED_PATHS` instead.
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
-stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists;
-the Swagger UI page rewrites those before rendering (see ``aviso_host.routes.ops``).
+stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
+(the Swagger UI page rewrites those before rendering, see ``aviso_host.routes.ops``) and the
+event schemas of the streams (``const``, ``if``/``then``, ``contentSchema``), which Swagger UI
+shows without checking.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
+
+from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
+from aviso_host.openapi_examples import RequestExamples, request_examples
+from aviso_host.schemas import SchemaCatalog
 
 JSON = "application/json"
 Doc = dict[str, Any]
@@ -31,6 +50,19 @@ _RID_AGGREGATE = "5e0c7a2b-9d14-4f6e-a8b3-1c2d3e4f5a6b"
 _STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
 """Anonymous callers reach public streams; a supplied credential is always verified."""
 _ADMIN_CREDENTIALS: list[Doc] = [{"bearer_jwt": []}, {"basic": []}]
+
+
+NOT_DESCRIBED_PATHS = frozenset(
+    {
+        "/static/{path:path}",
+        "/api-docs/openapi.json",
+        "/swagger-ui/",
+        "/swagger-ui/{file}",
+        "/console/{file}",
+    }
+)
+"""Routes the server has but the document leaves out: files, and the documentation itself.
+Every other route must have its path and methods in the document (a test compares them)."""
 
 
 def _ref(section: str, name: str) -> Doc:
@@ -79,10 +111,10 @@ def _request_error(code: str, label: str, message: str, request_id: str) -> Doc:
     }
 
 
-def _unknown_event_type(request_id: str) -> Doc:
+def _unknown_event_type(request_id: str, configured: list[str]) -> Doc:
     return {
-        "code": "UNKNOWN_EVENT_TYPE",
-        "configured_event_types": ["river_gauge", "storm_cell"],
+        "code": UNKNOWN_EVENT_TYPE_CODE,
+        "configured_event_types": configured,
         "error": "unknown_event_type",
         "message": "unknown event type 'tide_gauge'",
         "request_id": request_id,
@@ -161,11 +193,7 @@ repeated or no fields and an out-of-range `debounce_ms` are `INVALID_AGGREGATE_R
 """
 
 
-def _stream_request_body(**examples: Any) -> Doc:
-    return _request_body("StreamRequest", examples)
-
-
-def _request_body(schema: str, examples: Doc) -> Doc:
+def _request_body(schema: str, examples: Mapping[str, Any]) -> Doc:
     return {
         "required": True,
         "content": {JSON: {"schema": _schema(schema), "examples": _examples(**examples)}},
@@ -252,14 +280,22 @@ _REPLAY_TRANSCRIPT = (
 )
 
 
-def _sse_response(description: str, **transcripts: str) -> Doc:
+_FOLLOW_IN_CONSOLE = (
+    '\n\n**Swagger UI cannot follow a stream**: its "Try it out" waits for the response '
+    "to end, which a live stream never does, and shows nothing meanwhile. Follow watches "
+    "and replays in the [console](../console) (the page `/console` of this server), or with "
+    "`curl -N`."
+)
+
+
+def _sse_response(description: str, event_schema: str, **transcripts: str) -> Doc:
     def fixed(value: str) -> Doc:
         return {"schema": {"type": "string", "enum": [value]}}
 
     return _response(
         description,
         "text/event-stream",
-        {"type": "string"},
+        _schema(event_schema),
         _examples(**transcripts),
         headers={
             "Cache-Control": fixed("no-cache"),
@@ -270,31 +306,33 @@ def _sse_response(description: str, **transcripts: str) -> Doc:
 
 
 def _stream_operation(
-    endpoint: str,
+    endpoint: Endpoint,
     summary: str,
     description: str,
-    label: str,
     request_id: str,
-    request_examples: Doc,
+    request_examples: Mapping[str, Any],
+    configured_event_types: list[str],
     invalid_message: str,
     transcript: Doc,
     *,
     request_schema: str = "StreamRequest",
     sse_description: str = _SSE_DESCRIPTION,
+    event_schema: str = "StreamEvent",
 ) -> Doc:
-    code = f"INVALID_{endpoint.upper()}_REQUEST"
     return {
         "tags": ["streaming"],
-        "operationId": endpoint,
+        "operationId": endpoint.operation,
         "summary": summary,
         "description": description,
         "security": _STREAM_CREDENTIALS,
         "requestBody": _request_body(request_schema, request_examples),
         "responses": {
-            "200": _sse_response(sse_description, **transcript),
+            "200": _sse_response(sse_description, event_schema, **transcript),
             "400": _bad_request(
-                validation=_request_error(code, label, invalid_message, request_id),
-                unknown_event_type=_unknown_event_type(request_id),
+                validation=_request_error(
+                    endpoint.validation_code, endpoint.label, invalid_message, request_id
+                ),
+                unknown_event_type=_unknown_event_type(request_id, configured_event_types),
             ),
             **_auth_responses(),
             "413": _ref("responses", "PayloadTooLarge"),
@@ -316,8 +354,8 @@ def _stream_operation(
 # ---------------------------------------------------------------------------------- paths
 
 
-def _notify_operation() -> Doc:
-    label = "Invalid Notification Request"
+def _notify_operation(examples: RequestExamples) -> Doc:
+    label = Endpoint.NOTIFY.label
     return {
         "tags": ["notification"],
         "operationId": "notify",
@@ -344,22 +382,7 @@ def _notify_operation() -> Doc:
                 "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
             }
         ],
-        "requestBody": _stream_request_body(
-            river_gauge={
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "date": "2026-04-02", "level": 3},
-                "payload": {"reading_cm": 412, "station": "Kaub"},
-            },
-            storm_cell={
-                "event_type": "storm_cell",
-                "identifier": {
-                    "date": "20260402",
-                    "time": "12",
-                    "polygon": [[47.0, 8.0], [47.6, 8.0], [47.6, 8.9], [47.0, 8.9], [47.0, 8.0]],
-                },
-                "payload": {"cell": "A17", "severity": "moderate"},
-            },
-        ),
+        "requestBody": _request_body("StreamRequest", examples.notify),
         "responses": {
             "200": _json_response(
                 "Stored.",
@@ -372,7 +395,7 @@ def _notify_operation() -> Doc:
             ),
             "400": _bad_request(
                 missing_field=_request_error(
-                    "INVALID_NOTIFICATION_REQUEST",
+                    Endpoint.NOTIFY.validation_code,
                     label,
                     "Required field 'level' missing for notify operation",
                     _RID_NOTIFY,
@@ -383,7 +406,7 @@ def _notify_operation() -> Doc:
                     "JSON parsing failed: expected value at line 1 column 1",
                     _RID_NOTIFY,
                 ),
-                unknown_event_type=_unknown_event_type(_RID_NOTIFY),
+                unknown_event_type=_unknown_event_type(_RID_NOTIFY, examples.event_types),
             ),
             **_auth_responses(),
             "413": _ref("responses", "PayloadTooLarge"),
@@ -401,61 +424,34 @@ def _notify_operation() -> Doc:
     }
 
 
-def _watch_operation() -> Doc:
+def _watch_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "watch",
+        Endpoint.WATCH,
         "Watch live notifications (optionally catching up first)",
         "Without a cursor: a live-only stream opening with `connection_established`. With "
         "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
         "duplicates. Heartbeats every `sse_heartbeat_interval_sec`; the stream closes after "
-        "`connection_max_duration_sec`.",
-        "Invalid Watch Request",
+        "`connection_max_duration_sec`." + _FOLLOW_IN_CONSOLE,
         _RID_WATCH,
-        {
-            "live_only": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "level": {"gte": 4}},
-            },
-            "catch_up_then_live": {
-                "event_type": "storm_cell",
-                "identifier": {"time": "12", "point": [47.3, 8.5]},
-                "from_date": "2026-04-01T00:00:00Z",
-            },
-        },
+        examples.watch,
+        examples.event_types,
         "Cannot specify both identifier.polygon and identifier.point. "
         "Provide only one spatial filter.",
         {"live_only": _LIVE_WATCH_TRANSCRIPT},
     )
 
 
-def _replay_operation() -> Doc:
+def _replay_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "replay",
+        Endpoint.REPLAY,
         "Replay stored notifications",
         "Streams matching history from `from_id` or `from_date` (one is required) up to "
         "`to_id` / `to_date` (optional; otherwise the last notification stored when the "
         "replay starts) in ascending sequence order, then closes with `end_of_stream`. No "
-        "heartbeats, no duration limit.",
-        "Invalid Replay Request",
+        "heartbeats, no duration limit." + _FOLLOW_IN_CONSOLE,
         _RID_REPLAY,
-        {
-            "from_sequence": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_id": "57",
-            },
-            "from_time": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_date": "2026-04-01 06:30:00+00:00",
-            },
-            "window": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "from_id": "57",
-                "to_id": "62",
-            },
-        },
+        examples.replay,
+        examples.event_types,
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
         {"two_notifications": _REPLAY_TRANSCRIPT},
@@ -501,66 +497,30 @@ _AGGREGATE_TRANSCRIPT = (
 )
 
 
-def _aggregate_operation() -> Doc:
+def _aggregate_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
-        "aggregate",
+        Endpoint.AGGREGATE,
         "Watch counts of notifications grouped by identifier fields",
         "The same filters, cursor, auth, heartbeats and maximum duration as a watch, but the "
         "stream carries counts of the matching notifications grouped by the `group_by` "
-        "fields instead of the notifications: a snapshot first, then debounced updates.",
-        "Invalid Aggregate Request",
+        "fields instead of the notifications: a snapshot first, then debounced updates."
+        + _FOLLOW_IN_CONSOLE,
         _RID_AGGREGATE,
-        {
-            "steps_arrived": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine", "date": "2026-04-02"},
-                "group_by": ["level"],
-            },
-            "from_time_debounced": {
-                "event_type": "river_gauge",
-                "identifier": {"basin": "rhine"},
-                "group_by": ["date", "level"],
-                "from_date": "2026-04-01T00:00:00Z",
-                "debounce_ms": 5000,
-            },
-        },
+        examples.aggregate,
+        examples.event_types,
         "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
         "Allowed fields: basin, date, level",
         {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},
         request_schema="AggregateRequest",
         sse_description=_AGGREGATE_SSE_DESCRIPTION,
+        event_schema="AggregateStreamEvent",
     )
 
 
-_RIVER_GAUGE_ENTRY: Doc = {
-    "identifier": {
-        "basin": {
-            "max_length": None,
-            "operators": [],
-            "required": True,
-            "type": "StringHandler",
-            "value_kind": "text",
-        },
-        "date": {
-            "canonical_format": "%Y%m%d",
-            "operators": [],
-            "required": False,
-            "type": "DateHandler",
-            "value_kind": "date",
-        },
-        "level": {
-            "operators": ["between", "eq", "gt", "gte", "in", "lt", "lte"],
-            "range": [0, 10],
-            "required": False,
-            "type": "IntHandler",
-            "value_kind": "integer",
-        },
-    },
-    "payload": {"required": False},
-}
-
-
-def _schema_operations() -> Doc:
+def _schema_operations(catalog: SchemaCatalog | None, first: str) -> Doc:
+    # The examples are this server's own answers.
+    event_types = catalog.event_types if catalog is not None else []
+    entries = {name: catalog.schemas[name].describe() for name in event_types} if catalog else {}
     return {
         "/api/v1/schema": {
             "get": {
@@ -573,30 +533,10 @@ def _schema_operations() -> Doc:
                         "The public part of every schema entry (`identifier`, `payload`).",
                         _schema("SchemaCatalogue"),
                         configured={
-                            "event_types": ["river_gauge", "storm_cell"],
-                            "schema": {
-                                "river_gauge": _RIVER_GAUGE_ENTRY,
-                                "storm_cell": {
-                                    "identifier": {
-                                        "date": _RIVER_GAUGE_ENTRY["identifier"]["date"],
-                                        "polygon": {
-                                            "operators": [],
-                                            "required": True,
-                                            "type": "PolygonHandler",
-                                            "value_kind": "polygon",
-                                        },
-                                        "time": {
-                                            "operators": [],
-                                            "required": False,
-                                            "type": "TimeHandler",
-                                            "value_kind": "time",
-                                        },
-                                    },
-                                    "payload": {"required": True},
-                                },
-                            },
+                            "event_types": event_types,
+                            "schema": entries,
                             "status": "success",
-                            "total_schemas": 2,
+                            "total_schemas": len(entries),
                         },
                         not_configured={
                             "event_types": [],
@@ -621,24 +561,31 @@ def _schema_operations() -> Doc:
                         "in": "path",
                         "required": True,
                         "schema": {"type": "string"},
-                        "example": "river_gauge",
+                        # Without schemas every event type is 404: no example to try.
+                        **({"example": first} if entries else {}),
                     }
                 ],
                 "responses": {
                     "200": _json_response(
                         "The schema entry.",
                         _schema("SchemaDetail"),
-                        river_gauge={
-                            "event_type": "river_gauge",
-                            "schema": _RIVER_GAUGE_ENTRY,
-                            "status": "success",
-                        },
+                        **(
+                            {
+                                "configured": {
+                                    "event_type": first,
+                                    "schema": entries[first],
+                                    "status": "success",
+                                }
+                            }
+                            if entries
+                            else {}
+                        ),
                     ),
                     "404": _json_response(
                         "Unknown event type, or no schema configured at all.",
                         _schema("SchemaNotFound"),
                         unknown={
-                            "available_types": ["river_gauge", "storm_cell"],
+                            "available_types": event_types,
                             "message": "Event type 'tide_gauge' not found",
                             "request_id": _RID_SCHEMA,
                             "status": "error",
@@ -661,8 +608,10 @@ _ADMIN_DESCRIPTION = (
 )
 
 
-def _admin_operations() -> Doc:
-    def deleted(success: bool, message: str, notification_id: str = "river_gauge@57") -> Doc:
+def _admin_operations(event_type: str) -> Doc:
+    notification_id = f"{event_type}@1"
+
+    def deleted(success: bool, message: str, notification_id: str = notification_id) -> Doc:
         return {
             "success": success,
             "message": message,
@@ -690,7 +639,7 @@ def _admin_operations() -> Doc:
                         "in": "path",
                         "required": True,
                         "schema": {"type": "string"},
-                        "example": "river_gauge@57",
+                        "example": notification_id,
                     }
                 ],
                 "responses": {
@@ -753,7 +702,7 @@ def _admin_operations() -> Doc:
                     "content": {
                         JSON: {
                             "schema": _schema("WipeStreamRequest"),
-                            "examples": _examples(gauge={"stream_name": "GAUGE"}),
+                            "examples": _examples(**{event_type: {"stream_name": event_type}}),
                         }
                     },
                 },
@@ -882,6 +831,23 @@ def _operational_operations() -> Doc:
                 },
             },
         },
+        "/console": {
+            "get": {
+                "tags": ["general"],
+                "operationId": "console",
+                "summary": "Browser console",
+                "description": (
+                    "Watch, replay and publish in the browser, with a form built from the "
+                    "schemas. Its state is the query string, e.g. "
+                    "`?event_type=mars&class=od&step=gte:6&watch=1` (a field is "
+                    "`value` or `operator:value`; `from_id`, `from_date`, `to_id`, `to_date`; "
+                    "`watch=1` or `replay=1` starts the stream)."
+                ),
+                "responses": {
+                    "200": _response("HTML page.", "text/html", {"type": "string"}),
+                },
+            },
+        },
     }
 
 
@@ -897,7 +863,8 @@ def _error_schemas() -> Doc:
             "type": "object",
             "description": (
                 "The aviso error object for parse, validation, processing and stream-setup "
-                "failures of notify, watch and replay."
+                "failures of notify, watch, replay and aggregate, and for the refusals at the "
+                "HTTP edge."
             ),
             "required": ["code", "details", "error", "message", "request_id"],
             "additionalProperties": False,
@@ -908,9 +875,7 @@ def _error_schemas() -> Doc:
                         "INVALID_JSON",
                         "UNKNOWN_FIELD",
                         "INVALID_REQUEST_SHAPE",
-                        "INVALID_NOTIFICATION_REQUEST",
-                        "INVALID_WATCH_REQUEST",
-                        "INVALID_REPLAY_REQUEST",
+                        *(endpoint.validation_code for endpoint in Endpoint),
                         "NOTIFICATION_PROCESSING_FAILED",
                         "NOTIFICATION_STORAGE_FAILED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
@@ -932,7 +897,7 @@ def _error_schemas() -> Doc:
             "required": ["code", "configured_event_types", "error", "message", "request_id"],
             "additionalProperties": False,
             "properties": {
-                "code": {"type": "string", "enum": ["UNKNOWN_EVENT_TYPE"]},
+                "code": {"type": "string", "enum": [UNKNOWN_EVENT_TYPE_CODE]},
                 "configured_event_types": {"type": "array", "items": {"type": "string"}},
                 "error": {"type": "string", "enum": ["unknown_event_type"]},
                 "message": {"type": "string"},
@@ -974,7 +939,21 @@ def _error_schemas() -> Doc:
     }
 
 
-def _body_schemas() -> Doc:
+def _event_type_schema(catalog: SchemaCatalog | None) -> Doc:
+    if catalog is not None and catalog.strict and catalog.schemas:
+        return {
+            "type": "string",
+            "enum": catalog.event_types,
+            "description": "A configured event type (any other is refused: `UNKNOWN_EVENT_TYPE`).",
+        }
+    return {
+        "type": "string",
+        "description": "A configured event type or, when no schema is configured (or "
+        "`notification_schema_strict` is false), a topic base of your own.",
+    }
+
+
+def _body_schemas(catalog: SchemaCatalog | None) -> Doc:
     nullable_text: Doc = {"type": ["string", "null"]}
     stream_request: Doc = {
         "type": "object",
@@ -982,7 +961,7 @@ def _body_schemas() -> Doc:
         "required": ["event_type", "identifier"],
         "additionalProperties": False,
         "properties": {
-            "event_type": {"type": "string", "description": "A configured schema key."},
+            "event_type": _event_type_schema(catalog),
             "identifier": {
                 "type": "object",
                 "description": "Field name to value (or, on watch/replay, constraint); "
@@ -1128,6 +1107,191 @@ def _body_schemas() -> Doc:
                 "request_id": _schema("RequestId"),
             },
         },
+    }
+
+
+def _object(required: Doc, optional: Doc | None = None, *, open_: bool = False) -> Doc:
+    """An object with ``required`` and ``optional`` properties; no others unless ``open_``."""
+    schema: Doc = {
+        "type": "object",
+        "required": sorted(required),
+        "properties": {**required, **(optional or {})},
+    }
+    if not open_:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def _one_of(*names: str) -> Doc:
+    return {"oneOf": [_schema(name) for name in names]}
+
+
+_STREAM_EVENT_DATA: dict[str, Doc] = {
+    "live-notification": _one_of("CloudEvent", "ConnectionEstablished"),
+    "replay": _schema("CloudEvent"),
+    "replay-control": _one_of(
+        "ReplayStarted", "ReplayCompleted", "ReplayLimitReached", "HistoryGap"
+    ),
+    "heartbeat": _schema("Heartbeat"),
+    "error": _schema("StreamError"),
+    "connection-closing": _schema("ConnectionClosing"),
+    "notifications-skipped": _schema("NotificationsSkipped"),
+}
+_AGGREGATE_EVENT_DATA: dict[str, Doc] = {
+    "aggregate": _schema("AggregateCounts"),
+    **{
+        name: data
+        for name, data in _STREAM_EVENT_DATA.items()
+        if name in ("replay-control", "heartbeat", "error", "connection-closing")
+    },
+}
+
+
+def _sse_event(description: str, data_by_event: dict[str, Doc]) -> Doc:
+    """One Server-Sent Event as a JSON Schema 2020-12 reading of ``text/event-stream`` (as
+    tools that validate streams read it): its name and its data line, which holds JSON."""
+    return {
+        **_object(
+            {
+                "event": {"type": "string", "enum": list(data_by_event)},
+                "data": {"type": "string", "contentMediaType": JSON},
+            }
+        ),
+        "description": description,
+        "allOf": [
+            {
+                "if": {"properties": {"event": {"const": name}}},
+                "then": {"properties": {"data": {"contentMediaType": JSON, "contentSchema": data}}},
+            }
+            for name, data in data_by_event.items()
+        ],
+    }
+
+
+def _stream_event_schemas() -> Doc:
+    text: Doc = {"type": "string"}
+    count: Doc = {"type": "integer", "minimum": 0}
+    sequence: Doc = {"type": "integer", "minimum": 1}
+    second: Doc = {"type": "string", "pattern": _SECOND_PATTERN}
+    request_id = _schema("RequestId")
+    where = {"timestamp": second, "topic": text}
+    nullable_sequence: Doc = {"type": ["integer", "null"], "minimum": 0}
+    return {
+        "StreamEvent": _sse_event("One event of a watch or replay stream.", _STREAM_EVENT_DATA),
+        "AggregateStreamEvent": _sse_event(
+            "One event of an aggregate stream.", _AGGREGATE_EVENT_DATA
+        ),
+        "CloudEvent": _object(
+            {
+                "data": _object({"identifier": {"type": "object"}}, {"payload": {}}),
+                "datacontenttype": {"type": "string", "enum": [JSON]},
+                "dataschema": text,
+                "id": {**text, "description": "`<event_type>@<sequence>`."},
+                "sequence": sequence,
+                "source": text,
+                "specversion": {"type": "string", "enum": ["1.0"]},
+                "time": {**text, "description": "Storage time, RFC 3339 UTC."},
+                "type": {"type": "string", "pattern": "^int\\.ecmwf\\.aviso\\."},
+            },
+            {"publisher": {**text, "description": "The authenticated publisher's username."}},
+        ),
+        "ConnectionEstablished": _object(
+            {
+                "type": {"type": "string", "enum": ["connection_established"]},
+                "connection_will_close_in_seconds": count,
+                "request_id": request_id,
+                **where,
+            }
+        ),
+        "ReplayStarted": _object(
+            {
+                "type": {"type": "string", "enum": ["replay_started"]},
+                "from_sequence": nullable_sequence,
+                "from_date": {"type": ["string", "null"]},
+                "batch_size": count,
+                "end_sequence": nullable_sequence,
+                "request_id": request_id,
+                **where,
+            }
+        ),
+        "ReplayCompleted": _object(
+            {"type": {"type": "string", "enum": ["replay_completed"]}, **where}
+        ),
+        "ReplayLimitReached": _object(
+            {
+                "type": {"type": "string", "enum": ["notification_replay_limit_reached"]},
+                "max_allowed": count,
+                "message": text,
+                **where,
+            }
+        ),
+        "HistoryGap": _object(
+            {
+                "type": {"type": "string", "enum": ["history_gap"]},
+                "requested_from_sequence": count,
+                "first_available_sequence": count,
+                **where,
+            }
+        ),
+        "Heartbeat": _object(where),
+        "StreamError": _object(
+            {"error": text, "message": text, "topic": text, "request_id": request_id},
+            {"sequence": sequence, "max_groups": count},
+        ),
+        "ConnectionClosing": _object(
+            {
+                "reason": {
+                    "type": "string",
+                    "enum": [
+                        "end_of_stream",
+                        "max_duration_reached",
+                        "server_shutdown",
+                        "aggregate_group_limit_reached",
+                    ],
+                },
+                "message": text,
+                "request_id": request_id,
+                **where,
+            },
+            {
+                "cause": {
+                    "type": "string",
+                    "enum": ["slow_consumer", "auth_expired", "access_revoked"],
+                },
+                "resume_from_sequence": count,
+            },
+        ),
+        "NotificationsSkipped": _object(
+            {
+                "type": {"type": "string", "enum": ["notifications_skipped"]},
+                "skipped": count,
+                "first_skipped_sequence": count,
+                "last_skipped_sequence": count,
+                **where,
+            }
+        ),
+        "AggregateCounts": _object(
+            {
+                "type": {"type": "string", "enum": ["snapshot", "update"]},
+                "group_by": {"type": "array", "items": text},
+                "groups": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "count": count,
+                            "values": {
+                                "type": "object",
+                                "additionalProperties": {"type": ["string", "null"]},
+                            },
+                        }
+                    ),
+                },
+                "total": count,
+                "last_sequence": nullable_sequence,
+                "request_id": request_id,
+                **where,
+            }
+        ),
     }
 
 
@@ -1349,8 +1513,10 @@ streams or **replay** history over Server-Sent Events.
 """
 
 
-def openapi_document(version: str) -> dict[str, Any]:
-    """The OpenAPI 3.1 document for server ``version``, as JSON-serialisable data."""
+def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
+    (none: no schema configured), as JSON-serialisable data."""
+    examples = request_examples(catalog)
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
     return copy.deepcopy(
         {
@@ -1376,16 +1542,21 @@ def openapi_document(version: str) -> dict[str, Any]:
                 {"name": "admin", "description": "Deleting stored notifications."},
             ],
             "paths": {
-                "/api/v1/notification": {"post": _notify_operation()},
-                "/api/v1/watch": {"post": _watch_operation()},
-                "/api/v1/replay": {"post": _replay_operation()},
-                "/api/v1/aggregate": {"post": _aggregate_operation()},
-                **_schema_operations(),
-                **_admin_operations(),
+                "/api/v1/notification": {"post": _notify_operation(examples)},
+                "/api/v1/watch": {"post": _watch_operation(examples)},
+                "/api/v1/replay": {"post": _replay_operation(examples)},
+                "/api/v1/aggregate": {"post": _aggregate_operation(examples)},
+                **_schema_operations(catalog, examples.event_type),
+                **_admin_operations(examples.event_type),
                 **_operational_operations(),
             },
             "components": {
-                "schemas": {**_body_schemas(), **_error_schemas(), **_discovery_schemas()},
+                "schemas": {
+                    **_body_schemas(catalog),
+                    **_error_schemas(),
+                    **_discovery_schemas(),
+                    **_stream_event_schemas(),
+                },
                 "responses": _shared_responses(),
                 "headers": _headers(),
                 "securitySchemes": {

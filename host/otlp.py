@@ -21,6 +21,7 @@ from opentelemetry.sdk._logs.export import (
     LogRecordExportResult,
 )
 from opentelemetry.sdk.resources import Resource
+from prometheus_client import Counter
 
 from aviso_host.config.settings import OtlpSettings
 from aviso_host.logs import audit_fields, request_id_var
@@ -48,21 +49,34 @@ _SEVERITY_TEXT = {logging.WARNING: "WARN"}
 
 
 class ExportTallies:
-    """The process's OTLP counters (logging is process-wide, so are they)."""
+    """The process's OTLP counters (logging is process-wide, so are they).
+
+    They belong to no registry: each service's registry adds them. Under ``serve --workers``
+    prometheus-client keeps them in its multiprocess files, so the supervisor sums them.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queued = 0
-        self.export_failures = 0
-        self.suppressed_records = 0
+        self.export_failures = Counter(
+            "aviso_otlp_export_failures",
+            "OTLP log exports that failed (collector down, slow or refusing)",
+            registry=None,
+        )
+        self.suppressed_records = Counter(
+            "aviso_otlp_suppressed_log_records",
+            "Log records dropped because the OTLP export queue was full",
+            registry=None,
+        )
 
     def admit(self, capacity: int) -> None:
         """A record enters the queue; at capacity the queue drops its oldest one."""
         with self._lock:
-            if self._queued >= capacity:
-                self.suppressed_records += 1
-            else:
+            full = self._queued >= capacity
+            if not full:
                 self._queued += 1
+        if full:
+            self.suppressed_records.inc()
 
     def taken(self, count: int) -> None:
         """``count`` records left the queue for an export."""
@@ -70,8 +84,7 @@ class ExportTallies:
             self._queued = max(0, self._queued - count)
 
     def failed(self) -> None:
-        with self._lock:
-            self.export_failures += 1
+        self.export_failures.inc()
 
 
 TALLIES = ExportTallies()

@@ -4,6 +4,12 @@ Built-in plugins are listed in ``setup.cfg`` under the same group as third-party
 the host never imports a plugin module by name. ``AVISO_BLOCK_PLUGINS`` (comma-separated
 entry-point names) lets an operator switch named plugins off.
 
+Nothing a plugin package gets wrong vanishes in silence: an entry-point name registered by
+two distributions, a hook name that matches no hook, a plugin that fails to import and a
+blocked name that matches no plugin are each reported by name. ``serve`` and ``config check``
+refuse the first three (:class:`PluginError`); ``aviso-server plugins`` and ``--help`` use
+``tolerant=True`` to keep what did load and list the rest with their state.
+
 Tests and the testing kit (:mod:`aviso_plugins.testing`) can leave out third-party
 distributions (``load_entry_points=False``) while keeping the built-ins, which are this
 distribution's own entry points.
@@ -11,8 +17,10 @@ distribution's own entry points.
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +34,18 @@ from aviso_plugins.types import AuthProvider, FieldHandler, Sink, StorageBackend
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
 BUILTIN_DISTRIBUTION = "aviso-py"
 # Names of the host's own subcommands: a plugin command may not take them.
-HOST_COMMANDS = frozenset({"serve", "plugins", "config"})
+HOST_COMMANDS = frozenset({"serve", "plugins", "plugin", "config"})
 
 
 class PluginError(RuntimeError):
     """A plugin could not be loaded or contradicts another one; fails startup."""
+
+
+LOADED = "loaded"
+FAILED = "failed"
+CONFLICTING = "conflicting"
+BLOCKED = "blocked"
+IN_CODE = "(registered in code)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +56,9 @@ class PluginInfo:
     version: str
     # kind -> the names it provides under that kind (handler types, backend kinds, ...)
     provides: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    state: str = LOADED
+    """``loaded``, ``failed`` (see ``reason``), ``conflicting`` (see ``reason``) or ``blocked``."""
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,16 @@ class PluginRegistry:
     manager: pluggy.PluginManager | None = None
     owners: dict[tuple[str, str], str] = field(default_factory=dict)
     """(registry attribute, name) -> the entry-point name of the plugin providing it."""
+    unloaded: tuple[PluginInfo, ...] = ()
+    """Plugins not in use: blocked, or (with ``tolerant=True``) failed or conflicting."""
+    warnings: tuple[str, ...] = ()
+    """Worth telling the operator, not worth refusing (a blocked name matching no plugin)."""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """One line per plugin that failed or conflicts (empty unless ``tolerant=True``)."""
+        # dict.fromkeys: both sides of one clash carry the same line
+        return tuple(dict.fromkeys(i.reason for i in self.unloaded if i.state != BLOCKED))
 
     def describe(self, attribute: str, name: str) -> str:
         """Who provides ``name``, for error messages: kind, name, entry point, distribution."""
@@ -93,95 +121,240 @@ def blocked_plugins() -> set[str]:
 
 
 def discover(
-    load_entry_points: bool = True, extra: Iterable[Any] = (), builtins: bool = True
+    load_entry_points: bool = True,
+    extra: Iterable[Any] = (),
+    builtins: bool = True,
+    tolerant: bool = False,
 ) -> PluginRegistry:
     """Load the entry-point plugins, then register ``extra`` plugin objects.
 
     ``load_entry_points=False`` skips every other distribution's plugins (tests of a plugin
     that is not installed); the built-ins are still loaded unless ``builtins=False``.
+    A plugin that fails to load, implements a hook that does not exist or claims a name
+    another plugin has raises :class:`PluginError`; with ``tolerant=True`` it is left out
+    instead and listed in ``unloaded`` with its state and reason.
     """
     manager = pluggy.PluginManager(PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
-    for name in blocked_plugins():
+    blocked = blocked_plugins()
+    for name in blocked:
         manager.set_blocked(name)
-    origins = (
-        _load_entry_points(manager, builtins_only=not load_entry_points)
-        if load_entry_points or builtins
-        else {}
-    )
+    survey = _Survey(manager, tolerant)
+    if load_entry_points or builtins:
+        survey.load_entry_points(builtins_only=not load_entry_points)
+        if load_entry_points:  # only a full scan can tell that a blocked name matches nothing
+            survey.warn_unknown_blocked(blocked)
     for plugin in extra:
-        manager.register(plugin)
-    return _build_registry(manager, origins)
+        survey.register(plugin, None, IN_CODE, "")
+    survey.check_hook_names()
+    return survey.registry()
 
 
-def _load_entry_points(
-    manager: pluggy.PluginManager, builtins_only: bool = False
-) -> dict[str, tuple[str, str]]:
-    """Register every entry point of the group; return name -> (distribution, version)."""
-    origins: dict[str, tuple[str, str]] = {}
-    for dist in importlib.metadata.distributions():
-        if builtins_only and dist.metadata["Name"] != BUILTIN_DISTRIBUTION:
-            continue
-        for entry_point in dist.entry_points:
-            if entry_point.group != ENTRY_POINT_GROUP or entry_point.name in origins:
+def _project(name: str) -> str:
+    """A distribution name as packaging compares them (``Aviso_Py`` is ``aviso-py``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _label(distribution: str, version: str) -> str:
+    return f"{distribution} {version}".strip()
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class _Conflict(PluginError):
+    """A plugin claims a name another plugin (or the host) already has."""
+
+
+class _Survey:
+    """One discovery: what was registered, where it came from, and what was left out."""
+
+    def __init__(self, manager: pluggy.PluginManager, tolerant: bool) -> None:
+        self.manager = manager
+        self.tolerant = tolerant
+        self.origins: dict[str, tuple[str, str]] = {}
+        self.unloaded: list[PluginInfo] = []
+        self.warnings: list[str] = []
+        self.entry_point_names: set[str] = set()
+
+    def fail(self, name: str, distribution: str, version: str, state: str, reason: str) -> None:
+        if not self.tolerant:
+            raise (_Conflict if state == CONFLICTING else PluginError)(reason)
+        info = PluginInfo(name, (), distribution, version, state=state, reason=reason)
+        self.unloaded.append(info)
+
+    def load_entry_points(self, builtins_only: bool) -> None:
+        claims: dict[str, list[tuple[str, str, importlib.metadata.EntryPoint]]] = {}
+        projects: set[str] = set()
+        for dist in importlib.metadata.distributions():
+            name = dist.metadata["Name"] or ""
+            # The same project found again further along the path (a development checkout's
+            # egg-info beside its installed metadata) is one distribution: the first found
+            # wins, as it does for imports.
+            if _project(name) in projects:
                 continue
-            origins[entry_point.name] = (dist.metadata["Name"], dist.version)
-            if manager.is_blocked(entry_point.name):
+            projects.add(_project(name))
+            if builtins_only and _project(name) != BUILTIN_DISTRIBUTION:
+                continue
+            for entry_point in dist.entry_points.select(group=ENTRY_POINT_GROUP):
+                claims.setdefault(entry_point.name, []).append((name, dist.version, entry_point))
+        self.entry_point_names = set(claims)
+        for plugin_name, claimants in claims.items():
+            # Metadata left behind under another project name that points at the very same
+            # module loads the same plugin: only different code under one name is a clash.
+            if len({entry_point.value for _, _, entry_point in claimants}) > 1:
+                both = " and ".join(_label(dist, version) for dist, version, _ in claimants)
+                reason = (
+                    f"plugin '{plugin_name}' is registered by two distributions, {both}: "
+                    "uninstall one of them"
+                )
+                for dist, version, _ in claimants:
+                    self.fail(plugin_name, dist, version, CONFLICTING, reason)
+                continue
+            dist, version, entry_point = claimants[0]
+            self.origins[plugin_name] = (dist, version)
+            if self.manager.is_blocked(plugin_name):
+                self.unloaded.append(PluginInfo(plugin_name, (), dist, version, state=BLOCKED))
                 continue
             try:
                 plugin = entry_point.load()
             except Exception as exc:
-                raise PluginError(
-                    f"plugin '{entry_point.name}' ({entry_point.value}) from "
-                    f"{dist.metadata['Name']} {dist.version} failed to load: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            manager.register(plugin, name=entry_point.name)
-    return origins
+                self.fail(
+                    plugin_name,
+                    dist,
+                    version,
+                    FAILED,
+                    f"plugin '{plugin_name}' ({entry_point.value}) from {_label(dist, version)} "
+                    f"failed to load: {type(exc).__name__}: {exc}",
+                )
+                continue
+            self.register(plugin, plugin_name, dist, version)
 
+    def warn_unknown_blocked(self, blocked: Iterable[str]) -> None:
+        for name in sorted(set(blocked) - self.entry_point_names):
+            self.warnings.append(
+                f"{BLOCK_ENV} names '{name}', which is no installed plugin"
+                + _did_you_mean(name, self.entry_point_names)
+            )
 
-def _build_registry(
-    manager: pluggy.PluginManager, origins: dict[str, tuple[str, str]]
-) -> PluginRegistry:
-    """Collect every hook's results, refusing two plugins that claim the same name."""
-    provided: dict[str, dict[str, Any]] = {attribute: {} for _, attribute, _ in _PROVIDES.values()}
-    owners: dict[tuple[str, str], str] = {}
-    kinds: dict[str, dict[str, list[str]]] = {}
-    for hook_name, (kind, attribute, key) in _PROVIDES.items():
-        for impl in getattr(manager.hook, hook_name).get_hookimpls():
-            plugin_name = manager.get_name(impl.plugin) or repr(impl.plugin)
-            names = kinds.setdefault(plugin_name, {}).setdefault(kind, [])
-            for provided_object in impl.function() or ():
-                name = getattr(provided_object, key)
-                if attribute == "commands" and name in HOST_COMMANDS:
-                    raise PluginError(
-                        f"plugin '{plugin_name}' provides command '{name}', "
-                        "which is one of aviso-server's own"
-                    )
-                previous = owners.setdefault((attribute, name), plugin_name)
-                if previous != plugin_name:
-                    raise PluginError(
-                        f"plugins '{previous}' and '{plugin_name}' both provide {key} '{name}'"
-                    )
-                provided[attribute][name] = provided_object
-                names.append(name)
-    for impl in manager.hook.aviso_extra_routes.get_hookimpls():
-        # Not called here: routes are built once, by create_app.
-        plugin_name = manager.get_name(impl.plugin) or repr(impl.plugin)
-        kinds.setdefault(plugin_name, {})["routes"] = []
-    plugins = tuple(
-        PluginInfo(
-            name,
-            tuple(kinds.get(name, {})),
-            *origins.get(name, ("(registered in code)", "")),
-            provides=tuple((kind, tuple(names)) for kind, names in kinds.get(name, {}).items()),
+    def register(self, plugin: Any, name: str | None, distribution: str, version: str) -> None:
+        try:
+            self.manager.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:
+            shown = name or repr(plugin)
+            self.fail(
+                shown,
+                distribution,
+                version,
+                FAILED,
+                f"plugin '{shown}' ({_label(distribution, version)}): {exc}",
+            )
+
+    def check_hook_names(self) -> None:
+        """pluggy's ``check_pending``: a hook implementation whose name matches no hook (a
+        typo such as ``aviso_field_handler``) would otherwise never be called."""
+        specs = [name for name in dir(hookspecs) if name.startswith("aviso_")]
+        while True:
+            try:
+                self.manager.check_pending()
+                return
+            except pluggy.PluginValidationError as exc:
+                plugin = exc.plugin
+            name = self.manager.get_name(plugin) or repr(plugin)
+            unknown = sorted(
+                caller.name
+                for caller in self.manager.get_hookcallers(plugin) or ()
+                if not caller.has_spec()
+            )
+            distribution, version = self.origins.get(name, (IN_CODE, ""))
+            self.manager.unregister(plugin)
+            self.fail(
+                name,
+                distribution,
+                version,
+                FAILED,
+                f"plugin '{name}' ({_label(distribution, version)}) implements "
+                + ", ".join(f"'{hook}'{_did_you_mean(hook, specs)}" for hook in unknown)
+                + ", which is no aviso hook",
+            )
+
+    def registry(self) -> PluginRegistry:
+        """Collect every plugin's hook results, refusing a name claimed twice."""
+        provided: dict[str, dict[str, Any]] = {attr: {} for _, attr, _ in _PROVIDES.values()}
+        owners: dict[tuple[str, str], str] = {}
+        plugins: list[PluginInfo] = []
+        for name, plugin in sorted(self.manager.list_name_plugin(), key=self._precedence):
+            if plugin is None:  # blocked
+                continue
+            distribution, version = self.origins.get(name, (IN_CODE, ""))
+            try:
+                kinds, claims = self._claims(name, plugin, owners)
+            except PluginError as exc:
+                self.manager.unregister(plugin)
+                state = CONFLICTING if isinstance(exc, _Conflict) else FAILED
+                self.fail(name, distribution, version, state, str(exc))
+                continue
+            for attribute, claimed, provided_object in claims:
+                owners[(attribute, claimed)] = name
+                provided[attribute][claimed] = provided_object
+            plugins.append(
+                PluginInfo(
+                    name,
+                    tuple(kinds),
+                    distribution,
+                    version,
+                    provides=tuple((kind, tuple(names)) for kind, names in kinds.items()),
+                )
+            )
+        return PluginRegistry(
+            **provided,
+            plugins=tuple(sorted(plugins, key=lambda info: info.name)),
+            manager=self.manager,
+            owners=owners,
+            unloaded=tuple(self.unloaded),
+            warnings=tuple(self.warnings),
         )
-        for name, plugin in sorted(manager.list_name_plugin(), key=lambda item: item[0])
-        if plugin is not None
-    )
-    return PluginRegistry(
-        **provided,
-        plugins=plugins,
-        manager=manager,
-        owners=owners,
-    )
+
+    def _precedence(self, item: tuple[str, Any]) -> tuple[bool, bool, str]:
+        """The built-ins claim their names first, then installed plugins, then code."""
+        distribution = self.origins.get(item[0], (IN_CODE, ""))[0]
+        return (_project(distribution) != BUILTIN_DISTRIBUTION, distribution == IN_CODE, item[0])
+
+    def _claims(
+        self, name: str, plugin: Any, owners: dict[tuple[str, str], str]
+    ) -> tuple[dict[str, list[str]], list[tuple[str, str, Any]]]:
+        """What one plugin provides: kind -> names, and (attribute, name, object) claims."""
+        kinds: dict[str, list[str]] = {}
+        claims: list[tuple[str, str, Any]] = []
+        for hook_name, (kind, attribute, key) in _PROVIDES.items():
+            for impl in getattr(self.manager.hook, hook_name).get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                names = kinds.setdefault(kind, [])
+                try:
+                    results = list(impl.function() or ())
+                except Exception as exc:
+                    raise PluginError(
+                        f"plugin '{name}': {hook_name}() raised {type(exc).__name__}: {exc}"
+                    ) from exc
+                for provided_object in results:
+                    claimed = getattr(provided_object, key)
+                    if attribute == "commands" and claimed in HOST_COMMANDS:
+                        raise _Conflict(
+                            f"plugin '{name}' provides command '{claimed}', "
+                            "which is one of aviso-server's own"
+                        )
+                    previous = owners.get((attribute, claimed))
+                    if previous is not None:
+                        raise _Conflict(
+                            f"plugins '{previous}' and '{name}' both provide {key} '{claimed}'"
+                        )
+                    claims.append((attribute, claimed, provided_object))
+                    names.append(claimed)
+        for impl in self.manager.hook.aviso_extra_routes.get_hookimpls():
+            # Not called here: routes are built once, by create_app.
+            if impl.plugin is plugin:
+                kinds["routes"] = []
+        return kinds, claims

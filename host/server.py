@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import resource
 import socket
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -18,7 +20,8 @@ import uvicorn
 from aviso_host.config.settings import LimitSettings
 from aviso_host.http_protocol import AvisoHttpProtocol
 from aviso_host.logs import log_event
-from aviso_host.metrics import Metrics, metrics_app
+from aviso_host.metrics import Exposition, metrics_app
+from aviso_host.plugins import PluginError
 from aviso_host.service import Service
 
 
@@ -26,7 +29,7 @@ class MetricsListener:
     """``GET /metrics`` on ``metrics.host:metrics.port``: a second uvicorn server on the
     main server's event loop, started before it and stopped after it."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+    def __init__(self, metrics: Exposition, host: str, port: int) -> None:
         self.address = (host, port)
         self._server = uvicorn.Server(uvicorn_config(metrics_app(metrics), host, port, False))
         self._socket: socket.socket | None = None
@@ -69,41 +72,62 @@ def raise_descriptor_limit() -> int:
     return soft
 
 
-def connection_capacity(limits: LimitSettings) -> int:
-    """``limits.max_connections``, lowered so that many connections still leave descriptors
-    for everything else (a refused ``accept`` turns away every client, the 503 only some)."""
+def connection_capacity(limits: LimitSettings, workers: int = 1) -> int:
+    """This process's share of ``limits.max_connections`` (a figure for the whole service,
+    split evenly over ``workers`` processes, rounded up), lowered so that many connections
+    still leave descriptors for everything else (a refused ``accept`` turns away every
+    client, the 503 only some)."""
+    share = math.ceil(limits.max_connections / workers)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     available = soft - DESCRIPTOR_RESERVE
-    if soft != resource.RLIM_INFINITY and limits.max_connections > available:
+    if soft != resource.RLIM_INFINITY and share > available:
         log_event(
             "server.connections.capped",
-            f"limits.max_connections {limits.max_connections} lowered to {available}: "
-            f"the process may open {soft} descriptors",
+            f"limits.max_connections {limits.max_connections} lowered to {available}"
+            f"{' per worker' if workers > 1 else ''}: the process may open {soft} descriptors",
             logging.WARNING,
         )
         return max(available, 1)
-    return limits.max_connections
+    return share
 
 
-def install_limits(config: uvicorn.Config, limits: LimitSettings) -> None:
-    """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)."""
+def install_limits(config: uvicorn.Config, limits: LimitSettings, workers: int = 1) -> None:
+    """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)
+    in one of ``workers`` processes."""
     config.http = functools.partial(
-        AvisoHttpProtocol, limits=limits, max_connections=connection_capacity(limits)
+        AvisoHttpProtocol, limits=limits, max_connections=connection_capacity(limits, workers)
     )
     # A keep-alive connection that sends nothing is an idle connection like any other.
     config.timeout_keep_alive = limits.idle_timeout_seconds  # type: ignore[assignment]
 
 
 class AvisoServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, service: Service) -> None:
-        install_limits(config, service.settings.limits)
+    """uvicorn's server with aviso's limits, shutdown and metrics listener.
+
+    Under ``aviso-server serve --workers N`` each worker runs one, with ``workers`` = N
+    (its share of the service-wide limits) and ``serve_metrics`` false (the supervising
+    process serves ``metrics.port``); ``on_started`` is called once it serves."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        service: Service,
+        *,
+        workers: int = 1,
+        serve_metrics: bool = True,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
+        install_limits(config, service.settings.limits, workers)
         super().__init__(config)
         self._service = service
         self._shutdown_task: asyncio.Task[None] | None = None
+        self._on_started = on_started
+        self.start_error: PluginError | None = None
+        """Why a plugin did not start (then the server never served); one line."""
         metrics = service.settings.metrics
         self._metrics_listener = (
             MetricsListener(service.metrics, metrics.host, metrics.port)
-            if metrics.enabled and metrics.port
+            if serve_metrics and metrics.enabled and metrics.port
             else None
         )
 
@@ -121,7 +145,19 @@ class AvisoServer(uvicorn.Server):
                 )
                 self.should_exit = True  # never started: `aviso-server serve` exits non-zero
                 return
+        # Started before uvicorn runs the lifespan (whose own call then returns at once):
+        # uvicorn would log a failure there as a raw traceback and exit the process.
+        try:
+            await self._service.ensure_started()
+        except PluginError as exc:
+            self.start_error = exc
+            self.should_exit = True
+            if listener is not None:
+                await listener.stop()
+            return
         await super().startup(sockets)
+        if self.started and self._on_started is not None:
+            self._on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:

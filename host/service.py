@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
-from aviso_host.config.construct import construct
+from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
@@ -80,9 +80,19 @@ class Service:
             return
         async with self._start_lock:
             if not self._started:
-                await self.backend.start()
+                kind = self.settings.backend.kind
+                await start(
+                    self.backend.start,
+                    ("notification_backend", kind),
+                    self.registry.describe("backends", kind),
+                    self.settings.secrets,
+                )
                 if self.auth is not None:
-                    await self.auth.start()
+                    try:
+                        await self.auth.start()
+                    except BaseException:
+                        await self.backend.shutdown()
+                        raise
                 self._started = True
                 log_event(
                     "service.started",

@@ -12,13 +12,11 @@ import os
 from dataclasses import dataclass
 
 from aviso_host.config import Settings, load_settings
-from aviso_host.config.construct import construct
-from aviso_host.config.plugin_options import apply_options_schema, option_secrets
 from aviso_host.identifiers import CatalogPlanner
 from aviso_host.plugins import PluginRegistry, discover
-from aviso_host.schemas import SchemaCatalog
 from aviso_host.service import build_backend
-from aviso_plugins.types import Sink, SinkContext, StorageBackend
+from aviso_host.sinks import build_sink, catalog_planner
+from aviso_plugins.types import Sink, StorageBackend
 
 CONFIG_FILE_ENV = "AVISOSERVER_CONFIG_FILE"
 
@@ -33,19 +31,7 @@ class HostRuntime:
         return build_backend(self.settings, self.registry)
 
     def sink(self, name: str, options: dict[str, str]) -> Sink:
-        sink_class = self.registry.sinks.get(name)
-        if sink_class is None:
-            installed = ", ".join(sorted(self.registry.sinks)) or "none"
-            raise ValueError(f"unknown sink '{name}' (installed sinks: {installed})")
-        # Spark passes ``sink.<key>`` options as ``<key>``: errors name them that way.
-        path = ("sink",)
-        checked = apply_options_schema(options, sink_class.options_schema, path)
-        return construct(
-            lambda: sink_class(SinkContext(checked, self.planner, self.backend)),
-            path,
-            self.registry.describe("sinks", name),
-            option_secrets(checked, sink_class.options_schema),
-        )
+        return build_sink(self.registry, name, options, self.planner, self.backend)
 
 
 @functools.cache
@@ -60,11 +46,4 @@ def host_runtime(config_file: str | None) -> HostRuntime:
     if config_file:
         environ[CONFIG_FILE_ENV] = config_file
     settings = load_settings(registry, environ)
-    limits = settings.limits
-    planner = CatalogPlanner(
-        SchemaCatalog(settings, registry.field_handlers),
-        limits.max_identifier_value_bytes,
-        limits.max_payload_bytes,
-        limits.max_topic_bytes,
-    )
-    return HostRuntime(registry, settings, planner)
+    return HostRuntime(registry, settings, catalog_planner(settings, registry))

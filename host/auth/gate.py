@@ -6,13 +6,13 @@ It exists only while ``auth.enabled`` is true; ``None`` everywhere else means "a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import partial
 
 from aviso_host.auth.request_view import takes_authorization_header
 from aviso_host.auth.responses import auth_error
 from aviso_host.auth.roles import RoleMap, matches
-from aviso_host.config.construct import construct
+from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
 from aviso_host.errors import ApiError
 from aviso_host.metrics import Metrics
@@ -29,6 +29,10 @@ class AuthGate:
     metrics: Metrics
     legacy_provider: bool = False
     """The provider declares ``authenticate(authorization)`` (deprecated, still served)."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Who each plugin is, for a start failure: ``"provider"`` and each authoriser name."""
+    mode: str = ""
+    secrets: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -74,6 +78,12 @@ class AuthGate:
             },
             metrics=metrics,
             legacy_provider=takes_authorization_header(provider),
+            labels={
+                "provider": registry.describe("auth_providers", auth.mode),
+                **{name: registry.describe("authorisers", name) for name in used},
+            },
+            mode=auth.mode,
+            secrets=tuple(settings.secrets),
         )
 
     async def authenticate(self, request: AuthRequest) -> Caller | None:
@@ -90,9 +100,11 @@ class AuthGate:
         return matches(caller, self.admin_roles)
 
     async def start(self) -> None:
-        await self.provider.start()
-        for authoriser in self.authorisers.values():
-            await authoriser.start()
+        label = self.labels.get("provider", "auth provider")
+        await start(self.provider.start, ("auth", self.mode), label, self.secrets)
+        for name, authoriser in self.authorisers.items():
+            label = self.labels.get(name, f"stream authoriser {name!r}")
+            await start(authoriser.start, (name,), label, self.secrets)
 
     async def close(self) -> None:
         for authoriser in self.authorisers.values():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette._utils import get_route_path  # the router's own path-below-mount computation
 from starlette.responses import Response
 from starlette.types import Scope
 
@@ -30,6 +29,18 @@ NOT_ADMIN = "User does not have required administrative role"
 PROVIDER_FAILED = "Authentication check failed unexpectedly"
 
 
+def route_path(scope: Scope) -> str:
+    """The request's path below the prefix the app is mounted under (``root_path``), as a
+    Starlette router matches it."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if not root_path or not path.startswith(root_path):
+        return path
+    rest = path[len(root_path) :]
+    # "/aviso" mounted does not make "/avisoX" its "X"; the prefix itself is the root.
+    return rest if not rest or rest.startswith("/") else path
+
+
 def is_authenticated_path(path: str) -> bool:
     """Under ``/api/v1`` (as a path segment) and not a schema path."""
     under_api = path == API_PREFIX or path.startswith(API_PREFIX + "/")
@@ -43,7 +54,7 @@ class Authentication:
     async def refusal(self, scope: Scope) -> Response | None:
         """Resolve the caller of an HTTP request (``scope["state"]["caller"]``, the audit
         fields); the answer to send instead of serving it, or ``None`` to serve it."""
-        path = get_route_path(scope)
+        path = route_path(scope)
         if not is_authenticated_path(path):
             return None
         state = scope["state"]

@@ -1,20 +1,24 @@
-"""Constructing a plugin from its configuration, where any failure is one clean error line.
+"""Constructing and starting a plugin, where any failure is one clean error line.
 
 Every place the host instantiates a plugin class from configuration (field handlers while
 checking schemas, the storage backend, the auth provider, stream authorisers, sinks) goes
 through :func:`construct`. ``serve`` and ``config check`` run the same construction, so a
-configuration ``config check`` accepts is one ``serve`` can build.
+configuration ``config check`` accepts is one ``serve`` can build. Starting the plugins
+(:func:`start`, at server startup) reports a failure the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from aviso_host.config.errors import ConfigError, KeyPath, at, key_path
 from aviso_host.config.redact import mask_secrets
+from aviso_host.plugins import PluginError
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 def construct(
@@ -47,3 +51,20 @@ def plugin_error(
     if path and reason.startswith((f"{where}:", f"{where}.", f"{where}[")):
         return ConfigError(reason)
     return at(path, reason)
+
+
+async def start(
+    starter: Callable[[], Awaitable[None]],
+    path: KeyPath,
+    plugin: str,
+    secrets: Iterable[str] = (),
+) -> None:
+    """Await ``starter`` (a plugin's ``start``); any exception becomes a :class:`PluginError`
+    worded as :func:`construct` words a constructor failure, the traceback logged at debug
+    level only."""
+    try:
+        await starter()
+    except Exception as exc:
+        failure = plugin_error(exc, path, plugin, secrets)
+        logger.debug("%s did not start", plugin, exc_info=exc)
+        raise PluginError(str(failure)) from exc

@@ -48,6 +48,8 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                 "properties": {
                     "host": _TEXT,
                     "port": _PORT,
+                    # A count of worker processes, or "auto" (one per usable core).
+                    "workers": {"type": ["integer", "string"], "minimum": 1, "pattern": "^auto$"},
                     "base_url": _TEXT,
                     "static_files_path": _TEXT,
                     "homepage": {

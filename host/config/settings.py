@@ -34,6 +34,8 @@ class ApplicationSettings:
     base_url: str = "http://localhost"
     static_files_path: str = "/app/static"
     homepage: HomepageSettings = HomepageSettings()
+    workers: int | str = 1
+    """Worker processes ``aviso-server serve`` runs, or ``"auto"``: one per usable core."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from aviso_host.encoding import dumps
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
 from aviso_host.openapi import openapi_document
+from aviso_host.schemas import SchemaCatalog
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
 # ``{{CLIENT_DOCUMENTATION_URL}}`` ... : the ``application.homepage`` links.
@@ -130,10 +131,14 @@ def _filled(page: bytes, values: dict[bytes, bytes]) -> bytes:
 
 
 def ops_routes(
-    static_files_path: str, version: str, homepage: HomepageSettings = _DEFAULT_HOMEPAGE
+    static_files_path: str,
+    version: str,
+    homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
+    catalog: SchemaCatalog | None = None,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
-    and the ``homepage`` links."""
+    and the ``homepage`` links; the API description's examples use ``catalog``'s event
+    types."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -143,7 +148,7 @@ def ops_routes(
     fallback_home = _filled(packaged_home, values)
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
-    openapi_json = dumps(openapi_document(version), sort_keys=False).encode()
+    openapi_json = dumps(openapi_document(version, catalog), sort_keys=False).encode()
     swagger_assets = {
         asset.name: asset
         for asset in _SWAGGER_UI_DIR.iterdir()

@@ -61,6 +61,9 @@ class IntHandler(FieldHandler):
     def compile_constraint(self, operator: str, operand: Any) -> ConstraintPredicate:
         return compile_constraint(self.field, operator, operand, self._domain)
 
+    def example_value(self) -> int:
+        return _clamped(1, self.bounds)
+
 
 class FloatHandler(FieldHandler):
     """Finite numbers in DEC syntax; canonical FLOAT DISPLAY (``3.50`` -> ``3.5``)."""
@@ -90,6 +93,13 @@ class FloatHandler(FieldHandler):
 
     def compile_constraint(self, operator: str, operand: Any) -> ConstraintPredicate:
         return compile_constraint(self.field, operator, operand, self._domain)
+
+    def example_value(self) -> float:
+        return _clamped(1.5, self.bounds)
+
+
+def _clamped(value: Any, bounds: tuple[Any, Any] | None) -> Any:
+    return value if bounds is None else min(max(value, bounds[0]), bounds[1])
 
 
 def _finite_floats(configured: Sequence[int | float]) -> list[float]:

@@ -61,6 +61,9 @@ class PointCloudHandler(FieldHandler):
             )
         return canonical
 
+    def example_value(self) -> list[list[float]]:
+        return [[47.3, 8.5], [47.4, 8.6]]
+
     def _parse(self, value: Any) -> list[Coordinate]:
         try:
             return parse_point_cloud_value(value)

@@ -7,6 +7,7 @@ from typing import Any
 
 from aviso_plugins import hookimpl
 from aviso_plugins.geometry import (
+    EXAMPLE_POLYGON,
     Coordinate,
     coordinates_json,
     parse_polygon_value,
@@ -35,6 +36,9 @@ class PolygonHandler(FieldHandler):
         if isinstance(value, str) and not value.lstrip().startswith("["):
             return value
         return coordinates_json(points)
+
+    def example_value(self) -> list[list[float]]:
+        return [list(point) for point in EXAMPLE_POLYGON]
 
     def polygon(self, canonical: str) -> Sequence[Coordinate]:
         return self._parse(canonical, None)

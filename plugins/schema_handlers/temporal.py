@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import datetime
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -58,6 +59,10 @@ class DateHandler(FieldHandler):
             )
         return self._template.format(*date)
 
+    def example_value(self) -> str:
+        today = datetime.datetime.now(datetime.UTC).date()
+        return self._template.format(today.year, today.month, today.day)
+
     def describe(self) -> dict[str, Any]:
         # Show the format actually applied: the default is part of the contract, and a
         # null would leave clients guessing.
@@ -78,6 +83,9 @@ class TimeHandler(FieldHandler):
                 f"got: '{text}'"
             )
         return "{:02d}{:02d}".format(*time)
+
+    def example_value(self) -> str:
+        return "1200"
 
 
 def _parse_date(text: str) -> Date | None:

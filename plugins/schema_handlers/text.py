@@ -14,6 +14,7 @@ from aviso_plugins.types import ConstraintPredicate, FieldHandler, InvalidValue
 _NUMERIC_EXPVER = re.compile(r"\+?([0-9]+)")
 _EXPVER_MAX = 2**32 - 1
 _EXPVER_WIDTH = 4
+_EXAMPLE_TEXT = "example"
 
 
 class StringHandler(FieldHandler):
@@ -42,6 +43,11 @@ class StringHandler(FieldHandler):
                     f"(UTF-8), got {size} bytes"
                 )
         return text
+
+    def example_value(self) -> str | None:
+        if self.max_length == 0:
+            return None  # no text fits, and empty text is refused
+        return _EXAMPLE_TEXT[: self.max_length]
 
 
 class EnumHandler(FieldHandler):
@@ -75,6 +81,9 @@ class EnumHandler(FieldHandler):
     def compile_constraint(self, operator: str, operand: Any) -> ConstraintPredicate:
         return compile_constraint(self.field, operator, operand, self._domain)
 
+    def example_value(self) -> str:
+        return self.values[0]
+
 
 class ExpverHandler(FieldHandler):
     """Experiment versions: numbers zero-padded to four digits, anything else lower-cased.
@@ -99,6 +108,9 @@ class ExpverHandler(FieldHandler):
         if self._default is None:
             raise InvalidValue(f"Field '{self.field}' cannot be empty")
         return self._default
+
+    def example_value(self) -> str:
+        return self._default or "0001"
 
 
 def _expver_canonical(text: str) -> str:

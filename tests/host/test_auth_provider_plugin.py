@@ -81,6 +81,7 @@ def test_aviso_plugins_lists_the_auth_provider(plugin_path: Path) -> None:
     row = next(line for line in listing.stdout.splitlines() if line.startswith("api_keys_auth"))
     assert row.split() == [
         "api_keys_auth",
+        "loaded",
         "aviso-api-keys",
         "0.2.0",
         "auth-provider:",

@@ -106,6 +106,7 @@ def test_aviso_plugins_lists_the_authoriser(plugin_path: Path) -> None:
     row = next(line for line in listing.stdout.splitlines() if line.startswith("allow_list"))
     assert row.split() == [
         "allow_list_authoriser",
+        "loaded",
         "aviso-allow-list",
         "0.1.0",
         "stream-authoriser:",

@@ -43,6 +43,7 @@ def test_aviso_plugins_lists_the_installed_plugin(plugin_path: Path) -> None:
     row = next(line for line in listing.stdout.splitlines() if line.startswith("colour_handler"))
     assert row.split() == [
         "colour_handler",
+        "loaded",
         "aviso-colour-handler",
         "0.1.0",
         "field-handlers:",

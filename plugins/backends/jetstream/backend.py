@@ -27,7 +27,7 @@ from aviso_builtins.backends.jetstream.options import (
     redacted,
     split_servers,
 )
-from aviso_builtins.backends.jetstream.publisher import PublishingClient, header_block
+from aviso_builtins.backends.jetstream.publisher import PublishingClient, message_headers
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
 from aviso_plugins.topics import TopicPattern, decode_token
@@ -121,9 +121,10 @@ class JetStreamBackend(StorageBackend):
         self._nc = client
         self._js = client.jetstream()
         self._keeper = StreamKeeper(self._js, options, self.context.storage_policies)
-        self._history = HistoryReaders(self._js)
+        self._history = HistoryReaders(client, self._js)
         if self._live is None:
             self._live = LiveFeeds(
+                client,
                 self._js,
                 self._keeper,
                 options.subscription_attempts,
@@ -145,13 +146,14 @@ class JetStreamBackend(StorageBackend):
                     attempt,
                     options.retry_attempts,
                     redacted(url),
-                    exc or type(exc).__name__,
+                    _connect_failure(exc, options.timeout_seconds),
                 )
                 if attempt < options.retry_attempts:
                     await asyncio.sleep(options.reconnect_delay_ms / 1000)
         raise BackendUnavailable(
             f"could not connect to NATS at {redacted(url)} after "
-            f"{options.retry_attempts} attempts: {failure or 'timeout'}"
+            f"{options.retry_attempts} attempts: "
+            f"{_connect_failure(failure, options.timeout_seconds)}"
         )
 
     async def _open_client(self, url: str) -> PublishingClient:
@@ -229,7 +231,6 @@ class JetStreamBackend(StorageBackend):
             return
         if self._renewal is not None and not self._renewal.done():
             return  # the renewal in progress notices that its client closed
-        _abort_transport(client)
         reason = self._final_loss(client)
         if reason is not None:
             self._give_up(reason)
@@ -295,7 +296,7 @@ class JetStreamBackend(StorageBackend):
         if it closed first."""
         assert self._live is not None and self._js is not None and self._keeper is not None
         js, keeper = self._js, self._keeper
-        while not await self._live.resume(js, keeper):
+        while not await self._live.resume(client, js, keeper):
             if client.is_closed or self._closing:
                 return False
             await asyncio.sleep(self.options.reconnect_delay_ms / 1000)
@@ -373,7 +374,7 @@ class JetStreamBackend(StorageBackend):
                 sequence = await client.publish_acked(
                     topic,
                     payload.encode(),
-                    header_block(metadata, name),
+                    message_headers(metadata, name),
                     _KEYED_ACK_TIMEOUT if keyed else _ACK_TIMEOUT,
                 )
                 # The record's time is local; deliveries carry the broker's timestamp.
@@ -471,23 +472,18 @@ class JetStreamBackend(StorageBackend):
             raise
 
 
+def _connect_failure(exc: Exception | None, timeout_seconds: float) -> str:
+    """Why a connection attempt failed; a timeout (a TimeoutError with no text) says which
+    limit it ran into, so that the startup error is never empty."""
+    if exc is None or (isinstance(exc, TimeoutError) and not str(exc)):
+        return f"no answer within {timeout_seconds} s (jetstream.timeout_seconds)"
+    return str(exc) or type(exc).__name__
+
+
 def _fail_requests_in_flight(client: PublishingClient) -> None:
     """nats-py leaves the requests of a closed client waiting for their timeout although no
     answer can come any more: fail them now."""
-    for future in tuple(client._resp_map.values()):
-        if not future.done():
-            future.set_exception(RequestLost("the NATS connection closed before the answer"))
-    client.fail_acks(RequestLost("the NATS connection closed before the answer"))
-
-
-def _abort_transport(client: Client) -> None:
-    """Close the socket of a client whose own close may not have got that far."""
-    transport = client._transport
-    if transport is not None:
-        try:
-            transport.close()
-        except Exception as exc:  # already closed
-            logger.debug("closing the socket of a closed NATS client: %s", exc)
+    client.fail_requests(RequestLost("the NATS connection closed before the answer"))
 
 
 async def _close_quietly(client: Client) -> None:

@@ -1,10 +1,11 @@
 """Live delivery: one ordered JetStream consumer per stream per process, fanned out locally.
 
-Each watcher does not get its own consumer: one ordered push consumer (deliver policy
-*new*) per topic base feeds every local watcher of that base, and the same record object is
-handed to each of them, so the CloudEvent is rendered once. An ordered consumer resumes
-after a reconnect exactly after the last stream sequence it delivered, so watches survive a
-NATS outage without gap or duplicate. When the backend has to replace its NATS client (the
+Each watcher does not get its own consumer: one ordered push consumer per topic base, from
+the newest stored message on (which it drops: it precedes every watch), feeds every local
+watcher of that base, and the same record object is handed to each of them, so the
+CloudEvent is rendered once. An ordered consumer resumes after a reconnect exactly after the
+last stream sequence it delivered, so watches survive a NATS outage without gap or
+duplicate. When the backend has to replace its NATS client (the
 old one was closed for good), :meth:`LiveFeeds.resume` recreates every feed's consumer on the
 new one, starting right after the last sequence the feed delivered; each feed also drops any
 record at or below that sequence, so a consumer restarted too early never duplicates.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
@@ -85,8 +87,14 @@ class _LiveSubscription:
 
 class LiveFeeds:
     def __init__(
-        self, js: JetStreamContext, keeper: StreamKeeper, attempts: int, retry_delay: float
+        self,
+        client: Client,
+        js: JetStreamContext,
+        keeper: StreamKeeper,
+        attempts: int,
+        retry_delay: float,
     ) -> None:
+        self._client = client
         self._js = js
         self._keeper = keeper
         self._attempts = attempts
@@ -121,7 +129,7 @@ class LiveFeeds:
         behind our back is recreated, a JetStream still recovering after a restart waited
         for; a connection that is down fails at once (the caller knows it is down)."""
         for attempt in range(1, self._attempts + 1):
-            js = self._js
+            client, js = self._client, self._js
             try:
                 name = await self._keeper.ensure(base)
                 if not resume:
@@ -129,17 +137,17 @@ class LiveFeeds:
                     # would resume from if the client is replaced before anything arrives.
                     stored = (await js.stream_info(name)).state.last_seq
                     feed.last_sequence = max(feed.last_sequence, stored)
-                config = (
-                    api.ConsumerConfig(
-                        deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
-                        opt_start_seq=feed.last_sequence + 1,
-                        idle_heartbeat=_HEARTBEAT_SECONDS,
-                    )
-                    if resume
-                    else api.ConsumerConfig(
-                        deliver_policy=api.DeliverPolicy.NEW, idle_heartbeat=_HEARTBEAT_SECONDS
-                    )
+                # nats-py restarts an ordered consumer that missed its heartbeats (its
+                # server lost it) right after the last stream sequence it delivered, counting
+                # from 0: a consumer that has delivered nothing would re-read the whole
+                # stream. So each one starts with the newest message this feed already
+                # handed on (or the stream's newest, for a new feed), which on_message drops.
+                config = api.ConsumerConfig(
+                    deliver_policy=api.DeliverPolicy.LAST, idle_heartbeat=_HEARTBEAT_SECONDS
                 )
+                if resume:
+                    config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+                    config.opt_start_seq = max(feed.last_sequence, 1)
                 feed.subscription = await js.subscribe(
                     f"{base}.>",
                     stream=name,
@@ -147,11 +155,6 @@ class LiveFeeds:
                     ordered_consumer=True,
                     config=config,
                 )
-                # nats-py restarts an ordered consumer that missed its heartbeats after the
-                # last sequence it saw, counting from 0: without this, a feed that has not
-                # delivered yet would re-read the whole stream after every outage.
-                jsi = feed.subscription._sub._jsi
-                jsi._sseq = max(jsi._sseq, feed.last_sequence)
                 feed.js = js
                 return
             except NotFoundError:
@@ -159,15 +162,17 @@ class LiveFeeds:
                 if attempt == self._attempts:
                     raise
             except Exception as exc:
-                if attempt == self._attempts or not js._nc.is_connected:
+                if attempt == self._attempts or not client.is_connected:
                     raise
                 logger.warning("live consumer for %s failed (attempt %d): %s", base, attempt, exc)
             await asyncio.sleep(self._retry_delay * 2 ** (attempt - 1))
 
-    async def resume(self, js: JetStreamContext, keeper: StreamKeeper) -> bool:
-        """Continue every feed on a new NATS client (``js``) where it stopped; a feed whose
-        consumer cannot be recreated ends its watches. ``False`` when the new connection was
-        lost meanwhile: the feeds not yet moved keep their watches, call again."""
+    async def resume(self, client: Client, js: JetStreamContext, keeper: StreamKeeper) -> bool:
+        """Continue every feed on a new NATS client (``client``, its context ``js``) where
+        it stopped; a feed whose consumer cannot be recreated ends its watches. ``False`` when
+        the new connection was lost meanwhile: the feeds not yet moved keep their watches,
+        call again."""
+        self._client = client
         self._js = js
         self._keeper = keeper
         for base, feed in tuple(self._feeds.items()):
@@ -178,7 +183,7 @@ class LiveFeeds:
                 if self._feeds.get(base) is not feed and feed.subscription is not None:
                     await feed.subscription.unsubscribe()  # its last watcher left meanwhile
             except Exception as exc:
-                if not js._nc.is_connected:
+                if not client.is_connected:
                     return False
                 logger.error("live feed of %s could not be resumed: %s", base, exc)
                 if self._feeds.get(base) is feed:

@@ -80,7 +80,8 @@ class JetStreamOptions:
     publish_retry_attempts: int = 5
     publish_retry_base_delay_ms: int = 150
     embedded_store_dir: str | None = None
-    """Start a private nats-server with file storage here instead of using ``nats_url``."""
+    """Start a private nats-server with file storage here instead of using ``nats_url``
+    (empty: none)."""
     duplicate_window_seconds: int | None = None
     """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; ``None`` leaves
     the server's default (2 minutes, or the stream's retention if shorter)."""

@@ -14,10 +14,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError
+from nats.nuid import NUID
 
 from aviso_builtins.backends.jetstream.messages import to_record
 from aviso_plugins.types import StartCursor, StoredNotification
@@ -45,8 +47,8 @@ class _Reader:
     task, which made it the largest cost of a replay.
     """
 
-    def __init__(self, js: JetStreamContext, stream: str, name: str, pending: int) -> None:
-        self._nc = js._nc
+    def __init__(self, client: Client, stream: str, name: str, pending: int) -> None:
+        self._nc = client
         self.stream = stream
         self.name = name
         self.pending = pending
@@ -103,8 +105,10 @@ class Page:
 
 
 class HistoryReaders:
-    def __init__(self, js: JetStreamContext) -> None:
+    def __init__(self, client: Client, js: JetStreamContext) -> None:
+        self._client = client
         self._js = js
+        self._names = NUID()
         self._kept: OrderedDict[tuple[str, int], _Reader] = OrderedDict()
 
     async def read(self, stream: str, subject: str, start: StartCursor, limit: int) -> Page:
@@ -146,10 +150,10 @@ class HistoryReaders:
             config.opt_start_seq = start.from_sequence
         else:
             config.deliver_policy = api.DeliverPolicy.ALL
-        config.name = self._js._nc._nuid.next().decode()
+        config.name = self._names.next().decode()
         config.filter_subject = subject
         info = await self._js.add_consumer(stream, config)
-        reader = _Reader(self._js, stream, info.name, info.num_pending)
+        reader = _Reader(self._client, stream, info.name, info.num_pending)
         await reader.listen()
         return reader
 
@@ -165,7 +169,7 @@ class HistoryReaders:
         if start_ns > LAST_NATS_TIME_NS:
             return None
         config = api.ConsumerConfig(
-            name=self._js._nc._nuid.next().decode(),
+            name=self._names.next().decode(),
             ack_policy=api.AckPolicy.NONE,
             deliver_policy=api.DeliverPolicy.BY_START_TIME,
             inactive_threshold=READER_IDLE_SECONDS,
@@ -174,8 +178,8 @@ class HistoryReaders:
         body = config.as_dict()
         body["opt_start_time"] = _nanosecond_rfc3339(max(start_ns, 0))
         request = json.dumps({"stream_name": stream, "config": body}).encode()
-        answer = await self._js._nc.request(
-            f"{self._js._prefix}.CONSUMER.CREATE.{stream}.{config.name}", request, FETCH_TIMEOUT
+        answer = await self._client.request(
+            f"{api.DEFAULT_PREFIX}.CONSUMER.CREATE.{stream}.{config.name}", request, FETCH_TIMEOUT
         )
         response = json.loads(answer.data)
         if "error" in response:

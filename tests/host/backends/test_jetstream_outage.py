@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from nats.js import JetStreamContext
 
 from tests.host.backends.jetstream_support import (
     REPLAY,
@@ -29,6 +30,7 @@ from tests.host.backends.jetstream_support import (
     poll,
     replay,
     watching,
+    with_jetstream,
 )
 from tests.support.nats import NatsServer
 from tests.support.sse import Stream
@@ -160,3 +162,48 @@ def test_nats_outage_fails_notify_cleanly_and_the_same_process_recovers(
         stored = [_n(e) for e in history]
         assert stored == ["pre-0", "pre-1", "pre-2", *acknowledged_after], stored
         assert not set(stored) & set(refused), "a notification answered 500 was stored"
+
+
+def _push_deliveries(nats_url: str) -> list[int]:
+    """How many messages each push consumer of the stream has delivered (the watches' ones:
+    replays use pull consumers)."""
+
+    async def delivered(js: JetStreamContext) -> list[int]:
+        consumers = await js.consumers_info("OUTAGE")
+        return [c.delivered.consumer_seq for c in consumers if c.config.deliver_subject]
+
+    return with_jetstream(nats_url, delivered)
+
+
+def test_a_watch_that_received_nothing_does_not_re_read_the_stream_after_an_outage(
+    own_nats: NatsServer, tmp_path: Path
+) -> None:
+    """nats-server restarts while a watch's consumer has delivered nothing yet (everything
+    stored precedes the watch): the consumer that replaces the lost one starts after that
+    history, not at the stream's first message, and the watch receives what follows."""
+    config = document(own_nats.url, jetstream=FAST, schemas=SCHEMAS)
+    stored = 20
+    with (
+        aviso_serving(tmp_path, config) as server,
+        server.client() as http,
+        server.client() as watch_http,
+    ):
+        for k in range(stored):
+            notify_ok(http, "outage", {"n": f"old-{k}"})
+        with watching(watch_http, "outage", EVERYTHING) as watch:
+            # The consumer starts with the newest stored message, which the watch drops.
+            poll(lambda: _push_deliveries(own_nats.url) == [1], 10, "the consumer to start")
+            own_nats.stop(kill=True)
+            own_nats.start()
+            deadline = time.monotonic() + RECOVERY_TIMEOUT
+            attempt = 0
+            while notify(http, "outage", {"n": f"rec-{attempt}"}).status_code != 200:
+                assert time.monotonic() < deadline, "notify did not recover"
+                attempt += 1
+                time.sleep(0.1)
+            received = watch.collect(1, timeout=RESUME_TIMEOUT)
+            assert [_n(event) for event in received] == [f"rec-{attempt}"]
+
+        counts = _push_deliveries(own_nats.url)
+        assert counts, "the watch's consumer is gone"
+        assert max(counts) < stored, counts

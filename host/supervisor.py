@@ -1,0 +1,393 @@
+"""``aviso-server serve --workers N``: N worker processes under one supervising process.
+
+The supervisor runs what the workers share (:class:`SupervisorExtension`: the backend's
+shared resources such as an embedded nats-server, and anything else that must exist once
+per service), then starts the workers (:mod:`aviso_host.worker`), each listening on the
+service's address through its own ``SO_REUSEPORT`` socket. It accepts no connection itself.
+
+- A worker that dies is replaced. Workers that keep failing (``STARTUP_FAILURES`` in a row
+  before serving, or more than ``CRASHES_PER_WORKER`` x N exits within ``CRASH_WINDOW``
+  seconds once serving) stop the service, which exits non-zero with one line saying so.
+- SIGTERM or SIGINT is forwarded to every worker as SIGTERM: each drains as a single
+  process does (open streams get ``server_shutdown``), and the supervisor exits 0 once they
+  all exited cleanly. A second signal kills the workers at once.
+- An extension may declare the service lost (``fail``): the workers are drained the same
+  way and the supervisor exits non-zero with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from types import FrameType
+
+from aviso_host.config import ConfigError
+from aviso_host.config.construct import construct
+from aviso_host.config.loader import ENV_PREFIX, ENV_SEPARATOR
+from aviso_host.config.settings import Settings
+from aviso_host.logs import log_event
+from aviso_host.plugins import PluginRegistry
+from aviso_host.worker import READY, reuse_port_socket, worker_main
+from aviso_plugins.types import SharedResources
+
+AUTO = "auto"
+STARTUP_FAILURES = 3
+"""Workers in a row that exit before serving (no worker started serving in between)."""
+CRASH_WINDOW = 60.0
+CRASHES_PER_WORKER = 5
+"""Exits of serving workers tolerated per worker within ``CRASH_WINDOW`` seconds."""
+
+Fail = Callable[[str], None]
+
+
+def worker_count(value: int | str) -> int:
+    """``application.workers`` (or ``--workers``) as a number: ``auto`` is one per core this
+    process may run on."""
+    if value == AUTO:
+        usable = getattr(os, "sched_getaffinity", None)  # Linux
+        return len(usable(0)) if usable is not None else os.cpu_count() or 1
+    return int(value)
+
+
+def refuse_process_local_backend(
+    settings: Settings, registry: PluginRegistry, workers: int
+) -> None:
+    """``ConfigError`` when several workers would each keep a history of their own."""
+    kind = settings.backend.kind
+    if workers > 1 and not registry.backends[kind].shared_between_processes:
+        raise ConfigError(
+            f"application.workers: {workers} workers, but the {kind!r} backend keeps its "
+            "notifications inside each process (every worker would have its own history); "
+            "use 1 worker, or a backend shared between processes such as jetstream"
+        )
+
+
+class SupervisorExtension:
+    """Something that runs once per service, in the supervising process, beside the workers.
+
+    Started in order before the first worker starts, stopped in reverse order after the last
+    one exited. The defaults do nothing."""
+
+    def start(self, fail: Fail) -> Mapping[str, str]:
+        """Start; return environment variables every worker gets. ``fail(reason)``, from any
+        thread, stops the service, which then exits non-zero with ``reason``."""
+        return {}
+
+    def worker_started(self, pid: int) -> None:
+        """A worker process was started (it may not serve yet)."""
+
+    def worker_exited(self, pid: int) -> None:
+        """A worker process ended (it is reaped; a replacement may follow)."""
+
+    def stop(self) -> None:
+        """Release everything; must not raise."""
+
+
+class SharedBackend(SupervisorExtension):
+    """The selected backend's shared resources (``aviso_backend_shared_resources``), their
+    option overrides handed to the workers as ``AVISOSERVER_NOTIFICATION_BACKEND__*``."""
+
+    def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
+        self._kind = kind = settings.backend.kind
+        hook = registry.manager.hook if registry.manager is not None else None
+        # Refusing its options is the plugin's ValueError: one line, as for the backend.
+        found = (
+            construct(
+                lambda: hook.aviso_backend_shared_resources(
+                    kind=kind, options=settings.backend.options
+                ),
+                ("notification_backend", kind),
+                registry.describe("backends", kind),
+                settings.secrets,
+            )
+            if hook is not None
+            else []
+        )
+        self._resources: list[SharedResources] = [item for item in found if item is not None]
+        self._started: list[SharedResources] = []
+
+    def start(self, fail: Fail) -> Mapping[str, str]:
+        environment: dict[str, str] = {}
+        prefix = ENV_SEPARATOR.join((f"{ENV_PREFIX}NOTIFICATION_BACKEND", self._kind.upper(), ""))
+        for resource in self._resources:
+            overrides = resource.start(fail)
+            self._started.append(resource)
+            environment.update({prefix + key.upper(): value for key, value in overrides.items()})
+        return environment
+
+    def stop(self) -> None:
+        while self._started:
+            self._started.pop().stop()
+
+
+def service_extensions(
+    settings: Settings, registry: PluginRegistry, workers: int = 1
+) -> list[SupervisorExtension]:
+    """What the supervising process runs beside ``workers`` workers, in start order (one
+    process serves ``metrics.port`` itself)."""
+    extensions: list[SupervisorExtension] = [SharedBackend(settings, registry)]
+    if workers > 1:
+        from aviso_host.worker_metrics import WorkerMetrics  # it extends this module
+
+        # First: a metrics port in use refuses the service before anything else starts.
+        extensions.insert(0, WorkerMetrics(settings.metrics))
+    return extensions
+
+
+def start_extensions(
+    extensions: Sequence[SupervisorExtension], fail: Fail
+) -> tuple[list[SupervisorExtension], dict[str, str]]:
+    """Start ``extensions`` in order; (those started, the workers' environment). On an error
+    the ones already started are stopped before it propagates."""
+    started: list[SupervisorExtension] = []
+    environment: dict[str, str] = {}
+    try:
+        for extension in extensions:
+            environment.update(extension.start(fail))
+            started.append(extension)
+    except BaseException:
+        stop_extensions(started)
+        raise
+    return started, environment
+
+
+def stop_extensions(started: list[SupervisorExtension]) -> None:
+    while started:
+        extension = started.pop()
+        try:
+            extension.stop()
+        except Exception as exc:  # stopping the rest matters more
+            log_event("supervisor.stop.failed", f"stopping {extension!r} failed: {exc}")
+
+
+def _status(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    ready: Connection
+    """The supervisor's end of the pipe the worker says ``READY`` on."""
+    serving: bool = False
+
+
+class Supervisor:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        workers: int,
+        extensions: Sequence[SupervisorExtension] = (),
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.workers = workers
+        self.failure: str | None = None
+        """Why the service stopped on its own (``None``: it was asked to, or is running)."""
+        self._extensions = list(extensions)
+        self._context = multiprocessing.get_context("spawn")
+        self._running: dict[int, _Worker] = {}
+        self._signals = 0
+        self._forwarded = 0
+        self._unclean = False
+        self._startup_failures = 0
+        self._crashes: deque[float] = deque()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+
+    # -- from signal handlers and other threads ----------------------------------------------
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # already awake
+            os.write(self._wake_write, b"\0")
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        self._wake()
+
+    def fail(self, reason: str) -> None:
+        """Stop the service: the workers drain, then the supervisor exits non-zero."""
+        if self.failure is None:
+            self.failure = reason
+            log_event("supervisor.failed", reason, logging.ERROR)
+        self._wake()
+
+    @property
+    def stopping(self) -> bool:
+        return self._signals > 0 or self.failure is not None
+
+    # -- the supervisor's life -------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve until stopped; the exit status (0 after a clean drain on a signal)."""
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in signals}
+        started: list[SupervisorExtension] = []
+        reservation: socket.socket | None = None
+        try:
+            # Bound, never listening: it keeps the port (and resolves port 0) without being
+            # handed any connection.
+            try:
+                reservation = reuse_port_socket(self.host, self.port)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
+                ) from exc
+            self.port = reservation.getsockname()[1]
+            started, environment = start_extensions(self._extensions, self.fail)
+            os.environ.update(environment)
+            if not self.stopping:
+                for slot in range(self.workers):
+                    self._spawn(slot)
+                log_event(
+                    "supervisor.started",
+                    f"supervisor {os.getpid()} started {self.workers} workers on "
+                    f"{self.host}:{self.port}",
+                )
+            self._supervise()
+        finally:
+            for process in [worker.process for worker in self._running.values()]:
+                process.kill()
+                process.join()
+            stop_extensions(started)
+            if reservation is not None:
+                reservation.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+        if self.failure is not None or self._unclean:
+            return 1
+        log_event("supervisor.stopped", "every worker drained and exited")
+        return 0
+
+    def _spawn(self, slot: int) -> None:
+        receive, send = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=worker_main,
+            args=(self.host, self.port, self.workers, os.getpid(), send),
+            name=f"aviso-worker-{slot}",
+        )
+        process.start()
+        send.close()
+        self._running[slot] = _Worker(process, receive)
+        log_event("worker.started", f"worker {process.pid} started", pid=process.pid)
+        assert process.pid is not None  # started
+        for extension in self._extensions:
+            extension.worker_started(process.pid)
+
+    def _supervise(self) -> None:
+        while self._running:
+            self._forward_signals()
+            waiting: list[Connection | int] = [self._wake_read]
+            for worker in self._running.values():
+                waiting.append(worker.process.sentinel)
+                if not worker.serving and not worker.ready.closed:
+                    waiting.append(worker.ready)
+            wait(waiting)
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_read, 512):
+                    pass
+            for slot, worker in list(self._running.items()):
+                self._check_ready(worker)
+                if worker.process.exitcode is not None:
+                    self._exited(slot, worker)
+
+    def _forward_signals(self) -> None:
+        wanted = 2 if self._signals > 1 else 1 if self.stopping else 0
+        if wanted <= self._forwarded:
+            return
+        self._forwarded = wanted
+        # First SIGTERM (drain), then SIGKILL for an operator who does not want to wait.
+        sig = signal.SIGTERM if wanted == 1 else signal.SIGKILL
+        log_event(
+            "supervisor.stopping",
+            f"{'draining' if wanted == 1 else 'killing'} {len(self._running)} workers",
+        )
+        for worker in self._running.values():
+            pid = worker.process.pid
+            if pid is not None and worker.process.exitcode is None:
+                os.kill(pid, sig)
+
+    def _check_ready(self, worker: _Worker) -> None:
+        if worker.serving or worker.ready.closed or not worker.ready.poll():
+            return
+        try:
+            message = worker.ready.recv_bytes()
+        except EOFError:  # exited before serving: its sentinel tells the rest
+            worker.ready.close()
+            return
+        if message == READY:
+            worker.serving = True
+            self._startup_failures = 0
+
+    def _exited(self, slot: int, worker: _Worker) -> None:
+        process = worker.process
+        process.join()
+        worker.ready.close()
+        del self._running[slot]
+        pid, code = process.pid, process.exitcode
+        assert pid is not None
+        for extension in self._extensions:
+            extension.worker_exited(pid)
+        status = _status(code)
+        if self.stopping:
+            if code != 0 and self._forwarded < 2:
+                self._unclean = True
+            log_event("worker.exited", f"worker {pid} exited with {status}")
+            return
+        if not worker.serving:
+            self._startup_failures += 1
+            log_event(
+                "worker.failed", f"worker {pid} exited with {status} before serving", logging.ERROR
+            )
+            if self._startup_failures >= STARTUP_FAILURES:
+                self.fail(
+                    f"workers keep failing at startup: {STARTUP_FAILURES} in a row exited "
+                    f"before serving, the last with {status} (see the log lines above)"
+                )
+                return
+        else:
+            now = time.monotonic()
+            self._crashes.append(now)
+            while self._crashes and self._crashes[0] < now - CRASH_WINDOW:
+                self._crashes.popleft()
+            log_event("worker.died", f"worker {pid} exited with {status}", logging.ERROR)
+            if len(self._crashes) > CRASHES_PER_WORKER * self.workers:
+                self.fail(
+                    f"workers keep crashing: {len(self._crashes)} exits within "
+                    f"{CRASH_WINDOW:.0f} s, the last with {status}"
+                )
+                return
+        self._spawn(slot)
+        log_event("worker.replaced", f"worker {pid} replaced by {self._running[slot].process.pid}")
+
+
+def lost_in_process(fail_holder: list[str]) -> Fail:
+    """``fail`` for a single-process server: note the reason and stop the server as SIGTERM
+    would (a graceful drain); the caller exits non-zero with the reason."""
+
+    def fail(reason: str) -> None:
+        if not fail_holder:
+            fail_holder.append(reason)
+            log_event("server.failed", reason, logging.ERROR)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return fail

@@ -1,0 +1,184 @@
+"""One aviso server process: ``aviso-server serve`` itself, or one of its ``--workers``.
+
+A worker binds its own listening socket on the service's address with ``SO_REUSEPORT``,
+so the kernel spreads new connections evenly over the workers (no socket is shared, and
+the supervising process accepts nothing). It reads the configuration as the supervisor
+left it in the environment (the configuration file, and the overrides shared resources
+such as an embedded nats-server asked for).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from multiprocessing.connection import Connection
+from types import FrameType
+
+from aviso_host.config import ConfigError, load_settings
+from aviso_host.config.settings import Settings
+from aviso_host.logs import configure_logging, log_event
+from aviso_host.plugins import PluginError, PluginRegistry, discover
+
+READY = b"ready"
+"""What a worker sends its supervisor once it serves."""
+
+
+def run_server(
+    settings: Settings,
+    registry: PluginRegistry,
+    host: str,
+    port: int,
+    *,
+    workers: int = 1,
+    sockets: list[socket.socket] | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> bool:
+    """Build the app and serve it until a signal ends it; whether it ever served.
+
+    Raises ``ConfigError`` when the app cannot be built, ``PluginError`` when a plugin does
+    not start."""
+    from aviso_host.app import create_app
+    from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
+    from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
+
+    raise_descriptor_limit()
+    pace_garbage_collector()
+    app = create_app(settings, registry)
+    server = AvisoServer(
+        uvicorn_config(app, host, port),
+        app.state.service,
+        workers=workers,
+        # The supervising process alone serves metrics.port.
+        serve_metrics=workers == 1,
+        on_started=on_started,
+    )
+    freeze_startup_objects()
+    server.run(sockets=sockets)
+    if server.start_error is not None:
+        raise server.start_error
+    return server.started
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT arrived while uvicorn was not handling them: before it served, or
+    re-raised by uvicorn once it drained (which would otherwise end the process at once).
+    Not an ``Exception``, so that no error handling on its way mistakes it for a failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`Stopped` inside this block (uvicorn installs its own
+    handlers while it serves and restores these)."""
+
+    def stopped(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def address_family(host: str, port: int) -> socket.AddressFamily:
+    """The family of the first address ``host`` resolves to (IPv6 for ``::``)."""
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` beside the other workers' (``SO_REUSEPORT``), not
+    yet listening (uvicorn's server starts listening on it)."""
+    family = address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def die_with_parent() -> None:
+    """Linux: this process gets SIGTERM (a graceful drain) when its supervisor dies, even
+    killed with SIGKILL; then checks it did not die already."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def worker_main(
+    host: str, port: int, workers: int, supervisor: int, ready: Connection
+) -> None:  # pragma: no cover - runs in a worker process, covered by tests/host/test_workers.py
+    """A worker process's entry point (``multiprocessing``, spawned)."""
+    die_with_parent()
+    if os.getppid() != supervisor:
+        sys.exit(1)
+    # Out of the supervisor's process group: a Ctrl-C in a terminal reaches the supervisor
+    # alone, which forwards one SIGTERM (a second signal would cut the drain short).
+    os.setpgid(0, 0)
+    try:
+        with stop_on_signals():
+            _serve_as_worker(host, port, workers, ready)
+    except Stopped:
+        sys.exit(0)  # asked to stop, and drained if it was serving
+
+
+def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> None:
+    try:
+        registry = discover()
+        settings = load_settings(registry)
+        configure_logging(settings.logging.level)
+        sockets = [reuse_port_socket(host, port)]
+    except (ConfigError, PluginError, OSError) as exc:
+        log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
+        sys.exit(1)
+    with otlp_export(settings):
+        try:
+            started = run_server(
+                settings,
+                registry,
+                host,
+                port,
+                workers=workers,
+                sockets=sockets,
+                on_started=lambda: _tell(ready),
+            )
+        except (ConfigError, PluginError) as exc:
+            log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
+            sys.exit(1)
+    sys.exit(0 if started else 1)
+
+
+def _tell(supervisor: Connection) -> None:
+    """Say ``READY``; a supervisor already gone is not this worker's failure (its death
+    signal follows)."""
+    with suppress(OSError):
+        supervisor.send_bytes(READY)
+
+
+@contextmanager
+def otlp_export(settings: Settings) -> Iterator[None]:
+    """This process's log records also exported over OTLP, if ``logging.otlp`` says so."""
+    from aviso_host.otlp import start_otlp_export
+    from aviso_host.service import server_version
+
+    otlp = start_otlp_export(settings.logging.otlp, server_version())
+    try:
+        yield
+    finally:
+        if otlp is not None:
+            otlp.close()

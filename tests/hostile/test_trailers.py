@@ -1,0 +1,120 @@
+"""Trailer fields after a chunked body are a second request head: bounded in size and time.
+
+httptools reports them after the body, through the same header callback as the head's
+fields; before, nothing counted them, so a client could make the server hold any amount of
+them, or trickle them for ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.hostile.support import VALID_NOTIFY, assert_still_serving
+from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.server import RunningServer, running_server
+
+HEAD = b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+MIB = 1024 * 1024
+
+
+def _chunked_body() -> bytes:
+    """A valid notification as one chunk, then the last chunk's size line (no trailers yet)."""
+    data = json.dumps(VALID_NOTIFY).encode()
+    return b"%x\r\n%s\r\n0\r\n" % (len(data), data)
+
+
+def _address(client: httpx.Client | RunningServer) -> tuple[str, int]:
+    url = httpx.URL(str(client.base_url if isinstance(client, httpx.Client) else client.url))
+    assert url.host and url.port
+    return url.host, url.port
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (EOF or reset)."""
+    sock.settimeout(30)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def _send_ignoring_close(sock: socket.socket, data: bytes) -> None:
+    # Closed after the linger: the answer was sent long before.
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        sock.sendall(data)
+
+
+def _status_and_code(answer: bytes) -> tuple[int, str]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)["code"]
+
+
+def test_small_trailer_fields_are_accepted(hostile: httpx.Client) -> None:
+    with socket.create_connection(_address(hostile), timeout=30) as sock:
+        closing = HEAD.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+        sock.sendall(closing + _chunked_body() + b"X-Checksum: abc\r\nX-Other: 1\r\n\r\n")
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        # Many whole fields: the parser reports each.
+        b"".join(b"X-Pad-%d: %s\r\n" % (n, b"a" * 8000) for n in range(13)) + b"\r\n",
+        # One field that never ends: the parser reports nothing, it only buffers.
+        b"X-Pad: " + b"a" * (5 * MIB),
+    ],
+    ids=["many-fields", "one-endless-field"],
+)
+def test_trailer_fields_count_toward_max_header_bytes(
+    hostile: httpx.Client, trailers: bytes
+) -> None:
+    """Over ``max_header_bytes`` (64 KiB) of trailer fields: 431, never the notify's 200."""
+    with socket.create_connection(_address(hostile), timeout=30) as sock:
+        sock.sendall(HEAD + _chunked_body())
+        for start in range(0, len(trailers), 65536):
+            _send_ignoring_close(sock, trailers[start : start + 65536])
+        answer = _answer(sock)
+    assert _status_and_code(answer) == (431, "HEADER_FIELDS_TOO_LARGE"), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert_still_serving(hostile)
+
+
+@pytest.fixture(scope="module")
+def quick_timeouts() -> Iterator[RunningServer]:
+    with running_server(with_changes(API_EXAMPLE, limits={"header_timeout_seconds": 1.0})) as s:
+        yield s
+
+
+def test_trickled_trailer_fields_are_timed_out(quick_timeouts: RunningServer) -> None:
+    """Trailer fields sent a byte at a time must end within ``header_timeout_seconds``,
+    like a head: 408, however long the client would go on."""
+    stop = threading.Event()
+    with socket.create_connection(_address(quick_timeouts), timeout=30) as sock:
+        sock.sendall(HEAD + _chunked_body())
+
+        def trickle() -> None:
+            while not stop.wait(0.2):
+                _send_ignoring_close(sock, b"X")
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            answer = _answer(sock)
+        finally:
+            stop.set()
+            sender.join(10)
+    assert _status_and_code(answer) == (408, "REQUEST_TIMEOUT"), answer[:200]
+    with httpx.Client(base_url=quick_timeouts.url, timeout=30) as client:
+        assert_still_serving(client)
