@@ -37,6 +37,7 @@
   let counts = { replay: 0, live: 0 };
   let lastSequence = null;
   let replayDone = false;
+  let lastKind = "replay"; // what a "continue" button resumes: the stream it belongs to
 
   // -- small DOM helpers ---------------------------------------------------------------
 
@@ -357,7 +358,7 @@
     button.addEventListener("click", () => {
       $("from_id").value = String(fromId);
       $("from_date").value = "";
-      start(stream ? stream.kind : "replay");
+      start(lastKind);
     });
     return button;
   }
@@ -505,6 +506,7 @@
     }
     const controller = new AbortController();
     const current = { controller, kind };
+    lastKind = kind;
     stream = current;
     counts = { replay: 0, live: 0 };
     arrivals = [];
