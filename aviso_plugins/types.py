@@ -28,6 +28,10 @@ class InvalidValue(ValueError):
 ConstraintPredicate = Callable[[str], bool]
 """Tests one stored canonical value (never empty, never ``*``) against a constraint."""
 
+VALUE_KINDS = frozenset({"text", "integer", "float", "date", "time", "enum", "polygon", "point"})
+"""The value kinds the schema API names (``FieldHandler.value_kind``): how a client such as
+the browser console should ask for a value. A client treats a kind it does not know as text."""
+
 
 class FieldHandler(ABC):
     """Validates and canonicalises one identifier field of one event type.
@@ -60,6 +64,11 @@ class FieldHandler(ABC):
     """True (with ``spatial``) when canonical values are point clouds, stored on notify and
     matched against a subscriber's ``polygon``; otherwise a spatial value is a polygon."""
 
+    value_kind: ClassVar[str | None] = None
+    """The kind of value, one of ``VALUE_KINDS``, published with ``operators`` by the schema
+    API. ``None`` derives it: ``point`` (a list of ``[lat, lon]`` points) for a point-cloud
+    handler, ``polygon`` for another spatial one, ``text`` otherwise."""
+
     def __init__(self, field: str, definition: Mapping[str, Any]) -> None:
         self.field = field
         self.definition = definition
@@ -87,10 +96,21 @@ class FieldHandler(ABC):
         """Return the ``(lat, lon)`` vertices of a canonical value (spatial handlers only)."""
         raise NotImplementedError
 
+    @classmethod
+    def kind(cls) -> str:
+        """``value_kind``, or the kind derived when the handler declares none."""
+        if cls.value_kind is not None:
+            return cls.value_kind
+        if cls.point_cloud:
+            return "point"
+        return "polygon" if cls.spatial else "text"
+
     def describe(self) -> dict[str, Any]:
         """The public schema view of this field (``GET /api/v1/schema``).
 
-        Every option is shown, unset ones as ``null``; ``description`` only when configured.
+        Every option is shown, unset ones as ``null``; ``description`` only when configured;
+        then ``value_kind`` and the sorted constraint ``operators`` (reserved names: an
+        option of either name is not shown).
         """
         view: dict[str, Any] = {"type": self.type_name, "required": self.required}
         for name in self.options:
@@ -98,6 +118,8 @@ class FieldHandler(ABC):
                 view[name] = self.definition.get(name)
         if "description" in self.definition:
             view["description"] = self.definition["description"]
+        view["value_kind"] = self.kind()
+        view["operators"] = sorted(self.operators)
         return view
 
     def example_value(self) -> Any:

@@ -53,7 +53,13 @@ _ADMIN_CREDENTIALS: list[Doc] = [{"bearer_jwt": []}, {"basic": []}]
 
 
 NOT_DESCRIBED_PATHS = frozenset(
-    {"/static/{path:path}", "/api-docs/openapi.json", "/swagger-ui/", "/swagger-ui/{file}"}
+    {
+        "/static/{path:path}",
+        "/api-docs/openapi.json",
+        "/swagger-ui/",
+        "/swagger-ui/{file}",
+        "/console/{file}",
+    }
 )
 """Routes the server has but the document leaves out: files, and the documentation itself.
 Every other route must have its path and methods in the document (a test compares them)."""
@@ -787,6 +793,30 @@ def _operational_operations() -> Doc:
                 },
             },
         },
+        "/status": {
+            "get": {
+                "tags": ["health"],
+                "operationId": "status",
+                "summary": "Public status: version, backend readiness, notification rate",
+                "description": (
+                    "What the home page and `/console` show. Never authenticated; built at "
+                    "most once per second and shared, so polling it costs the backend nothing "
+                    "more. Always 200: readiness is in the body (`/ready` is the probe)."
+                ),
+                "responses": {
+                    "200": _json_response(
+                        "The status.",
+                        _schema("Status"),
+                        status={
+                            "backend": {"kind": "in_memory", "ready": True},
+                            "notifications": {"last_minute": 90, "per_second": 1.5, "total": 1234},
+                            "status": "ok",
+                            "version": "0.1.0",
+                        },
+                    ),
+                },
+            },
+        },
         "/": {
             "get": {
                 "tags": ["general"],
@@ -795,6 +825,23 @@ def _operational_operations() -> Doc:
                 "description": (
                     "`index.html` from `application.static_files_path` with "
                     "`{{SERVER_VERSION}}` replaced, or a built-in page when it is missing."
+                ),
+                "responses": {
+                    "200": _response("HTML page.", "text/html", {"type": "string"}),
+                },
+            },
+        },
+        "/console": {
+            "get": {
+                "tags": ["general"],
+                "operationId": "console",
+                "summary": "Browser console",
+                "description": (
+                    "Watch, replay and publish in the browser, with a form built from the "
+                    "schemas. Its state is the query string, e.g. "
+                    "`?event_type=mars&class=od&step=gte:6&watch=1` (a field is "
+                    "`value` or `operator:value`; `from_id`, `from_date`, `to_id`, `to_date`; "
+                    "`watch=1` or `replay=1` starts the stream)."
                 ),
                 "responses": {
                     "200": _response("HTML page.", "text/html", {"type": "string"}),
@@ -999,6 +1046,39 @@ def _body_schemas(catalog: SchemaCatalog | None) -> Doc:
             "properties": {
                 "status": {"type": "string", "enum": ["ready", "not_ready"]},
                 "backend_connected": {"type": "boolean"},
+            },
+        },
+        "Status": {
+            "type": "object",
+            "required": ["backend", "notifications", "status", "version"],
+            "additionalProperties": False,
+            "properties": {
+                "backend": {
+                    "type": "object",
+                    "required": ["kind", "ready"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "kind": {"type": "string", "description": "`notification_backend.kind`."},
+                        "ready": {"type": "boolean", "description": "As `GET /ready` says."},
+                    },
+                },
+                "notifications": {
+                    "type": "object",
+                    "required": ["last_minute", "per_second", "total"],
+                    "additionalProperties": False,
+                    "description": "Notifications stored through this server process.",
+                    "properties": {
+                        "last_minute": {"type": "integer", "minimum": 0},
+                        "per_second": {
+                            "type": "number",
+                            "minimum": 0,
+                            "description": "Average over the last minute.",
+                        },
+                        "total": {"type": "integer", "minimum": 0, "description": "Since start."},
+                    },
+                },
+                "status": {"type": "string", "enum": ["ok"]},
+                "version": {"type": "string"},
             },
         },
         "WipeStreamRequest": {
@@ -1221,9 +1301,10 @@ def _discovery_schemas() -> Doc:
             "type": "object",
             "description": (
                 "One identifier field: its handler `type`, `required`, the handler's "
-                "parameters (unset ones as `null`) and an optional `description`."
+                "parameters (unset ones as `null`), an optional `description`, its "
+                "`value_kind` and the constraint `operators` it accepts."
             ),
-            "required": ["type", "required"],
+            "required": ["type", "required", "value_kind", "operators"],
             "properties": {
                 "type": {
                     "type": "string",
@@ -1259,6 +1340,22 @@ def _discovery_schemas() -> Doc:
                 "max_points": {
                     "type": ["integer", "null"],
                     "description": "PointCloudHandler: points per notification (at most 10000).",
+                },
+                "value_kind": {
+                    "type": "string",
+                    "description": (
+                        "How to ask for a value: `text`, `integer`, `float`, `date`, `time`, "
+                        "`enum`, `polygon` or `point` (a list of `[lat, lon]` points); a "
+                        "third-party handler may name another kind, to be read as text."
+                    ),
+                },
+                "operators": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": (
+                        'Constraint operators accepted on watch/replay (`{"gte": 6}`), '
+                        "sorted; empty: scalar values only."
+                    ),
                 },
             },
         },

@@ -14,6 +14,7 @@ from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
+from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
 from aviso_plugins.types import BackendContext, StorageBackend
 
@@ -66,6 +67,10 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
+        self.notification_rate = NotificationRate()
+        self.status = StatusBoard(
+            server_version(), kind, lambda: self.backend.ready(), self.notification_rate
+        )
         self._started = False
         self._start_lock = asyncio.Lock()
 

@@ -125,6 +125,7 @@ async def notify(request: Request) -> Response | JsonAnswer:
         return error_response(
             request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic
         )
+    service.notification_rate.record()
     if logger.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
         log_event(
             "api.notification.stored",

@@ -1,5 +1,5 @@
-"""Operational routes: health, readiness, landing page, static files, the OpenAPI document,
-Swagger UI.
+"""Operational routes: health, readiness, status, landing page, the browser console, static
+files, the OpenAPI document, Swagger UI.
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -29,6 +29,22 @@ _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
 # ``{{CLIENT_DOCUMENTATION_URL}}`` ... : the ``application.homepage`` links.
 _HOMEPAGE_FIELDS = tuple(DEFAULT_HOMEPAGE_URLS)
 _DEFAULT_HOMEPAGE = HomepageSettings()
+
+# The console's files, served from the package (no build step, nothing from a CDN).
+_CONSOLE_MEDIA_TYPES = {
+    "index.html": "text/html; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+# The console needs nothing but its own files and the API of the server that serves it.
+_CONSOLE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "Cache-Control": "no-cache",
+    "X-Content-Type-Options": "nosniff",
+}
 
 # The bundle's own index.html and initializer load the petstore demo; ours replaces them.
 _SWAGGER_UI_DIR = Path(str(swagger_ui_bundle.swagger_ui_path))
@@ -130,6 +146,8 @@ def ops_routes(
     }
     packaged_home = files("aviso_host").joinpath("static", "index.html").read_bytes()
     fallback_home = _filled(packaged_home, values)
+    console_dir = files("aviso_host").joinpath("static", "console")
+    console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
     openapi_json = dumps(openapi_document(version, catalog), sort_keys=False).encode()
     swagger_assets = {
         asset.name: asset
@@ -146,6 +164,24 @@ def ops_routes(
         return json_response(
             {"status": "not_ready", "backend_connected": False}, status=503, sort_keys=False
         )
+
+    async def status(request: Request) -> Response:
+        body = await request.app.state.service.status.body()
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-cache"})
+
+    def console_file(name: str) -> Response:
+        return Response(
+            console_files[name], media_type=_CONSOLE_MEDIA_TYPES[name], headers=_CONSOLE_HEADERS
+        )
+
+    async def console(request: Request) -> Response:
+        return console_file("index.html")
+
+    async def console_asset(request: Request) -> Response:
+        name: str = request.path_params["file"]
+        if name not in console_files:
+            return Response(status_code=404)
+        return console_file(name)
 
     # Synchronous handlers touch the filesystem, so Starlette runs them in its thread pool.
     def home(request: Request) -> Response:
@@ -190,7 +226,10 @@ def ops_routes(
     return [
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
+        Route("/status", status, methods=["GET"]),
         Route("/", home, methods=["GET"]),
+        Route("/console", console, methods=["GET"]),
+        Route("/console/{file}", console_asset, methods=["GET"]),
         Route("/static/{path:path}", static, methods=["GET"]),
         Route("/api-docs/openapi.json", openapi, methods=["GET"]),
         Route("/swagger-ui/", swagger_ui, methods=["GET"]),

@@ -33,6 +33,7 @@ class IntHandler(FieldHandler):
     """Signed 64-bit integers in INT syntax; canonical plain decimal (``007`` -> ``7``)."""
 
     type_name = "IntHandler"
+    value_kind = "integer"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {"range": _range_option("integer")}
     operators = NUMERIC_OPERATORS
 
@@ -68,6 +69,7 @@ class FloatHandler(FieldHandler):
     """Finite numbers in DEC syntax; canonical FLOAT DISPLAY (``3.50`` -> ``3.5``)."""
 
     type_name = "FloatHandler"
+    value_kind = "float"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {"range": _range_option("number")}
     operators = NUMERIC_OPERATORS
 

@@ -29,6 +29,7 @@ class PointCloudHandler(FieldHandler):
     """
 
     type_name = "PointCloudHandler"
+    value_kind = "point"
     spatial = True
     point_cloud = True
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {

@@ -25,6 +25,7 @@ class PolygonHandler(FieldHandler):
     """
 
     type_name = "PolygonHandler"
+    value_kind = "polygon"
     spatial = True
 
     def canonicalise(self, text: str) -> str:

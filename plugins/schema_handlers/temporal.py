@@ -35,6 +35,7 @@ class DateHandler(FieldHandler):
     """Dates written ``Y-M-D``, ``YMD`` or ``Y-O`` (ordinal); canonical per ``canonical_format``."""
 
     type_name = "DateHandler"
+    value_kind = "date"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "canonical_format": {"type": "string"},
     }
@@ -72,6 +73,7 @@ class TimeHandler(FieldHandler):
     """Times of day as ``H``, ``HH``, ``H:MM``, ``HH:MM`` or ``HHMM``; canonical ``HHMM``."""
 
     type_name = "TimeHandler"
+    value_kind = "time"
 
     def canonicalise(self, text: str) -> str:
         time = _parse_time(text)

@@ -21,6 +21,7 @@ class StringHandler(FieldHandler):
     """Any non-empty text, optionally limited to ``max_length`` UTF-8 bytes; kept unchanged."""
 
     type_name = "StringHandler"
+    value_kind = "text"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "max_length": {"type": "integer", "minimum": 0},
     }
@@ -53,6 +54,7 @@ class EnumHandler(FieldHandler):
     """One of ``values``, compared and canonicalised in Unicode lower case."""
 
     type_name = "EnumHandler"
+    value_kind = "enum"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {
         "values": {"type": "array", "items": {"type": "string"}},
     }
@@ -90,6 +92,7 @@ class ExpverHandler(FieldHandler):
     """
 
     type_name = "ExpverHandler"
+    value_kind = "text"
     options: ClassVar[Mapping[str, Mapping[str, Any]]] = {"default": {"type": "string"}}
 
     def __init__(self, field: str, definition: Mapping[str, Any]) -> None:

@@ -58,8 +58,10 @@ def test_item_51_schema_listing(client: httpx.Client) -> None:
         assert forbidden not in response.text
     assert set(body["schema"]["storm_cell"]) == {"identifier", "payload"}
     assert body["schema"]["storm_cell"]["identifier"]["polygon"] == {
+        "operators": [],
         "required": True,
         "type": "PolygonHandler",
+        "value_kind": "polygon",
     }
     assert body["schema"]["storm_cell"]["payload"] == {"required": True}
 
@@ -97,9 +99,16 @@ def test_item_52_one_schema(client: httpx.Client) -> None:
     assert body["schema"]["payload"]["required"] is False
     assert body["schema"]["identifier"]["basin"] == {
         "max_length": None,
+        "operators": [],
         "required": True,
         "type": "StringHandler",
+        "value_kind": "text",
     }
+    # The field description says how to ask for a value and which constraints apply.
+    level = body["schema"]["identifier"]["level"]
+    assert level["value_kind"] == "integer"
+    assert level["operators"] == ["between", "eq", "gt", "gte", "in", "lt", "lte"]
+    assert body["schema"]["identifier"]["date"]["value_kind"] == "date"
 
 
 def test_item_53_unknown_schema(client: httpx.Client) -> None:

@@ -125,7 +125,8 @@ def test_item_12_schema_routes_with_auth_o_tron_unreachable() -> None:
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Digest abc"}, basic("nobody", "wrong")])
 def test_item_13_health_never_authenticates(env: Deployment, headers: dict[str, str]) -> None:
-    for path in ("/health", "/", "/api-docs/openapi.json", "/swagger-ui/"):
+    public = ("/health", "/status", "/", "/console", "/api-docs/openapi.json", "/swagger-ui/")
+    for path in public:
         response = env.client.get(path, headers=headers)
         assert response.status_code == 200, (path, response.status_code)
     assert env.forwarded() == []

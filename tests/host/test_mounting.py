@@ -43,6 +43,12 @@ def test_notify_watch_and_replay_through_a_prefix() -> None:
     ):
         assert client.get("/").text == "gateway"
         assert client.get("/aviso/health").json() == {"status": "ok"}
+        # The console and the status it reads are reached through the prefix too.
+        assert client.get("/aviso/status").json()["backend"]["kind"] == "in_memory"
+        console = client.get("/aviso/console")
+        assert console.status_code == 200
+        assert 'src="console/console.js"' in console.text
+        assert client.get("/aviso/console/console.js").status_code == 200
         with client.stream(
             "POST", "/aviso/api/v1/watch", content=json.dumps(watch), timeout=DEFAULT_TIMEOUT
         ) as response:

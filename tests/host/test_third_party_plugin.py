@@ -69,8 +69,10 @@ def test_schema_with_the_plugin_handler_works_end_to_end(plugin_path: Path, tmp_
         schema = client.get("/api/v1/schema/paint_batch").json()
         assert schema["schema"]["identifier"]["colour"] == {
             "allow_short": True,
+            "operators": [],
             "required": True,
             "type": "ColourHandler",
+            "value_kind": "text",
         }
         events = collect(
             client,

@@ -145,7 +145,9 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/admin/wipe/all": {"delete"},
         "/health": {"get"},
         "/ready": {"get"},
+        "/status": {"get"},
         "/": {"get"},
+        "/console": {"get"},
     }
     assert {path: set(item) for path, item in document["paths"].items()} == expected
     assert {tag["name"] for tag in document["tags"]} == {
@@ -186,3 +188,32 @@ def test_swagger_ui_asset(client: TestClient) -> None:
 def test_swagger_ui_demo_initializer_is_not_served(client: TestClient) -> None:
     assert client.get("/swagger-ui/swagger-initializer.js").status_code == 404
     assert client.get("/swagger-ui/nope.js").status_code == 404
+
+
+def test_home_links_the_console_and_reads_the_status(client: TestClient) -> None:
+    page = client.get("/").text
+    assert 'href="console"' in page
+    assert 'fetch("status"' in page
+
+
+def test_console_is_served_from_the_package(client: TestClient) -> None:
+    page = client.get("/console")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == HTML
+    # Nothing from elsewhere: scripts, styles and requests stay on this server.
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy
+    assert "connect-src 'self'" in policy
+    assert "frame-ancestors 'none'" in policy
+    assert "http" not in page.text
+    # Relative URLs, so the console works under a mount prefix.
+    assert 'src="console/console.js"' in page.text
+    assert 'href="console/console.css"' in page.text
+    script = client.get("/console/console.js")
+    assert script.status_code == 200
+    assert script.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert '"api/v1/watch"' in script.text
+    assert client.get("/console/console.css").headers["content-type"] == ("text/css; charset=utf-8")
+    assert client.get("/console/nope.js").status_code == 404
+    assert client.get("/console/..%2Fstatic.py").status_code == 404
+    assert client.post("/console").status_code == 405

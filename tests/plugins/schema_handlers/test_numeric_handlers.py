@@ -143,7 +143,13 @@ def test_int_constraint_errors(operator: str, operand: Any) -> None:
 
 
 def test_int_describe() -> None:
-    assert int_handler().describe() == {"type": "IntHandler", "required": False, "range": None}
+    assert int_handler().describe() == {
+        "type": "IntHandler",
+        "required": False,
+        "range": None,
+        "value_kind": "integer",
+        "operators": ["between", "eq", "gt", "gte", "in", "lt", "lte"],
+    }
     assert int_handler(range=[0, 9]).describe()["range"] == [0, 9]
 
 
@@ -256,4 +262,6 @@ def test_float_describe() -> None:
         "type": "FloatHandler",
         "required": False,
         "range": [-5.0, 40],
+        "value_kind": "float",
+        "operators": ["between", "eq", "gt", "gte", "in", "lt", "lte"],
     }

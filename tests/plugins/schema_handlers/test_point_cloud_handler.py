@@ -49,4 +49,6 @@ def test_describe_shows_max_points() -> None:
         "type": "PointCloudHandler",
         "required": True,
         "max_points": 5,
+        "value_kind": "point",
+        "operators": [],
     }

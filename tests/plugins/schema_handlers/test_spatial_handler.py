@@ -65,4 +65,9 @@ def test_polygon_supports_no_constraints() -> None:
 
 
 def test_polygon_describe() -> None:
-    assert handler().describe() == {"type": "PolygonHandler", "required": True}
+    assert handler().describe() == {
+        "type": "PolygonHandler",
+        "required": True,
+        "value_kind": "polygon",
+        "operators": [],
+    }

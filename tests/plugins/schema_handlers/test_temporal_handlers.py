@@ -120,6 +120,8 @@ def test_date_describe_shows_effective_format(definition: dict[str, str], shown:
         "type": "DateHandler",
         "required": False,
         "canonical_format": shown,
+        "value_kind": "date",
+        "operators": [],
     }
 
 
@@ -192,4 +194,9 @@ def test_time_json_numbers_rejected(json_value: float) -> None:
 
 
 def test_time_describe() -> None:
-    assert time_handler().describe() == {"type": "TimeHandler", "required": False}
+    assert time_handler().describe() == {
+        "type": "TimeHandler",
+        "required": False,
+        "value_kind": "time",
+        "operators": [],
+    }

@@ -75,12 +75,16 @@ def test_string_describe() -> None:
         "type": "StringHandler",
         "required": False,
         "max_length": None,
+        "value_kind": "text",
+        "operators": [],
     }
     assert make(StringHandler, max_length=8, description="d").describe() == {
         "type": "StringHandler",
         "required": False,
         "max_length": 8,
         "description": "d",
+        "value_kind": "text",
+        "operators": [],
     }
 
 
@@ -150,6 +154,8 @@ def test_enum_describe() -> None:
         "type": "EnumHandler",
         "required": False,
         "values": RIVERS,
+        "value_kind": "enum",
+        "operators": ["eq", "in"],
     }
 
 
@@ -208,5 +214,7 @@ def test_expver_describe() -> None:
         "type": "ExpverHandler",
         "required": False,
         "default": None,
+        "value_kind": "text",
+        "operators": [],
     }
     assert make(ExpverHandler, default="0001").describe()["default"] == "0001"
