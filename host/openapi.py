@@ -2,7 +2,7 @@
 
 Hand-written rather than derived from the routes because the wire contract (exact error
 shapes, status codes, the SSE event catalogue) is richer than anything introspection could
-recover. Keep it in step with ``shared/spec/api-and-streaming.md``.
+recover. Keep it in step with the routes and docs/guarantees.md.
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
 stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists;

@@ -1,6 +1,5 @@
 """Secrets (``jwt_secret``, the ECPDS password, the NATS token) never appear in logs, in
-``aviso-server config check`` output or in any response (issue #4, auth.md §1.1,
-configuration §1.6).
+``aviso-server config check`` output or in any response.
 
 A real ``aviso-server serve`` subprocess logs at debug level while it answers successes and every
 kind of auth failure; its whole stderr and every response body are then searched.

@@ -1,4 +1,4 @@
-"""Issue #14 acceptance, configuration (current-upstream.md §7): a configuration using every
+"""aviso-server 0.13 configuration: a configuration using every
 0.13 key starts and ``aviso-server config check`` accepts it; a bad homepage URL or an OTLP
 block without an endpoint fails naming the key; a 0.7.1 example still starts. Plus the
 per-schema replay cap (both backends), the stricter cap validation and the JetStream
@@ -31,7 +31,7 @@ HOMEPAGE = {
 
 
 def every_013_key(port: int, metrics_port: int, collector_port: int) -> str:
-    """Every key section 7 adds or changes, next to the unchanged ones."""
+    """Every key 0.13 adds or changes, next to the unchanged ones."""
     homepage = "\n".join(f"    {key}: '{url}'" for key, url in HOMEPAGE.items())
     return f"""\
 application:

@@ -1,4 +1,4 @@
-"""Issue #12 acceptance, configuration: a file aviso-server 0.7.1 accepted still starts
+"""Configuration compatibility: a file aviso-server 0.7.1 accepted still starts
 (with a warning for each thing 0.13 would refuse, naming the key and the upstream rule),
 a 0.13-style file with a ``PointCloudHandler`` starts, and ``aviso-server config check``
 reports the same warnings.

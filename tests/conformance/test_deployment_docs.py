@@ -1,4 +1,4 @@
-"""Issue #14 item 6: the deployment examples (docs/deploy/) use only flags, paths, keys and
+"""The deployment examples (docs/deploy/) use only flags, paths, keys and
 probe paths that exist. The Kubernetes manifest and the systemd unit are parsed, their
 command lines checked against ``aviso-server serve --help`` and click's own parser, the
 configuration they reference goes through ``aviso-server config check`` with their

@@ -1,4 +1,4 @@
-"""Issue #14 items 2 and 3: log records exported over OTLP (``logging.otlp``) to a loopback
+"""Log records exported over OTLP (``logging.otlp``) to a loopback
 collector started by the test, the audit fields ``username`` / ``auth_realm`` on every
 request log line (JSON and OTLP), and a collector that is down or hangs never blocking a
 request nor holding more than the export queue (``aviso_otlp_*`` counters).

@@ -1,4 +1,4 @@
-"""How aviso's request cycle hands a response to the socket (issue #16).
+"""How aviso's request cycle hands a response to the socket.
 
 A response of known length goes out in one write (one send call), its head joined to its
 body; a stream (chunked: a watch's events) gets its head written at once, before any event;

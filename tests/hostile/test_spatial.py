@@ -1,4 +1,4 @@
-"""Hostile spatial input (issue #11): polygons and point clouds at and over their caps, and
+"""Hostile spatial input: polygons and point clouds at and over their caps, and
 worst-case spatial replays that must not stall the service for everybody else."""
 
 from __future__ import annotations

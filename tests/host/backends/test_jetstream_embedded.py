@@ -1,5 +1,5 @@
 """Zero-setup durable mode: ``aviso-server serve`` runs its own nats-server child with its files in
-a directory (issue 3 item 3): ``notification_backend.jetstream.embedded_store_dir`` or
+a directory: ``notification_backend.jetstream.embedded_store_dir`` or
 ``aviso-server serve --embedded-nats DIR``.
 
 History survives a full restart of aviso (which restarts its private nats-server on the same

@@ -1,4 +1,4 @@
-"""The NATS connection heals (issue #11 item 2; current-upstream.md §6, §7).
+"""The NATS connection heals.
 
 nats-py closes its client for good after a protocol error (nats-server drops a connection
 that sends a subject over its 4,096-byte control line) and, with a limited budget, after its

@@ -1,5 +1,4 @@
-"""nats-server goes down under a running ``aviso-server serve`` and comes back (issue 3;
-backends-admin-metrics.md §1.7, §3.2, §3.8).
+"""nats-server goes down under a running ``aviso-server serve`` and comes back.
 
 While it is down: notify answers 500 NOTIFICATION_STORAGE_FAILED in the JSON error shape
 (never 200), a replay reports an SSE ``error``, a new live watch is refused with 500, and an

@@ -1,4 +1,4 @@
-"""``nats_url`` with several servers and ``replicas`` (issue #14 item 5).
+"""``nats_url`` with several servers and ``replicas``.
 
 Parsing is checked directly; the rest with real ``nats-server`` processes: a server list whose
 first server is down, a replica count a single server refuses, and an existing stream's

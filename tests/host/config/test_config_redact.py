@@ -1,4 +1,4 @@
-"""Secrets never appear in a printed configuration (configuration chapter §1.6, item 30)."""
+"""Secrets never appear in a printed configuration."""
 
 from aviso_host.config import redact, settings_from_document
 from aviso_host.config.redact import REDACTED

@@ -1,4 +1,4 @@
-"""What one aggregate stream may cost (issue #11): ``limits.max_aggregate_groups``,
+"""What one aggregate stream may cost: ``limits.max_aggregate_groups``,
 ``limits.min_aggregate_debounce_ms``, and a snapshot counted in slices that let others in.
 
 Real uvicorn servers on 127.0.0.1, in-memory backend (the limits are the host's, the same

@@ -1,4 +1,4 @@
-"""The built-in modes' header parsing, token location and local JWT validation (auth §3)."""
+"""The built-in modes' header parsing, token location and local JWT validation."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def test_direct_header_defects(header: str, message: str | None) -> None:
 
 
 def test_scheme_with_only_whitespace_after_it_has_no_space_once_trimmed() -> None:
-    # auth.md §7.2 lists "credentials cannot be empty", but a trimmed value never ends in
-    # whitespace, so such a header is reported as lacking the scheme separator.
+    # The auth error catalogue lists "credentials cannot be empty", but a trimmed value never
+    # ends in whitespace, so such a header is reported as lacking the scheme separator.
     with pytest.raises(MalformedCredentials, match="must use Bearer or Basic scheme"):
         direct_credential("Basic \t")
 
@@ -170,7 +170,7 @@ def test_missing_user_claims(verifier: TokenVerifier) -> None:
         verifier.caller(mint("alice", omit=["username", "sub"]))
 
 
-# -- issue #11: time claims and hostile payloads ------------------------------------------
+# -- time claims and hostile payloads ------------------------------------------
 
 
 NOW = 1_800_000_000
