@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.conformance.auth_support import NOTIFY, WATCH, body, call, document, read_body
@@ -18,6 +19,8 @@ from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import SERVICE_PASSWORD, fake_ecpds
 from tests.support.process import aviso_process, run_aviso
 from tests.support.tokens import OTHER_SECRET, SECRET, basic, bearer, mint
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 NATS_TOKEN = "nats-token-do-not-print"
 SECRETS = (SECRET, SERVICE_PASSWORD, NATS_TOKEN)

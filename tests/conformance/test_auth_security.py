@@ -268,6 +268,7 @@ def _request(
 ADMIN_OPERATIONS = ("notification/public_feed@999999", "wipe/stream")
 
 
+@pytest.mark.heavy  # every principal against every operation, in both modes
 def test_zero_wrongful_accepts_over_the_whole_matrix(
     matrix_deployments: dict[str, Deployment],
 ) -> None:

@@ -20,6 +20,8 @@ from tests.support.configs import API_EXAMPLE, ForBackend
 from tests.support.process import free_port
 from tests.support.server import running_server
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 LEGACY_EXAMPLE = Path(__file__).with_name("aviso_server_config.yaml")
 
 HOMEPAGE = {

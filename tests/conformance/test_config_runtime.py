@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import pytest
 import yaml
 
 from tests.conformance.config_support import (
@@ -17,6 +18,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 from tests.support.sse import collect
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 # Declared out of alphabetical order so that sorting is visible.
 TWO_SCHEMAS = """

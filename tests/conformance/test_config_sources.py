@@ -26,6 +26,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 
 def env_only(port: int) -> dict[str, str]:
     return {

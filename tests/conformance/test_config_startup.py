@@ -17,6 +17,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 
 def fails(sandbox: Sandbox, extra: str = "", backend: str = "{kind: in_memory}") -> Failure:
     port = free_port()

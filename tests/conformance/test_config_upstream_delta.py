@@ -6,6 +6,8 @@ reports the same warnings.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conformance.config_support import (
     Sandbox,
     cloudevents,
@@ -14,6 +16,8 @@ from tests.conformance.config_support import (
     replay,
 )
 from tests.support.process import free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 # Everything here was valid for 0.7.1 and is a startup error for 0.13.
 LEGACY_SCHEMAS = """

@@ -23,6 +23,8 @@ from tests.conformance.config_support import Sandbox
 from tests.support.nats import NatsServer
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 DEPLOY = Path(__file__).resolve().parents[2] / "docs" / "deploy"
 MANIFEST = DEPLOY / "kubernetes.yaml"
 UNIT = DEPLOY / "aviso-server.service"

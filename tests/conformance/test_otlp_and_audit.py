@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from aviso_host.otlp import MAX_QUEUE_SIZE
 from tests.conformance.config_support import Sandbox, config_text, notify_ok
@@ -20,6 +21,8 @@ from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_otlp import LOGS_PATH, otlp_receiver
 from tests.support.process import free_port
 from tests.support.tokens import basic
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 SCHEMAS = """
 notification_schema:

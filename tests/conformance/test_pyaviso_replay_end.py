@@ -24,7 +24,10 @@ from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import RunningServer, running_server
 
 AVISO = shutil.which("aviso")
-pytestmark = pytest.mark.skipif(AVISO is None, reason="pyaviso's aviso command is not installed")
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.skipif(AVISO is None, reason="pyaviso's aviso command is not installed"),
+]
 
 
 @pytest.fixture

@@ -26,6 +26,8 @@ import yaml
 from tests.support.process import aviso_command, aviso_process, clean_environment
 from tests.support.sse import collect
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 RUN_TIMEOUT = 60.0
 
 VALID: dict[str, Any] = {

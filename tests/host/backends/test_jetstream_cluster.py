@@ -24,6 +24,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 EVERYTHING = {"n": "*"}
 
 

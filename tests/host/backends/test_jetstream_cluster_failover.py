@@ -47,6 +47,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsCluster, nats_cluster
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 TOTAL = 2_000
 CONCURRENCY = 32
 """Notifies in flight at any time, over both instances."""

@@ -28,6 +28,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 CLIENTS = 5
 PER_CLIENT = 100
 KILL_AFTER = 300  # acknowledgements seen before the kill -9

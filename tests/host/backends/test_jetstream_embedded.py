@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.host.backends.jetstream_support import (
     Aviso,
@@ -27,6 +28,8 @@ from tests.host.backends.jetstream_support import (
     unique,
     write_config,
 )
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 GONE_TIMEOUT = 20.0
 EVERYTHING = {"n": "*"}

@@ -39,6 +39,8 @@ from tests.host.backends.jetstream_support import (
 from tests.support.nats import NatsServer
 from tests.support.sse import Stream
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 HUGE = "x" * 5_000  # over nats-server's default max_control_line (4,096 bytes)
 EVERYTHING = {"n": "*"}
 RECOVERY_TIMEOUT = 30.0

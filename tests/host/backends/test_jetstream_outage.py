@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.host.backends.jetstream_support import (
     REPLAY,
@@ -31,6 +32,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 from tests.support.sse import Stream
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 RECOVERY_TIMEOUT = 30.0  # nats-server back -> notify answers 200 again
 RESUME_TIMEOUT = 60.0  # the open watch delivers what was acknowledged after recovery

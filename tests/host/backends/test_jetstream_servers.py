@@ -25,6 +25,8 @@ from tests.host.backends.jetstream_support import (
 from tests.support.nats import NatsServer, nats_cluster
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 
 def test_several_servers_are_split_in_order() -> None:
     options = parse_options(

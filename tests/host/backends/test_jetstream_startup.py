@@ -32,6 +32,8 @@ from tests.host.backends.jetstream_support import (
 from tests.support.nats import NatsServer, nats_server
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 TOKEN = "s3cret-nats-token"
 WRONG = "not-the-token"
 # Startup attempts are quick; the reconnect budget is finite (see the unlimited-reconnect bug).

@@ -135,6 +135,7 @@ def _fill(server: RunningServer, run: str) -> None:
     server.call(fill, timeout=300)
 
 
+@pytest.mark.heavy  # fills a store big enough to take tens of seconds to count
 def test_health_and_notify_answer_while_a_heavy_snapshot_is_counted() -> None:
     """Proven by events: ``/health`` and a notify are both answered before the snapshot of
     100,000 stored notifications arrives (a reader thread flags its arrival); the notify,
