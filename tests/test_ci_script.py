@@ -75,7 +75,7 @@ def test_the_readme_command_is_what_ci_runs_first() -> None:
     lines = [line.strip() for line in CI_RUN.read_text().splitlines()]
     (first,) = [line for line in lines if line.startswith(command)]
     assert first == f'{command} "$@" || fast=$?'
-    assert "-n auto" in command  # the fast tier runs in parallel
+    assert "-n logical" in command  # the fast tier runs in parallel
 
 
 def test_the_two_tiers_together_run_every_test_not_marked_slow() -> None:
