@@ -1,6 +1,4 @@
-"""Several ``aviso-server serve`` processes on one nats-server share everything stored
-.
-"""
+"""Several ``aviso-server serve`` processes on one nats-server share everything stored."""
 
 from __future__ import annotations
 

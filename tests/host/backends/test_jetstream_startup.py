@@ -1,5 +1,4 @@
-"""What makes ``aviso-server serve`` on the JetStream backend refuse to start, and token auth
-.
+"""What makes ``aviso-server serve`` on the JetStream backend refuse to start, and token auth.
 
 The settings checks that only apply once the backend is selected run at backend
 construction, not in ``aviso-server config check``, so every case is a real

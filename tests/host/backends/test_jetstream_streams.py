@@ -1,5 +1,4 @@
-"""JetStream streams, messages and admin primitives against a real nats-server
-.
+"""JetStream streams, messages and admin primitives against a real nats-server.
 
 One nats-server and one ``aviso-server serve`` per module; each test writes to its own topic
 bases, and streams are inspected directly with nats-py.
