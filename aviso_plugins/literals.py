@@ -1,4 +1,4 @@
-"""Duration and size literals (configuration chapter §11).
+"""Duration and size literals.
 
 Both grammars are deliberately narrow (one integer, one unit, no spaces in between) so a
 value means the same thing here as in aviso-server.

@@ -89,7 +89,7 @@ def float_display(value: float) -> str:
 
 
 def json_scalar_text(value: str | int | float | bool) -> str:
-    """The text a JSON scalar identifier value stands for (§2 of the schema chapter).
+    """The text a JSON scalar identifier value stands for.
 
     Strings are unchanged, booleans are ``true``/``false``, integers in
     [-2^63, 2^64-1] are plain decimal, and every other number follows the float text rule

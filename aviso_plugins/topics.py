@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 WILDCARD = "*"
-# The four reserved characters of the spec, plus the whitespace a NATS subject can never
-# hold (the protocol line splits on space and tab and ends at CR/LF). No aviso server could
-# ever store a subject with those four raw, so escaping them changes no existing subject;
-# decoders already accept any ``%XX``.
+# The four characters aviso-server escapes in a topic token (. * > %), plus the whitespace
+# a NATS subject can never hold (the protocol line splits on space and tab and ends at
+# CR/LF). No aviso server could ever store a subject with those four raw, so escaping them
+# changes no existing subject; decoders already accept any ``%XX``.
 _ENCODE = str.maketrans(
     {
         "%": "%25",

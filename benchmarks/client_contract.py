@@ -1,4 +1,4 @@
-"""Issue #12's figures in one run: a bounded replay's start-up against an unbounded one
+"""The client-contract figures in one run: a bounded replay's start-up against an unbounded one
 (``benchmarks.replay_bounds``), then notify with an ``Idempotency-Key`` on every request
 against notify without one (``benchmarks.idempotency``).
 

@@ -4,13 +4,13 @@
 
 Each part is a module of its own, runnable alone (``python -m benchmarks.<module>``):
 
-- ``notify`` (issue #16 (a), :mod:`benchmarks.notify_path`): notify on the in-memory backend
+- ``notify`` (:mod:`benchmarks.notify_path`): notify on the in-memory backend
   against a bare Starlette JSON POST endpoint and a raw ASGI endpoint, three rotated rounds,
   requests/s and server CPU per request, medians and ratios;
 - ``replay``: replay events/s to one client with pacing off (this module);
-- ``watchers`` (issue #16 (b), (c), :mod:`benchmarks.watchers`): publish-to-receive p50/p99
+- ``watchers`` (:mod:`benchmarks.watchers`): publish-to-receive p50/p99
   to 1,000 and 10,000 live watches, and server memory per idle watch at 2,000 and 10,000;
-- ``jetstream`` (issue #16 (d), :mod:`benchmarks.jetstream`): notify on JetStream against
+- ``jetstream`` (:mod:`benchmarks.jetstream`): notify on JetStream against
   notify in-memory, three alternated rounds.
 
 The last line is every figure as JSON, keyed ``part.figure``.

@@ -2,7 +2,7 @@
 
   python -m benchmarks.jetstream [--quick] [--notify-only]
 
-(a) notify on the JetStream backend against notify on the in-memory backend (issue #16 (d)):
+(a) notify on the JetStream backend against notify on the in-memory backend:
     both servers run side by side and are measured in three alternated rounds, each giving
     req/s and the aviso process's CPU us per request (user + system, from the kernel, which
     other load disturbs far less than wall-clock throughput), nats-server's CPU us per

@@ -1,4 +1,4 @@
-"""Issue #16 (a): what aviso's notify path costs over the framework, measured in one run.
+"""What aviso's notify path costs over the framework, measured in one run.
 
   python -m benchmarks.notify_path [--quick] [--requests N] [--rounds R] [--baseline CHECKOUT]
 

@@ -1,4 +1,4 @@
-"""Replay end points must not cost a scan of history (current-upstream §1).
+"""Replay end points must not cost a scan of history.
 
   python -m benchmarks.replay_bounds [--count N]
 

@@ -1,4 +1,4 @@
-"""Fan-out to many live watches, and what an idle watch costs the server (issue #16 (b), (c)).
+"""Fan-out to many live watches, and what an idle watch costs the server.
 
   python -m benchmarks.watchers [--quick] [--rounds N] [--processes P] [--baseline CHECKOUT]
 
@@ -11,7 +11,7 @@
     on run values nothing is published to), divided by ``W``.
 
 Every round uses a fresh server (``aviso-server serve``, in-memory backend, 127.0.0.1). With
-``--rounds`` > 1 each figure is the median over the rounds. The goals (issue #16): p99 <=
+``--rounds`` > 1 each figure is the median over the rounds. The goals: p99 <=
 500 ms to 10,000 watches, <= 16 KiB per idle watch.
 
 ``--baseline CHECKOUT`` (a source tree of another revision, e.g. from ``git worktree add``

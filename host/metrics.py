@@ -1,4 +1,4 @@
-"""Prometheus metrics of one service (backends-admin-metrics.md §5), and their listener.
+"""Prometheus metrics of one service, and their listener.
 
 Every service owns its own :class:`CollectorRegistry`, so several apps in one process (tests,
 a gateway mounting two instances) never share or collide on a series. Label values are
@@ -84,7 +84,7 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _WithoutCreated:
-    """The registry as scraped: no ``_created`` samples (§5.1), without touching the
+    """The registry as scraped: no ``_created`` samples, without touching the
     process-wide switch ``disable_created_metrics()`` that other registries would feel."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -294,7 +294,7 @@ class SseConnection:
 
 
 class Metrics:
-    """The §5.2 inventory plus the backpressure and history-gap counters, pre-initialised."""
+    """The aviso-server metrics plus the backpressure and history-gap counters, pre-initialised."""
 
     def __init__(
         self,
@@ -426,7 +426,7 @@ class Metrics:
         self._pre_initialise()
 
     def _pre_initialise(self) -> None:
-        """The series §5.4 requires at zero before any traffic (and the new SSE counters)."""
+        """The series present at zero before any traffic (and the new SSE counters)."""
         for mode in AUTH_MODES:
             for outcome in ("success", *AUTH_OUTCOMES.values()):
                 self.auth_requests.labels(mode, outcome)
@@ -510,7 +510,7 @@ def count_notification_as(request: Request, event_type: str) -> None:
 
 
 def counted_notification(handler: Handler) -> Handler:
-    """Count each notify once in ``aviso_notifications_total`` by how it ended (§5.3)."""
+    """Count each notify once in ``aviso_notifications_total`` by how it ended."""
 
     @wraps(handler)
     async def endpoint(request: Request) -> Response:

@@ -4,7 +4,7 @@ The prose, status codes and error shapes are written here; what the code already
 taken from it: the request examples from the configured event types
 (:mod:`aviso_host.openapi_examples`), the schema-route examples from the schemas' own
 ``describe()``, the validation codes and labels from :class:`aviso_host.errors.Endpoint`.
-Keep the rest in step with ``shared/spec/api-and-streaming.md``; the tests hold the two
+Keep the rest in step with the routes and docs/guarantees.md; the tests hold them
 together: the document validates (openapi-spec-validator), every route of the app is
 described (or listed in :data:`NOT_DESCRIBED_PATHS`), every error code the host raises is
 listed, every example matches its schema, every request example is accepted by the server,

@@ -3,10 +3,53 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support.nats import NatsServer, nats_server
+
+TESTS = Path(__file__).resolve().parent
+# The heavy tier (marker ``heavy``): tests whose time goes to starting something big rather
+# than to the code under test: a Spark JVM, ``aviso-server`` or ECMWF's client as child
+# processes, a nats-server cluster, a package install, mypy. The README's test command runs
+# the rest, ``.ci/run`` runs both. Whole directories are heavy here; elsewhere a module says
+# ``pytestmark = pytest.mark.heavy`` or a test ``@pytest.mark.heavy``.
+HEAVY_DIRECTORIES = frozenset(
+    {"benchmarks", "client", "console", "fuzz", "loadtests", "soak", "spark"}
+)
+# Using one of these fixtures makes a test heavy wherever it lives.
+HEAVY_FIXTURES = frozenset({"spark"})
+# Markers that imply ``heavy``.
+HEAVY_MARKERS = ("install",)
+
+
+def is_heavy(item: pytest.Item) -> bool:
+    if item.get_closest_marker("heavy") is not None:
+        return True
+    if any(item.get_closest_marker(name) is not None for name in HEAVY_MARKERS):
+        return True
+    if HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        return True
+    return item.path.is_relative_to(TESTS) and (
+        item.path.relative_to(TESTS).parts[0] in HEAVY_DIRECTORIES
+    )
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    return "spark" in getattr(item, "fixturenames", ()) or item.path.is_relative_to(TESTS / "spark")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker and xdist reads groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("heavy") is None and is_heavy(item):
+            item.add_marker(pytest.mark.heavy)
+        # One pytest-xdist worker runs every Spark test, in order (``--dist loadgroup`` in
+        # pyproject.toml): two local Spark sessions side by side on one machine broke each
+        # other's tests, and one JVM is started instead of one per worker.
+        if uses_spark(item):
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

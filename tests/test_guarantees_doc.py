@@ -1,7 +1,7 @@
-"""Every test docs/guarantees.md names exists (issue 7: "each named test exists").
+"""Every test docs/guarantees.md names exists.
 
 The document cites tests as ``tests/path.py``, ``tests/path.py::name`` or, continuing the
-last cited file, ``::name``; a name may be a glob (``test_item_42_*``). Whether the cited
+last cited file, ``::name``; a name may be a glob (``test_notify_*``). Whether the cited
 tests pass is the rest of the suite's business.
 """
 

@@ -1,8 +1,8 @@
-"""Resolving the caller once per ``/api/v1`` request (auth chapter §2, §3, §6), a step of
+"""Resolving the caller once per ``/api/v1`` request, a step of
 aviso's edge (:mod:`aviso_host.edge`).
 
 It runs after the request id is set and before the body limit and routing, so unknown or
-wrong-method paths under ``/api/v1/admin`` are refused like known ones (api chapter §14.8).
+wrong-method paths under ``/api/v1/admin`` are refused like known ones.
 Paths are taken as the router sees them, so the rules hold when the app is mounted under a
 prefix.
 """

@@ -1,4 +1,4 @@
-"""The per-stream policy (auth chapter §5) and the stream authorisers (§8.3).
+"""The per-stream policy and the stream authorisers.
 
 The routes call these at the step the contract orders: the policy right after the strict
 event-type gate (and notify's ``point`` check), the authorisers after identifier validation

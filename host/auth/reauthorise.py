@@ -1,4 +1,4 @@
-"""Keeping an open stream's authorisation current (issue 7 item 5).
+"""Keeping an open stream's authorisation current.
 
 Two things can end a watch or replay after it was admitted: the caller's token expiring
 (``auth_expired``, at the JWT's ``exp`` itself) and an authoriser that admitted it saying no

@@ -1,4 +1,4 @@
-"""The auth error object (authentication chapter §7): four members, one code per status.
+"""The auth error object: four members, one code per status.
 
 Every auth failure, whoever detects it (the middleware, the stream policy, an authoriser),
 is built here, so the body shape and the ``WWW-Authenticate`` rule cannot drift apart.

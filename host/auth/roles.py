@@ -1,4 +1,4 @@
-"""Realm-scoped role matching (authentication chapter §4)."""
+"""Realm-scoped role matching."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Startup rules of the global ``auth`` section and of per-stream ``auth`` blocks.
 
-Configuration chapter §5 and the authentication chapter §1.3, checked in the order the
+The ``auth`` section's rules, checked in the order the
 latter gives for error reporting.
 """
 

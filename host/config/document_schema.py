@@ -1,7 +1,7 @@
 """The JSON Schema (Draft 2020-12) of the whole configuration document.
 
-It encodes the loading-time rules of the configuration chapter: required keys, types,
-enumerations, and unknown keys failing only in the strict locations of §1.5 (global
+It encodes the loading-time rules of the configuration: required keys, types,
+enumerations, and unknown keys failing only in the strict locations (global
 ``auth``, stream ``auth``, ``payload``, identifier field definitions, and wherever a
 plugin's schema says so). Parts depend on the loaded plugins: field definitions are built
 from the registered handler classes, each registered backend contributes the schema of its

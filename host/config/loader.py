@@ -1,4 +1,4 @@
-"""Where the configuration document comes from (configuration chapter §1.1–1.3).
+"""Where the configuration document comes from.
 
 The result is a plain mapping: files deep-merged in cascade order, then ``AVISOSERVER_*``
 environment overrides on top. Override values stay text here; turning text into numbers

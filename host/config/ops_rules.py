@@ -1,5 +1,5 @@
 """The aviso-server 0.13 operations keys: ``application.homepage``, ``logging.otlp`` and the
-replay caps (current-upstream.md §7)."""
+replay caps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hide secrets before the effective configuration is shown (configuration chapter §1.6).
+"""Hide secrets before the effective configuration is shown.
 
 A value is secret when its key names one (``password``, ``token``...), when a plugin's
 options schema marks it ``"writeOnly": true`` (the key paths in ``secret_paths``), or when it

@@ -1,6 +1,6 @@
 """Semantic startup rules, run on a document that already has the right shape.
 
-The groups run in the order configuration chapter §12 lists them, so when several things
+The groups run in a fixed order, so when several things
 are wrong the operator is told about the earliest one first.
 """
 

@@ -1,4 +1,4 @@
-"""Startup rules of ``notification_schema`` beyond its shape (schema chapter §1.6).
+"""Startup rules of ``notification_schema`` beyond its shape.
 
 Handler-specific rules (a ``DateHandler`` format, a range with ``min > max``, an empty
 ``EnumHandler.values``...) belong to the handler plugins: each declares them in its

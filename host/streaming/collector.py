@@ -8,7 +8,7 @@ sweep. Each collection promotes the waiters that are still alive, and those live
 next notification, so every few notifications the old generation has grown by a quarter
 and CPython runs a full collection over every object of every stream (about a second at
 10,000 watches). At 10,000 watches that was half of the server's CPU per notification and
-the whole of its p99 (docs/performance.md, issue #16).
+the whole of its p99.
 
 A first threshold above the sweep's peak lets those objects die by reference counting
 before any collection sees them. Cyclic garbage still gets collected, only in larger

@@ -1,6 +1,6 @@
 """The SSE response of watch and replay: one coroutine per stream that owns its lifecycle.
 
-Shape (see the streaming chapter): an opening control event, then for cursor streams the
+Shape: an opening control event, then for cursor streams the
 history in batches, then (watch only) the live feed; heartbeats, the maximum duration and
 server shutdown are enforced here and nowhere else.
 

@@ -1,4 +1,4 @@
-"""The auth-o-tron exchange of the ``direct`` mode (auth chapter §3.2).
+"""The auth-o-tron exchange of the ``direct`` mode.
 
 One ``GET /authenticate`` per credentialed request, the whole exchange bounded by
 ``timeout_ms``; the answer is mapped to a JWT or to the contract's 401/403/503.

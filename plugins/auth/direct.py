@@ -1,4 +1,4 @@
-"""The ``direct`` auth mode: auth-o-tron vouches for the client's credential (auth §3.2).
+"""The ``direct`` auth mode: auth-o-tron vouches for the client's credential.
 
 The client's ``Bearer`` or ``Basic`` header is forwarded unchanged; the JWT auth-o-tron
 returns is then validated locally with the shared ``jwt_secret``.

@@ -1,4 +1,4 @@
-"""The ``ecpds`` stream authoriser: may this user read this destination? (auth chapter §8)
+"""The ``ecpds`` stream authoriser: may this user read this destination?
 
 A stream opts in with ``auth.plugins: ["ecpds"]``; the host calls it on watch/replay only,
 after the stream policy and identifier validation, and never for admins. It fails closed:

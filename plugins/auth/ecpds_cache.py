@@ -1,4 +1,4 @@
-"""The ECPDS destination cache: TTL from insertion, bounded size, single flight (auth §8.5).
+"""The ECPDS destination cache: TTL from insertion, bounded size, single flight.
 
 Concurrent misses for one user share one fetch, run as its own task so that a client
 hanging up cannot cancel the lookup other requests are waiting for. Only successes are

@@ -1,5 +1,5 @@
-"""The ``ecpds`` section: its schema, defaults and startup rules (configuration chapter §6,
-auth chapter §8.2), checked by the host through ``StreamAuthoriser.check_configuration``.
+"""The ``ecpds`` section: its schema, defaults and startup rules, checked by the host
+through ``StreamAuthoriser.check_configuration``.
 
 The rules apply only when some stream lists the plugin; an unused section is merely
 shape-checked, so a half-written one does not block a deployment that does not use it.

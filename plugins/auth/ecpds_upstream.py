@@ -1,4 +1,4 @@
-"""Asking the ECPDS servers for a user's destinations (auth chapter §8.4, §8.5).
+"""Asking the ECPDS servers for a user's destinations.
 
 Every configured server is asked in parallel, once (no retries); each answer is classified
 with the contract's outcome labels and the successes are merged by union under the

@@ -1,4 +1,4 @@
-"""Parsing the ``Authorization`` header of the built-in modes (auth chapter §3.1, §7.2).
+"""Parsing the ``Authorization`` header of the built-in modes.
 
 Defects raise :class:`MalformedCredentials` with the catalogue's message; the host decides
 whether that means 401 (admin paths) or anonymous (everywhere else).

@@ -1,4 +1,4 @@
-"""Local JWT validation shared by both built-in modes (auth chapter §3.4).
+"""Local JWT validation shared by both built-in modes.
 
 PyJWT checks the JOSE envelope (base64url, header, ``alg`` allow-list, constant-time
 signature compare); the claims are decoded here, because the contract is stricter than

@@ -1,4 +1,4 @@
-"""The ``trusted_proxy`` auth mode: a proxy in front minted the bearer JWT (auth §3.3).
+"""The ``trusted_proxy`` auth mode: a proxy in front minted the bearer JWT.
 
 No outbound call: the token is validated locally with ``jwt_secret``.
 """

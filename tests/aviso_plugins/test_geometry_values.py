@@ -1,4 +1,4 @@
-"""The JSON-value forms of coordinates (current-upstream §4): polygon, point and point-cloud
+"""The JSON-value forms of coordinates: polygon, point and point-cloud
 arrays, strings holding them, and the canonical JSON."""
 
 import json

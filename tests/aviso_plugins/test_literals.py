@@ -1,4 +1,4 @@
-"""Duration and size literals (configuration chapter §11)."""
+"""Duration and size literals."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""aviso-py's own stream extensions, seen through pyaviso (issue #12 item 3): a client that
+"""aviso-py's own stream extensions, seen through pyaviso: a client that
 does not know them still does the right thing.
 
 * slow consumer: the stream ends with ``end_of_stream`` (cause ``slow_consumer``), pyaviso

@@ -1,5 +1,5 @@
-"""``aviso replay --until`` and ``listen(until=)`` (spec current-upstream §1; helper
-``replay`` adds ``to_id`` / ``to_date``): an inclusive end point as an id or a date, and a
+"""``aviso replay --until`` and ``listen(until=)`` (the server's ``to_id`` /
+``to_date``): an inclusive end point as an id or a date, and a
 reconnect mid-replay that keeps the first ``end_sequence`` (sent as ``to_id``).
 
 Fails on a branch without ``to_id`` / ``to_date`` (the server answers 400 UNKNOWN_FIELD).

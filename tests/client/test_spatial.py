@@ -1,4 +1,4 @@
-"""Spatial identifiers through pyaviso (spec current-upstream §4; helper ``spatial``):
+"""Spatial identifiers through pyaviso:
 polygons and points as JSON arrays on notify, watch and replay, point clouds on a
 ``PointCloudHandler`` schema, and spatial values emitted as arrays in the CloudEvent.
 

@@ -1,9 +1,9 @@
 """An unfiltered pyaviso listener (``identifier: {}``) needs consecutive sequences in its
-stream: after ``from_id=N`` the first notification must be ``N``, then ``N+1``, ... (spec
-current-upstream §9). Another event type published in between must not take a sequence
+stream: after ``from_id=N`` the first notification must be ``N``, then ``N+1``, and so on.
+Another event type published in between must not take a sequence
 number from this stream.
 
-Needs per-stream sequences on the in-memory backend (helper ``memory``); on a branch where
+Needs per-stream sequences on the in-memory backend; on a branch where
 in-memory sequences are global the in-memory case fails with pyaviso's HistoryGapError.
 """
 

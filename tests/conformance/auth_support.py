@@ -1,4 +1,4 @@
-"""Shared configuration and helpers of the auth conformance suite (auth.md §9, §10).
+"""Shared configuration and helpers of the auth conformance suite.
 
 Servers are real uvicorn servers on 127.0.0.1; auth-o-tron and ECPDS are the loopback
 doubles of ``tests/support``. Nothing in the host is mocked.
@@ -95,7 +95,7 @@ def document(
     schemas: dict[str, Any] | None = None,
     **auth: Any,
 ) -> dict[str, Any]:
-    """An auth-enabled configuration as §9 prescribes (plus ECPDS when servers are given)."""
+    """An auth-enabled configuration (plus ECPDS when servers are given)."""
     chosen = copy.deepcopy(schemas if schemas is not None else SCHEMAS)
     if ecpds_servers is None:
         chosen = {
@@ -166,7 +166,7 @@ def deploy(
 
 @contextmanager
 def direct_deployment() -> Iterator[Deployment]:
-    """The §9 configuration in direct mode against its own loopback auth-o-tron."""
+    """The auth configuration in direct mode against its own loopback auth-o-tron."""
     with fake_auth_o_tron() as aot, deploy(document("direct", aot.url), aot) as deployment:
         yield deployment
 
@@ -219,7 +219,7 @@ def call(
 def assert_auth_error(
     response: httpx.Response, status: int, message: str | None = None
 ) -> dict[str, Any]:
-    """Exactly the four members in order, the status's code, request_id = header (§7.1)."""
+    """Exactly the four members in order, the status's code, request_id = header."""
     assert response.status_code == status, (response.status_code, response.text)
     assert response.headers["content-type"].split(";")[0] == "application/json"
     document = json.loads(response.text)

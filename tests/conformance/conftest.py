@@ -54,7 +54,7 @@ def for_backend(backend: str, request: pytest.FixtureRequest) -> ForBackend:
 
 @pytest.fixture(scope="session")
 def api_server(for_backend: ForBackend) -> Iterator[RunningServer]:
-    """The §0.2 example schema (strict), shared: tests isolate data with unique identifiers."""
+    """The API example schema (strict), shared: tests isolate data with unique identifiers."""
     with running_server(for_backend(API_EXAMPLE)) as server:
         yield server
 

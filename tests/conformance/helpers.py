@@ -1,7 +1,7 @@
-"""Shared helpers for the conformance suite (api-and-streaming.md §18, backends §6).
+"""Shared helpers for the conformance suite.
 
 Every stream read through :func:`read_stream` / :func:`open_stream` is checked for the
-framing and encoding invariants that hold for *all* streams (items 35, 49 and 67), so each
+framing and encoding invariants that hold for *all* streams, so each
 test that reads a stream also re-proves them.
 """
 
@@ -158,7 +158,7 @@ def gauge(
 
 
 def check_event_invariants(event: Event) -> None:
-    """What holds for every SSE event of every stream (items 35, 49, 67)."""
+    """What holds for every SSE event of every stream."""
     assert event.raw.count("\n") == 1, event.raw
     data_line = event.raw.split("\n")[1]
     assert data_line.startswith("data: ")

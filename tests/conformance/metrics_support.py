@@ -1,4 +1,4 @@
-"""Scraping the metrics listener of a real server (backends-admin-metrics.md §5)."""
+"""Scraping the metrics listener of a real server."""
 
 from __future__ import annotations
 

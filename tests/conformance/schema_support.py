@@ -1,9 +1,9 @@
-"""Shared configuration and HTTP helpers for the schema conformance tests (chapter §8).
+"""Shared configuration and HTTP helpers for the schema conformance tests.
 
 Everything here talks to a real uvicorn server over HTTP: notify through
 ``POST /api/v1/notification``, observe canonical values through a replay's
 ``data.identifier`` and filtering through replay/watch streams. The only in-process access
-is through :meth:`Harness.stored` / :meth:`Harness.inject`, used where the chapter talks
+is through :meth:`Harness.stored` / :meth:`Harness.inject`, used where the contract talks
 about the encoded wire topic or stored metadata, which no HTTP response exposes.
 """
 
@@ -33,7 +33,7 @@ NOTIFY_CODE = "INVALID_NOTIFICATION_REQUEST"
 WATCH_CODE = "INVALID_WATCH_REQUEST"
 REPLAY_CODE = "INVALID_REPLAY_REQUEST"
 
-# The notification polygon of items 55-58: the square lat 0..10, lon 0..10.
+# The notification polygon of the spatial filtering tests: the square lat 0..10, lon 0..10.
 SQUARE = "(0,0,0,10,10,10,10,0,0,0)"
 SQUARE_ARRAY = [[0.0, 0.0], [0.0, 10.0], [10.0, 10.0], [10.0, 0.0], [0.0, 0.0]]
 """``SQUARE`` as delivered: CloudEvents show spatial values as JSON arrays (0.11+)."""
@@ -56,7 +56,7 @@ def _tagged(base: str, key_order: list[str], **fields: dict[str, Any]) -> dict[s
     }
 
 
-# The chapter's example schema, verbatim, plus the auxiliary event types some items need.
+# aviso-server's example schema, verbatim, plus the auxiliary event types some tests need.
 GAUGE_SCHEMAS: dict[str, Any] = {
     "river_gauge": {
         "topic": {
@@ -80,30 +80,30 @@ GAUGE_SCHEMAS: dict[str, Any] = {
         },
         "payload": {"required": False},
     },
-    # Item 3: StringHandler with max_length 2.
+    # StringHandler with max_length 2.
     "short_code": _tagged(
         "shortcode", ["code"], code={"type": "StringHandler", "max_length": 2, "required": False}
     ),
-    # Item 7: DateHandler with canonical_format %Y-%m-%d.
+    # DateHandler with canonical_format %Y-%m-%d.
     "dash_date": _tagged(
         "dashdate",
         ["day"],
         day={"type": "DateHandler", "canonical_format": "%Y-%m-%d", "required": False},
     ),
-    # Item 65 (second half): DateHandler without canonical_format.
+    # DateHandler without canonical_format.
     "plain_date": _tagged("plaindate", ["day"], day={"type": "DateHandler", "required": False}),
-    # Items 15, 16, 18: IntHandler without range.
+    # IntHandler without range.
     "counter": _tagged("counter", ["count"], count={"type": "IntHandler", "required": False}),
-    # Item 22: ExpverHandler with default "1" / without default.
+    # ExpverHandler with default "1" / without default.
     "expver_default": _tagged(
         "expdef", ["run"], run={"type": "ExpverHandler", "default": "1", "required": False}
     ),
     "expver_plain": _tagged("expplain", ["run"], run={"type": "ExpverHandler", "required": False}),
-    # Item 54: polygon declared with required: true.
+    # A polygon declared with required: true.
     "zone": _tagged("zone", [], polygon={"type": "PolygonHandler", "required": True}),
-    # Items 52, 58: a schema without a polygon field.
+    # A schema without a polygon field.
     "plain_reading": _tagged("reading", ["level"], level={"type": "IntHandler", "required": False}),
-    # Item 31: payload required.
+    # Payload required.
     "strict_payload": {
         "topic": {"base": "strictpayload", "key_order": ["tag"]},
         "identifier": {"tag": {"type": "StringHandler", "required": True}},
@@ -113,7 +113,7 @@ GAUGE_SCHEMAS: dict[str, Any] = {
 
 GAUGE_CONFIG: dict[str, Any] = {**_BASE_DOCUMENT, "notification_schema": GAUGE_SCHEMAS}
 
-# Schema-less event types (items 49-51): no schemas and strict mode unset => permissive.
+# Schema-less event types: no schemas and strict mode unset => permissive.
 PERMISSIVE_CONFIG: dict[str, Any] = {**_BASE_DOCUMENT, "notification_schema_strict": False}
 
 

@@ -1,6 +1,6 @@
-"""api-and-streaming.md §18 items 54, 61 and 62: the API example schema with auth enabled.
+"""The API example schema with auth enabled.
 
-Direct mode; auth-o-tron is a closed port, which these items must never need.
+Direct mode; auth-o-tron is a closed port, which these tests must never need.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ def client() -> Iterator[httpx.Client]:
         yield http
 
 
-def test_item_54_schema_ignores_a_garbage_authorization_header(client: httpx.Client) -> None:
+def test_schema_ignores_a_garbage_authorization_header(client: httpx.Client) -> None:
     for path in ("/api/v1/schema", "/api/v1/schema/river_gauge"):
         response = client.get(path, headers={"Authorization": "Garbage x"})
         assert response.status_code == 200, response.text
         assert '"auth"' not in response.text
 
 
-def test_item_61_admin_without_credentials(client: httpx.Client) -> None:
+def test_admin_without_credentials(client: httpx.Client) -> None:
     response = client.delete("/api/v1/admin/wipe/all")
     assert response.status_code == 401
     body = json.loads(response.text)
@@ -51,7 +51,7 @@ def test_item_61_admin_without_credentials(client: httpx.Client) -> None:
     assert response.headers.get_list("www-authenticate") == ["Bearer", "Basic"]
 
 
-def test_item_62_stream_auth_after_parsing(client: httpx.Client) -> None:
+def test_stream_auth_after_parsing(client: httpx.Client) -> None:
     notification = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}}
     response = client.post(NOTIFY, content=json.dumps(notification))
     assert_error(

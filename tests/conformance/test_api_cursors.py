@@ -1,4 +1,4 @@
-"""Conformance items 23–31: start cursors, spatial sanity and watch/replay identifiers."""
+"""Start cursors, spatial sanity and watch/replay identifiers."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _replay(basin: str, **cursor: Any) -> dict[str, Any]:
     return {"event_type": "river_gauge", "identifier": {"basin": basin}, **cursor}
 
 
-def test_item_23_replay_requires_a_cursor(client: httpx.Client) -> None:
+def test_replay_requires_a_cursor(client: httpx.Client) -> None:
     assert_error(
         post(client, REPLAY, _replay("rhine")),
         400,
@@ -39,14 +39,14 @@ def test_item_23_replay_requires_a_cursor(client: httpx.Client) -> None:
     )
 
 
-def test_item_23_null_cursors_count_as_absent(client: httpx.Client) -> None:
+def test_null_cursors_count_as_absent(client: httpx.Client) -> None:
     body = _replay("rhine", from_id=None, from_date=None)
     error = assert_error(post(client, REPLAY, body), 400, REPLAY_INVALID)
     assert error["message"].startswith("Replay endpoint requires either from_id or from_date")
 
 
 @pytest.mark.parametrize("path", [WATCH, REPLAY])
-def test_item_24_both_cursors_rejected(client: httpx.Client, path: str) -> None:
+def test_both_cursors_rejected(client: httpx.Client, path: str) -> None:
     body = _replay("rhine", from_id="1", from_date="2026-04-01T00:00:00Z")
     code = WATCH_INVALID if path == WATCH else REPLAY_INVALID
     error = assert_error(
@@ -61,7 +61,7 @@ def test_item_24_both_cursors_rejected(client: httpx.Client, path: str) -> None:
     )
 
 
-def test_item_24_invalid_from_id_reported_before_exclusivity(client: httpx.Client) -> None:
+def test_invalid_from_id_reported_before_exclusivity(client: httpx.Client) -> None:
     body = _replay("rhine", from_id="abc", from_date="2026-04-01T00:00:00Z")
     assert_error(
         post(client, WATCH, body),
@@ -74,7 +74,7 @@ def test_item_24_invalid_from_id_reported_before_exclusivity(client: httpx.Clien
 @pytest.mark.parametrize(
     "from_id", ["abc", "-1", " 5", "1.5", "5_0", "٣", "18446744073709551616", "5 "]
 )
-def test_item_25_invalid_from_id(client: httpx.Client, from_id: str) -> None:
+def test_invalid_from_id(client: httpx.Client, from_id: str) -> None:
     error = assert_error(
         post(client, REPLAY, _replay("rhine", from_id=from_id)),
         400,
@@ -88,7 +88,7 @@ def test_item_25_invalid_from_id(client: httpx.Client, from_id: str) -> None:
 
 
 @pytest.mark.parametrize("from_id", ["", "   "])
-def test_item_25_empty_from_id(client: httpx.Client, from_id: str) -> None:
+def test_empty_from_id(client: httpx.Client, from_id: str) -> None:
     assert_error(
         post(client, REPLAY, _replay("rhine", from_id=from_id)),
         400,
@@ -97,7 +97,7 @@ def test_item_25_empty_from_id(client: httpx.Client, from_id: str) -> None:
     )
 
 
-def test_item_26_plus_sign_from_id(client: httpx.Client) -> None:
+def test_plus_sign_from_id(client: httpx.Client) -> None:
     result = read_stream(client, REPLAY, _replay(unique_basin(), from_id="+5"))
     started = result.events[0]
     assert started.kind == "replay-control/replay_started"
@@ -106,7 +106,7 @@ def test_item_26_plus_sign_from_id(client: httpx.Client) -> None:
     assert started.data["from_date"] is None
 
 
-def test_item_26_from_id_zero_replays_all_retained_history(client: httpx.Client) -> None:
+def test_from_id_zero_replays_all_retained_history(client: httpx.Client) -> None:
     basin = unique_basin()
     for level in (1, 2, 3):
         gauge(client, basin, level, payload={"level": level})
@@ -116,7 +116,7 @@ def test_item_26_from_id_zero_replays_all_retained_history(client: httpx.Client)
     assert payloads == [{"level": 1}, {"level": 2}, {"level": 3}]
 
 
-def test_item_26_from_id_max_u64_is_valid(client: httpx.Client) -> None:
+def test_from_id_max_u64_is_valid(client: httpx.Client) -> None:
     result = read_stream(client, REPLAY, _replay(unique_basin(), from_id="18446744073709551615"))
     assert result.events[0].data["from_sequence"] == 18446744073709551615
     assert result.notifications() == []
@@ -133,7 +133,7 @@ def test_item_26_from_id_max_u64_is_valid(client: httpx.Client) -> None:
         "99999999999999999999999",
     ],
 )
-def test_item_27_invalid_from_date(client: httpx.Client, from_date: str) -> None:
+def test_invalid_from_date(client: httpx.Client, from_date: str) -> None:
     error = assert_error(
         post(client, REPLAY, _replay("rhine", from_date=from_date)),
         400,
@@ -149,14 +149,14 @@ def test_item_27_invalid_from_date(client: httpx.Client, from_date: str) -> None
     )
 
 
-def test_item_27_negative_epoch_reason(client: httpx.Client) -> None:
+def test_negative_epoch_reason(client: httpx.Client) -> None:
     error = assert_error(
         post(client, REPLAY, _replay("rhine", from_date="-1")), 400, REPLAY_INVALID
     )
     assert "negative unix timestamps are not supported: '-1'" in error["message"]
 
 
-def test_item_27_empty_from_date(client: httpx.Client) -> None:
+def test_empty_from_date(client: httpx.Client) -> None:
     assert_error(
         post(client, REPLAY, _replay("rhine", from_date="  ")),
         400,
@@ -186,7 +186,7 @@ def test_item_27_empty_from_date(client: httpx.Client) -> None:
         (" 2026-04-01T06:30:00z ", "2026-04-01T06:30:00Z"),
     ],
 )
-def test_item_28_from_date_forms(client: httpx.Client, from_date: str, expected: str) -> None:
+def test_from_date_forms(client: httpx.Client, from_date: str, expected: str) -> None:
     result = read_stream(
         client,
         REPLAY,
@@ -199,7 +199,7 @@ def test_item_28_from_date_forms(client: httpx.Client, from_date: str, expected:
     assert started["from_sequence"] is None
 
 
-def test_item_29_polygon_and_point_together(client: httpx.Client) -> None:
+def test_polygon_and_point_together(client: httpx.Client) -> None:
     body = {
         "event_type": "storm_cell",
         "identifier": {"polygon": POLYGON_AROUND_ZURICH, "point": "47.3,8.5"},
@@ -213,7 +213,7 @@ def test_item_29_polygon_and_point_together(client: httpx.Client) -> None:
     )
 
 
-def test_item_29_spatial_sanity_precedes_cursor_rules(client: httpx.Client) -> None:
+def test_spatial_sanity_precedes_cursor_rules(client: httpx.Client) -> None:
     body = {
         "event_type": "storm_cell",
         "identifier": {"polygon": POLYGON_AROUND_ZURICH, "point": "47.3,8.5"},
@@ -238,7 +238,7 @@ def test_item_29_spatial_sanity_precedes_cursor_rules(client: httpx.Client) -> N
     ],
     ids=["text", "object", "array-of-strings"],
 )
-def test_item_30_invalid_point(client: httpx.Client, point: Any, prefix: str) -> None:
+def test_invalid_point(client: httpx.Client, point: Any, prefix: str) -> None:
     body = {"event_type": "storm_cell", "identifier": {"point": point}, "from_id": "1"}
     assert_error(
         post(client, REPLAY, body),
@@ -249,7 +249,7 @@ def test_item_30_invalid_point(client: httpx.Client, point: Any, prefix: str) ->
     )
 
 
-def test_item_31_required_field_missing_on_watch(client: httpx.Client) -> None:
+def test_required_field_missing_on_watch(client: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {"level": 3}}
     assert_error(
         post(client, WATCH, body),
@@ -259,7 +259,7 @@ def test_item_31_required_field_missing_on_watch(client: httpx.Client) -> None:
     )
 
 
-def test_item_31_required_field_missing_on_replay(client: httpx.Client) -> None:
+def test_required_field_missing_on_replay(client: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {}, "from_id": "1"}
     assert_error(
         post(client, REPLAY, body),
@@ -269,8 +269,8 @@ def test_item_31_required_field_missing_on_replay(client: httpx.Client) -> None:
     )
 
 
-def test_item_31_undeclared_key_refused_on_watch(client: httpx.Client) -> None:
-    # current-upstream §5: aviso-server 0.13 refuses what 0.7.1 silently ignored.
+def test_undeclared_key_refused_on_watch(client: httpx.Client) -> None:
+    # aviso-server 0.13 refuses what 0.7.1 silently ignored.
     body = {"event_type": "river_gauge", "identifier": {"basin": unique_basin(), "colour": "red"}}
     assert_error(
         post(client, WATCH, body),
@@ -280,7 +280,7 @@ def test_item_31_undeclared_key_refused_on_watch(client: httpx.Client) -> None:
     )
 
 
-def test_item_31_undeclared_constraint_key_refused_on_replay(client: httpx.Client) -> None:
+def test_undeclared_constraint_key_refused_on_replay(client: httpx.Client) -> None:
     body = {
         "event_type": "river_gauge",
         "identifier": {"basin": unique_basin(), "severtiy": {"gte": 3}},

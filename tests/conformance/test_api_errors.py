@@ -1,4 +1,4 @@
-"""Conformance items 1–13 and 67: routing fallbacks, request ids and the error model."""
+"""Routing fallbacks, request ids and the error model."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ LABELS = {
 
 
 def _not_aviso_json(response: httpx.Response) -> None:
-    # §14.8: framework fallbacks have an empty body (certainly no aviso or Starlette JSON).
+    # Framework fallbacks have an empty body (certainly no aviso or Starlette JSON).
     assert response.content == b"", response.content
     try:
         body = json.loads(response.content)
@@ -44,7 +44,7 @@ def _not_aviso_json(response: httpx.Response) -> None:
     assert not (isinstance(body, dict) and ("code" in body or "detail" in body)), body
 
 
-def test_item_01_health(client: httpx.Client) -> None:
+def test_health(client: httpx.Client) -> None:
     response = client.get("/health")
     assert response.status_code == 200
     assert response.content == b'{"status":"ok"}'
@@ -52,7 +52,7 @@ def test_item_01_health(client: httpx.Client) -> None:
     request_id_header(response)
 
 
-def test_item_02_request_id_is_fresh_and_client_value_ignored(client: httpx.Client) -> None:
+def test_request_id_is_fresh_and_client_value_ignored(client: httpx.Client) -> None:
     first = request_id_header(client.get("/health"))
     second = request_id_header(client.get("/health"))
     assert first != second
@@ -62,14 +62,14 @@ def test_item_02_request_id_is_fresh_and_client_value_ignored(client: httpx.Clie
     assert returned not in (first, second)
 
 
-def test_item_03_unknown_path_is_bare_404(client: httpx.Client) -> None:
+def test_unknown_path_is_bare_404(client: httpx.Client) -> None:
     response = client.get("/no/such/path")
     assert response.status_code == 404
     _not_aviso_json(response)
     request_id_header(response)
 
 
-def test_item_04_wrong_method_is_405(client: httpx.Client) -> None:
+def test_wrong_method_is_405(client: httpx.Client) -> None:
     response = client.get(NOTIFY)
     assert response.status_code == 405
     _not_aviso_json(response)
@@ -77,7 +77,7 @@ def test_item_04_wrong_method_is_405(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/v1/watch/", "/api/v1/replay/", "/api/v1/notification/"])
-def test_item_05_trailing_slash_is_404_not_redirect(client: httpx.Client, path: str) -> None:
+def test_trailing_slash_is_404_not_redirect(client: httpx.Client, path: str) -> None:
     body = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}}
     response = client.post(path, content=json.dumps(body), follow_redirects=False)
     assert response.status_code == 404
@@ -86,7 +86,7 @@ def test_item_05_trailing_slash_is_404_not_redirect(client: httpx.Client, path: 
 
 
 @pytest.mark.parametrize("path", [NOTIFY, WATCH, REPLAY])
-def test_item_06_invalid_json(client: httpx.Client, path: str) -> None:
+def test_invalid_json(client: httpx.Client, path: str) -> None:
     response = client.post(path, content=b"not-json")
     assert_error(
         response,
@@ -98,20 +98,20 @@ def test_item_06_invalid_json(client: httpx.Client, path: str) -> None:
 
 
 @pytest.mark.parametrize("path", [NOTIFY, WATCH, REPLAY])
-def test_item_07_empty_body_is_invalid_json(client: httpx.Client, path: str) -> None:
+def test_empty_body_is_invalid_json(client: httpx.Client, path: str) -> None:
     response = client.post(path, content=b"")
     assert_error(
         response, 400, "INVALID_JSON", error=LABELS[path], message_prefix="JSON parsing failed: "
     )
 
 
-def test_item_08_unknown_top_level_field(client: httpx.Client) -> None:
+def test_unknown_top_level_field(client: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}, "colour": "red"}
     error = assert_error(
         post(client, WATCH, body), 400, "UNKNOWN_FIELD", error="Invalid Watch Request"
     )
     assert "Unknown field 'colour'" in error["message"]
-    # §14.3: the sentence is fully reproducible.
+    # The sentence is fully reproducible.
     assert error["message"] == (
         "Request contains unknown fields: Unknown field 'colour' in request. "
         'Allowed fields: ["event_type", "identifier", "from_id", "from_date", "to_id", '
@@ -119,12 +119,12 @@ def test_item_08_unknown_top_level_field(client: httpx.Client) -> None:
     )
 
 
-def test_item_08_unknown_field_checked_before_shape(client: httpx.Client) -> None:
+def test_unknown_field_checked_before_shape(client: httpx.Client) -> None:
     error = assert_error(post(client, NOTIFY, {"foo": 1}), 400, "UNKNOWN_FIELD")
     assert "Unknown field 'foo'" in error["message"]
 
 
-def test_item_09_missing_identifier_is_shape_error(client: httpx.Client) -> None:
+def test_missing_identifier_is_shape_error(client: httpx.Client) -> None:
     assert_error(
         post(client, REPLAY, {"event_type": "river_gauge"}),
         400,
@@ -155,7 +155,7 @@ def test_item_09_missing_identifier_is_shape_error(client: httpx.Client) -> None
         "null-body",
     ],
 )
-def test_item_10_wrong_types_are_shape_errors(client: httpx.Client, body: Any) -> None:
+def test_wrong_types_are_shape_errors(client: httpx.Client, body: Any) -> None:
     assert_error(
         post(client, REPLAY, body),
         400,
@@ -165,7 +165,7 @@ def test_item_10_wrong_types_are_shape_errors(client: httpx.Client, body: Any) -
     )
 
 
-def test_item_11_unknown_event_type_on_notify(client: httpx.Client) -> None:
+def test_unknown_event_type_on_notify(client: httpx.Client) -> None:
     body = {"event_type": "tide_gauge", "identifier": {"basin": "rhine"}}
     error = assert_error(
         post(client, NOTIFY, body),
@@ -179,7 +179,7 @@ def test_item_11_unknown_event_type_on_notify(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("path", [WATCH, REPLAY])
-def test_item_12_unknown_event_type_on_streams(client: httpx.Client, path: str) -> None:
+def test_unknown_event_type_on_streams(client: httpx.Client, path: str) -> None:
     body = {
         "event_type": "tide_gauge",
         "identifier": {"basin": "rhine"},
@@ -195,7 +195,7 @@ def test_item_12_unknown_event_type_on_streams(client: httpx.Client, path: str) 
     assert error["configured_event_types"] == ["river_gauge", "storm_cell"]
 
 
-def test_item_12_unknown_event_type_precedes_cursor_validation(client: httpx.Client) -> None:
+def test_unknown_event_type_precedes_cursor_validation(client: httpx.Client) -> None:
     # Checked right after parsing: an invalid cursor is not reported first.
     body = {"event_type": "tide_gauge", "identifier": {}, "from_id": "abc"}
     assert_error(
@@ -203,7 +203,7 @@ def test_item_12_unknown_event_type_precedes_cursor_validation(client: httpx.Cli
     )
 
 
-def test_item_13_drain_mode_rejects_every_event_type(for_backend: ForBackend) -> None:
+def test_drain_mode_rejects_every_event_type(for_backend: ForBackend) -> None:
     document = {key: value for key, value in API_EXAMPLE.items() if key != "notification_schema"}
     document["notification_schema_strict"] = True
     with running_server(for_backend(document)) as server, httpx.Client(base_url=server.url) as http:
@@ -219,7 +219,7 @@ def test_item_13_drain_mode_rejects_every_event_type(for_backend: ForBackend) ->
             assert error["configured_event_types"] == []
 
 
-# -- item 67 ---------------------------------------------------------------------------------
+# -- error bodies ---------------------------------------------------------------------------------
 
 _ERROR_CASES: list[tuple[str, Any, str]] = [
     (NOTIFY, b"{", "INVALID_JSON"),
@@ -253,7 +253,7 @@ _ERROR_CASES: list[tuple[str, Any, str]] = [
 
 
 @pytest.mark.parametrize("case", _ERROR_CASES, ids=lambda case: case[2])
-def test_item_67_error_bodies_have_exactly_the_five_keys(
+def test_error_bodies_have_exactly_the_five_keys(
     client: httpx.Client, case: tuple[str, Any, str]
 ) -> None:
     path, body, code = case
@@ -262,13 +262,13 @@ def test_item_67_error_bodies_have_exactly_the_five_keys(
     assert error["error"] == LABELS[path]
 
 
-def test_item_67_several_unknown_fields_report_the_first_sorted(client: httpx.Client) -> None:
+def test_several_unknown_fields_report_the_first_sorted(client: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {}, "zz": 1, "aa": 2}
     error = assert_error(post(client, WATCH, body), 400, "UNKNOWN_FIELD")
     assert "Unknown field 'aa'" in error["message"]
 
 
-def test_item_67_integer_parse_failure_details_is_the_deeper_cause(client: httpx.Client) -> None:
+def test_integer_parse_failure_details_is_the_deeper_cause(client: httpx.Client) -> None:
     body = {
         "event_type": "river_gauge",
         "identifier": {"basin": "x", "date": "2026-04-02", "level": "abc"},
@@ -281,7 +281,7 @@ def _data_lines(raw: str) -> list[str]:
     return [line[len("data: ") :] for line in raw.split("\n") if line.startswith("data: ")]
 
 
-def test_item_67_sse_data_lines_are_compact_and_sorted(
+def test_sse_data_lines_are_compact_and_sorted(
     api_server: RunningServer, client: httpx.Client
 ) -> None:
     basin = unique_basin()

@@ -1,4 +1,4 @@
-"""``Idempotency-Key`` on ``POST /api/v1/notification``, the same on both backends (issue #12).
+"""``Idempotency-Key`` on ``POST /api/v1/notification``, the same on both backends.
 
 A re-sent key inside the duplicate window is answered 200 like the first send and stores
 nothing (JetStream: ``Nats-Msg-Id`` in the stream's duplicate window; in-memory: its own

@@ -1,4 +1,4 @@
-"""Conformance items 14–22 and 65: POST /api/v1/notification and what replay gives back."""
+"""POST /api/v1/notification and what replay gives back."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ INVALID = "INVALID_NOTIFICATION_REQUEST"
 LABEL = "Invalid Notification Request"
 
 
-def test_item_14_success_body(client: httpx.Client) -> None:
+def test_success_body(client: httpx.Client) -> None:
     response = gauge(client, unique_basin(), payload={"reading_cm": 412, "station": "Kaub"})
     assert response.headers["content-type"].split(";")[0] == "application/json"
     # Declared order, compact: parse as pairs to see the order on the wire.
@@ -42,7 +42,7 @@ def test_item_14_success_body(client: httpx.Client) -> None:
     assert response.text == json.dumps(body, separators=(",", ":"))
 
 
-def test_item_15_every_declared_key_is_required_on_notify(client: httpx.Client) -> None:
+def test_every_declared_key_is_required_on_notify(client: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {"basin": "rhine", "date": "2026-04-02"}}
     assert_error(
         post(client, NOTIFY, body),
@@ -53,7 +53,7 @@ def test_item_15_every_declared_key_is_required_on_notify(client: httpx.Client) 
     )
 
 
-def test_item_16_constraint_object_rejected_on_notify(client: httpx.Client) -> None:
+def test_constraint_object_rejected_on_notify(client: httpx.Client) -> None:
     identifier = {"basin": "rhine", "date": "2026-04-02", "level": {"gte": 2}}
     error = assert_error(
         post(client, NOTIFY, {"event_type": "river_gauge", "identifier": identifier}),
@@ -66,7 +66,7 @@ def test_item_16_constraint_object_rejected_on_notify(client: httpx.Client) -> N
     )
 
 
-def test_item_17_point_rejected_on_notify(client: httpx.Client) -> None:
+def test_point_rejected_on_notify(client: httpx.Client) -> None:
     identifier = {
         "date": "2026-04-02",
         "time": "12",
@@ -83,7 +83,7 @@ def test_item_17_point_rejected_on_notify(client: httpx.Client) -> None:
     )
 
 
-def test_item_18_undeclared_identifier_key_is_400(client: httpx.Client) -> None:
+def test_undeclared_identifier_key_is_400(client: httpx.Client) -> None:
     identifier = {"basin": "rhine", "date": "2026-04-02", "level": 3, "gauge_id": "K1"}
     error = assert_error(
         post(client, NOTIFY, {"event_type": "river_gauge", "identifier": identifier}),
@@ -96,7 +96,7 @@ def test_item_18_undeclared_identifier_key_is_400(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("with_null", [False, True], ids=["omitted", "null"])
-def test_item_19_required_payload(client: httpx.Client, with_null: bool) -> None:
+def test_required_payload(client: httpx.Client, with_null: bool) -> None:
     body: dict[str, Any] = {
         "event_type": "storm_cell",
         "identifier": {"date": "2026-04-02", "time": "12", "polygon": POLYGON_AROUND_ZURICH},
@@ -112,7 +112,7 @@ def test_item_19_required_payload(client: httpx.Client, with_null: bool) -> None
     )
 
 
-def test_item_20_omitted_optional_payload_replays_as_null(client: httpx.Client) -> None:
+def test_omitted_optional_payload_replays_as_null(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin)
     (event,) = replay_all(client, "river_gauge", {"basin": basin}).notifications()
@@ -126,7 +126,7 @@ def test_item_20_omitted_optional_payload_replays_as_null(client: httpx.Client) 
     ["ready", 42, True, ["a", "b"], {"z": 1, "a": 2}, 2.5, "", {"nested": {"b": [1, {"a": None}]}}],
     ids=repr,
 )
-def test_item_21_payload_round_trips_unchanged(client: httpx.Client, payload: Any) -> None:
+def test_payload_round_trips_unchanged(client: httpx.Client, payload: Any) -> None:
     basin = unique_basin()
     gauge(client, basin, payload=payload)
     (event,) = replay_all(client, "river_gauge", {"basin": basin}).notifications()
@@ -135,14 +135,14 @@ def test_item_21_payload_round_trips_unchanged(client: httpx.Client, payload: An
     assert type(returned) is type(payload)
 
 
-def test_item_22_identifier_values_are_canonical_strings(client: httpx.Client) -> None:
+def test_identifier_values_are_canonical_strings(client: httpx.Client) -> None:
     basin = unique_basin()
     notify(client, "river_gauge", {"basin": basin, "date": "2026-04-02", "level": 3})
     (event,) = replay_all(client, "river_gauge", {"basin": basin}).notifications()
     assert event.data["data"]["identifier"] == {"basin": basin, "date": "20260402", "level": "3"}
 
 
-# -- item 65: permissive mode -----------------------------------------------------------------
+# -- permissive mode --------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def permissive(permissive_server: RunningServer) -> Iterator[httpx.Client]:
         yield http
 
 
-def test_item_65_generic_notify_and_replay(permissive: httpx.Client) -> None:
+def test_generic_notify_and_replay(permissive: httpx.Client) -> None:
     value = unique_basin()
     notify(permissive, "adhoc_feed", {"x": value})
     assert_error(
@@ -184,7 +184,7 @@ def test_item_65_generic_notify_and_replay(permissive: httpx.Client) -> None:
     assert result.events[-1].data["reason"] == "end_of_stream"
 
 
-def test_item_65_known_event_types_still_follow_their_schema(permissive: httpx.Client) -> None:
+def test_known_event_types_still_follow_their_schema(permissive: httpx.Client) -> None:
     body = {"event_type": "river_gauge", "identifier": {"basin": "rhine", "date": "2026-04-02"}}
     assert_error(
         post(permissive, NOTIFY, body),

@@ -1,4 +1,4 @@
-"""current-upstream.md sections 1-3: replay end points (``to_id`` / ``to_date``),
+"""Replay end points (``to_id`` / ``to_date``),
 ``replay_started.end_sequence``, the opening rule, replay failures and the per-request replay
 cap, on both backends."""
 
@@ -74,7 +74,7 @@ def _ends_normally(result: Any) -> None:
     assert result.ended
 
 
-# -- section 1: to_id / to_date ---------------------------------------------------------------
+# -- to_id / to_date ---------------------------------------------------------------
 
 
 def test_to_id_ends_the_replay_inclusively(client: httpx.Client) -> None:
@@ -267,7 +267,7 @@ def test_end_points_must_be_strings(client: httpx.Client) -> None:
     assert "expected a string" in error["message"]
 
 
-# -- section 2: opening rule and failures --------------------------------------------------------
+# -- opening rule and failures --------------------------------------------------------
 
 
 def test_an_empty_replay_still_opens_with_replay_started(client: httpx.Client) -> None:
@@ -356,7 +356,7 @@ def test_a_stalled_bound_resolution_opens_within_the_clients_deadline(
     assert result.events[-1].data["reason"] == "end_of_stream"
 
 
-# -- section 3: the replay cap ------------------------------------------------------------------
+# -- the replay cap ------------------------------------------------------------------
 
 
 @pytest.fixture

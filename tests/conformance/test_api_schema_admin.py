@@ -1,6 +1,6 @@
-"""Conformance items 51–60, 63 and 64: schema discovery, admin endpoints, operational routes.
+"""Schema discovery, admin endpoints, operational routes.
 
-Items 54, 61 and 62 need auth enabled and live in ``test_api_auth.py``.
+What needs auth enabled lives in ``test_api_auth.py``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def fresh(for_backend: ForBackend) -> Iterator[httpx.Client]:
 # -- 51–53: schema discovery --------------------------------------------------------------------
 
 
-def test_item_51_schema_listing(client: httpx.Client) -> None:
+def test_schema_listing(client: httpx.Client) -> None:
     response = client.get("/api/v1/schema")
     assert response.status_code == 200
     body = assert_compact_sorted(response.text)
@@ -66,12 +66,12 @@ def test_item_51_schema_listing(client: httpx.Client) -> None:
     assert body["schema"]["storm_cell"]["payload"] == {"required": True}
 
 
-def test_item_51_authorization_header_ignored_without_auth(client: httpx.Client) -> None:
+def test_authorization_header_ignored_without_auth(client: httpx.Client) -> None:
     response = client.get("/api/v1/schema", headers={"Authorization": "Garbage x"})
     assert response.status_code == 200
 
 
-def test_item_51_no_schema_configured(for_backend: ForBackend) -> None:
+def test_no_schema_configured(for_backend: ForBackend) -> None:
     document = {key: value for key, value in API_EXAMPLE.items() if key != "notification_schema"}
     with running_server(for_backend(document)) as server, httpx.Client(base_url=server.url) as http:
         listing = http.get("/api/v1/schema")
@@ -88,7 +88,7 @@ def test_item_51_no_schema_configured(for_backend: ForBackend) -> None:
         assert body["request_id"] == request_id_header(missing)
 
 
-def test_item_52_one_schema(client: httpx.Client) -> None:
+def test_one_schema(client: httpx.Client) -> None:
     response = client.get("/api/v1/schema/river_gauge")
     assert response.status_code == 200
     body = assert_compact_sorted(response.text)
@@ -111,7 +111,7 @@ def test_item_52_one_schema(client: httpx.Client) -> None:
     assert body["schema"]["identifier"]["date"]["value_kind"] == "date"
 
 
-def test_item_53_unknown_schema(client: httpx.Client) -> None:
+def test_unknown_schema(client: httpx.Client) -> None:
     response = client.get("/api/v1/schema/tide_gauge")
     assert response.status_code == 404
     body = assert_compact_sorted(response.text)
@@ -125,7 +125,7 @@ def test_item_53_unknown_schema(client: httpx.Client) -> None:
 # -- 55–58: delete one notification ---------------------------------------------------------
 
 
-def test_item_55_delete_malformed_id(client: httpx.Client) -> None:
+def test_delete_malformed_id(client: httpx.Client) -> None:
     response = client.delete("/api/v1/admin/notification/not-an-id")
     assert response.status_code == 400
     body = admin_body(response, ADMIN_KEYS)
@@ -135,7 +135,7 @@ def test_item_55_delete_malformed_id(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize("raw", ["@5", "gauge@", "@"])
-def test_item_55_delete_empty_parts(client: httpx.Client, raw: str) -> None:
+def test_delete_empty_parts(client: httpx.Client, raw: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
     body = admin_body(response, ADMIN_KEYS)
@@ -152,7 +152,7 @@ def test_item_55_delete_empty_parts(client: httpx.Client, raw: str) -> None:
         ("gauge@18446744073709551616", "notification_id sequence must be a positive integer"),
     ],
 )
-def test_item_56_delete_bad_sequence(client: httpx.Client, raw: str, message: str) -> None:
+def test_delete_bad_sequence(client: httpx.Client, raw: str, message: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
     body = admin_body(response, ADMIN_KEYS)
@@ -162,7 +162,7 @@ def test_item_56_delete_bad_sequence(client: httpx.Client, raw: str, message: st
 
 
 @pytest.mark.parametrize("raw", ["river_gauge@999999999", "no_such_stream@999999999"])
-def test_item_57_delete_unknown(client: httpx.Client, raw: str) -> None:
+def test_delete_unknown(client: httpx.Client, raw: str) -> None:
     response = client.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 404
     body = admin_body(response, ADMIN_KEYS)
@@ -171,7 +171,7 @@ def test_item_57_delete_unknown(client: httpx.Client, raw: str) -> None:
 
 
 @pytest.mark.parametrize("form", ["event_type", "topic_base"])
-def test_item_58_delete_a_replayed_notification(client: httpx.Client, form: str) -> None:
+def test_delete_a_replayed_notification(client: httpx.Client, form: str) -> None:
     basin = unique_basin()
     gauge(client, basin)
     (event,) = replay_all(client, "river_gauge", {"basin": basin}).notifications()
@@ -198,7 +198,7 @@ def _storm(client: httpx.Client, day: str) -> None:
     notify(client, "storm_cell", identifier, {"cell": "A17"})
 
 
-def test_item_59_wipe_stream(fresh: httpx.Client) -> None:
+def test_wipe_stream(fresh: httpx.Client) -> None:
     basin = unique_basin()
     day = unique_date()
     gauge(fresh, basin)
@@ -215,8 +215,8 @@ def test_item_59_wipe_stream(fresh: httpx.Client) -> None:
     )
 
 
-# current-upstream §8: ``stream_name`` accepts a topic base in any case or an event type.
-def test_item_59_wipe_stream_resolves_event_type_aliases(fresh: httpx.Client) -> None:
+# ``stream_name`` accepts a topic base in any case or an event type.
+def test_wipe_stream_resolves_event_type_aliases(fresh: httpx.Client) -> None:
     basin = unique_basin()
     gauge(fresh, basin)
     response = wipe_stream(fresh, b'{"stream_name":"river_gauge","extra":1}')
@@ -225,7 +225,7 @@ def test_item_59_wipe_stream_resolves_event_type_aliases(fresh: httpx.Client) ->
     assert replay_all(fresh, "river_gauge", {"basin": basin}).notifications() == []
 
 
-def test_item_60_wipe_all(fresh: httpx.Client) -> None:
+def test_wipe_all(fresh: httpx.Client) -> None:
     basin = unique_basin()
     day = unique_date()
     gauge(fresh, basin)
@@ -245,7 +245,7 @@ def test_item_60_wipe_all(fresh: httpx.Client) -> None:
 # -- 63–64: operational routes ------------------------------------------------------------------
 
 
-def test_item_63_openapi_and_swagger(client: httpx.Client) -> None:
+def test_openapi_and_swagger(client: httpx.Client) -> None:
     from aviso_host.service import server_version
 
     response = client.get("/api-docs/openapi.json")
@@ -286,7 +286,7 @@ def test_item_63_openapi_and_swagger(client: httpx.Client) -> None:
     request_id_header(page)
 
 
-def test_item_64_landing_page_default(client: httpx.Client) -> None:
+def test_landing_page_default(client: httpx.Client) -> None:
     from aviso_host.service import server_version
 
     response = client.get("/")
@@ -297,9 +297,7 @@ def test_item_64_landing_page_default(client: httpx.Client) -> None:
     request_id_header(response)
 
 
-def test_item_64_landing_page_from_static_files_path(
-    tmp_path: Path, for_backend: ForBackend
-) -> None:
+def test_landing_page_from_static_files_path(tmp_path: Path, for_backend: ForBackend) -> None:
     from aviso_host.service import server_version
 
     (tmp_path / "index.html").write_text(

@@ -1,4 +1,4 @@
-"""Conformance items 48 (graceful shutdown on SIGTERM) and 66 (subscription setup failure)."""
+"""Graceful shutdown on SIGTERM, and a live subscription that cannot be set up."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from tests.support.sse import Event, Stream
 
 SHUTDOWN_MESSAGE = "Server is shutting down gracefully"
 
-# -- item 48 ----------------------------------------------------------------------------------
+# -- graceful shutdown ----------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def _read_in_thread(
     return thread, ready, events, failures
 
 
-def test_item_48_sigterm_closes_open_streams(
+def test_sigterm_closes_open_streams(
     slow_replay_process: tuple[subprocess.Popen[bytes], str, Path],
 ) -> None:
     process, url, log = slow_replay_process
@@ -129,11 +129,11 @@ def test_item_48_sigterm_closes_open_streams(
         assert [event.name for event in events].count("connection-closing") == 1
 
 
-# -- item 66 ----------------------------------------------------------------------------------
+# -- subscription setup failure -------------------------------------------------------------------
 
 
 # Single-backend by design: the failing store is a fake (an in-memory subclass), not a backend
-# under test, so item 66 is not parametrised over ``backend``.
+# under test, so these tests are not parametrised over ``backend``.
 @pytest.fixture(scope="module")
 def refusing_server() -> Iterator[RunningServer]:
     document = with_changes(
@@ -153,7 +153,7 @@ def refusing(refusing_server: RunningServer) -> Iterator[httpx.Client]:
         yield http
 
 
-def test_item_66_live_only_watch_gets_setup_500(refusing: httpx.Client) -> None:
+def test_live_only_watch_gets_setup_500(refusing: httpx.Client) -> None:
     basin = unique_basin()
     body = {"event_type": "river_gauge", "identifier": {"basin": basin}}
     error = assert_error(
@@ -168,7 +168,7 @@ def test_item_66_live_only_watch_gets_setup_500(refusing: httpx.Client) -> None:
     assert error["details"] == "connection refused"
 
 
-def test_item_66_cursor_watch_replays_then_ends(refusing: httpx.Client) -> None:
+def test_cursor_watch_replays_then_ends(refusing: httpx.Client) -> None:
     basin = unique_basin()
     gauge(refusing, basin, 1)
     gauge(refusing, basin, 2)
@@ -191,7 +191,7 @@ def test_item_66_cursor_watch_replays_then_ends(refusing: httpx.Client) -> None:
     assert closing["request_id"] == request_id
 
 
-def test_item_66_replay_endpoint_needs_no_subscription(refusing: httpx.Client) -> None:
+def test_replay_endpoint_needs_no_subscription(refusing: httpx.Client) -> None:
     basin = unique_basin()
     gauge(refusing, basin)
     body = {"event_type": "river_gauge", "identifier": {"basin": basin}, "from_id": "0"}

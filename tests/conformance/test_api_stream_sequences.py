@@ -1,4 +1,4 @@
-"""Sequences are consecutive per stream on both backends (issue #12, current-upstream.md §9).
+"""Sequences are consecutive per stream on both backends.
 
 ECMWF's client pyaviso 2.4.2 requires an unfiltered listener (``identifier: {}``) to see N,
 N+1, ... and stops with ``HistoryGapError(sequence_jump)`` otherwise; notifications of other

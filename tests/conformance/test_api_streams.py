@@ -1,4 +1,4 @@
-"""Conformance items 32–50: SSE headers, framing, event catalogue and stream lifecycles."""
+"""SSE headers, framing, event catalogue and stream lifecycles."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def _settings(**values: Any) -> Any:
 # -- 32–37: live-only watch ------------------------------------------------------------------
 
 
-def test_item_32_sse_response_headers(client: httpx.Client) -> None:
+def test_sse_response_headers(client: httpx.Client) -> None:
     with open_stream(client, WATCH, _live(unique_basin())) as stream:
         headers = stream.response.headers
         assert headers["content-type"] == "text/event-stream"
@@ -86,7 +86,7 @@ def test_item_32_sse_response_headers(client: httpx.Client) -> None:
         request_id_header(stream.response)
 
 
-def test_item_33_connection_established_first(client: httpx.Client) -> None:
+def test_connection_established_first(client: httpx.Client) -> None:
     basin = unique_basin()
     with open_stream(client, WATCH, _live(basin)) as stream:
         first = stream.next()
@@ -105,7 +105,7 @@ def test_item_33_connection_established_first(client: httpx.Client) -> None:
         assert first.data["topic"] == f"gauge.{basin}.*.*"
 
 
-def test_item_34_first_heartbeat_is_immediate(client: httpx.Client) -> None:
+def test_first_heartbeat_is_immediate(client: httpx.Client) -> None:
     basin = unique_basin()
     with open_stream(client, WATCH, _live(basin)) as stream:
         stream.next()
@@ -120,7 +120,7 @@ def test_item_34_first_heartbeat_is_immediate(client: httpx.Client) -> None:
 
 
 @_settings(sse_heartbeat_interval_sec=2)
-def test_item_34_heartbeats_follow_the_interval(custom: httpx.Client) -> None:
+def test_heartbeats_follow_the_interval(custom: httpx.Client) -> None:
     with open_stream(custom, WATCH, _live(unique_basin())) as stream:
         assert stream.next().kind == "live-notification/connection_established"  # type: ignore[union-attr]
         assert stream.next().name == "heartbeat"  # type: ignore[union-attr]
@@ -134,7 +134,7 @@ def test_item_34_heartbeats_follow_the_interval(custom: httpx.Client) -> None:
     assert arrivals[0] > 1.0, f"heartbeats come every 2 s, not back to back: {arrivals}"
 
 
-def test_item_35_no_id_or_retry_lines(client: httpx.Client) -> None:
+def test_no_id_or_retry_lines(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin, 4)
     replay = read_stream(client, REPLAY, _from(basin, from_id="0"))
@@ -154,7 +154,7 @@ def test_item_35_no_id_or_retry_lines(client: httpx.Client) -> None:
             assert line.startswith("data: {") and line.endswith("}")
 
 
-def test_item_36_live_only_watch_and_cloudevent_envelope(client: httpx.Client) -> None:
+def test_live_only_watch_and_cloudevent_envelope(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin, 1, payload={"when": "before"})
     with open_stream(client, WATCH, _live(basin)) as stream:
@@ -188,7 +188,7 @@ def test_item_36_live_only_watch_and_cloudevent_envelope(client: httpx.Client) -
     assert cloudevent["data"]["identifier"] == {"basin": basin, "date": "20260402", "level": "6"}
 
 
-def test_item_37_constraint_filters_live_notifications(client: httpx.Client) -> None:
+def test_constraint_filters_live_notifications(client: httpx.Client) -> None:
     basin = unique_basin()
     with open_stream(client, WATCH, _live(basin, level={"gte": 4})) as stream:
         stream.until_kind("live-notification/connection_established")
@@ -202,7 +202,7 @@ def test_item_37_constraint_filters_live_notifications(client: httpx.Client) -> 
 # -- 38–46: replay ----------------------------------------------------------------------------
 
 
-def test_item_38_replay_transcript(client: httpx.Client) -> None:
+def test_replay_transcript(client: httpx.Client) -> None:
     basin = unique_basin()
     for level in (1, 2, 3):
         gauge(client, basin, level)
@@ -249,7 +249,7 @@ def test_item_38_replay_transcript(client: httpx.Client) -> None:
 
 
 @_settings(sse_heartbeat_interval_sec=1, replay_batch_size=1, replay_batch_delay_ms=500)
-def test_item_39_replay_endpoint_has_no_heartbeats(custom: httpx.Client) -> None:
+def test_replay_endpoint_has_no_heartbeats(custom: httpx.Client) -> None:
     basin = unique_basin()
     for level in range(5):
         gauge(custom, basin, level)
@@ -261,7 +261,7 @@ def test_item_39_replay_endpoint_has_no_heartbeats(custom: httpx.Client) -> None
     assert result.events[0].data["batch_size"] == 1
 
 
-def test_item_40_from_id_is_inclusive(client: httpx.Client) -> None:
+def test_from_id_is_inclusive(client: httpx.Client) -> None:
     basin = unique_basin()
     for level in (1, 2, 3):
         gauge(client, basin, level)
@@ -272,14 +272,14 @@ def test_item_40_from_id_is_inclusive(client: httpx.Client) -> None:
     assert again.notifications()[0].data["id"] == f"river_gauge@{middle}"
 
 
-def test_item_40_from_id_beyond_newest_is_empty(client: httpx.Client) -> None:
+def test_from_id_beyond_newest_is_empty(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin)
     (newest,) = replay_all(client, "river_gauge", {"basin": basin}).sequences()
     assert replay_all(client, "river_gauge", {"basin": basin}, str(newest + 1)).sequences() == []
 
 
-def test_item_41_reconnect_with_next_sequence(client: httpx.Client) -> None:
+def test_reconnect_with_next_sequence(client: httpx.Client) -> None:
     basin = unique_basin()
     other = unique_basin()
     for level in (1, 2):
@@ -296,7 +296,7 @@ def test_item_41_reconnect_with_next_sequence(client: httpx.Client) -> None:
     assert levels == ["4", "5"]
 
 
-def test_item_42_from_date_between_two_notifications(client: httpx.Client) -> None:
+def test_from_date_between_two_notifications(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin, 1)
     time.sleep(0.15)  # creates the ≥ 100 ms gap the item requires (not synchronisation)
@@ -315,7 +315,7 @@ def test_item_42_from_date_between_two_notifications(client: httpx.Client) -> No
 
 
 @pytest.mark.parametrize("from_date", ["2100-01-01T00:00:00Z", "2999-01-01T00:00:00Z"])
-def test_item_42_from_date_after_the_newest_is_empty(client: httpx.Client, from_date: str) -> None:
+def test_from_date_after_the_newest_is_empty(client: httpx.Client, from_date: str) -> None:
     # 2999 lies beyond nats-server's int64-nanosecond clock, which once wrapped around and
     # replayed the whole stream.
     basin = unique_basin()
@@ -323,7 +323,7 @@ def test_item_42_from_date_after_the_newest_is_empty(client: httpx.Client, from_
     assert read_stream(client, REPLAY, _from(basin, from_date=from_date)).sequences() == []
 
 
-def test_item_42_each_notification_replays_from_its_own_time(client: httpx.Client) -> None:
+def test_each_notification_replays_from_its_own_time(client: httpx.Client) -> None:
     """Inclusive at full precision, for 20 notifications: one is not enough to show a stored
     time rendered a fraction of a microsecond too late (JetStream did so in about half the
     cases while it took nats-py's microsecond-rounded ``metadata.timestamp``)."""
@@ -341,7 +341,7 @@ def test_item_42_each_notification_replays_from_its_own_time(client: httpx.Clien
     assert missing == [], "replaying from a notification's own time must include it"
 
 
-def test_item_43_watch_with_from_date_replays_then_goes_live(client: httpx.Client) -> None:
+def test_watch_with_from_date_replays_then_goes_live(client: httpx.Client) -> None:
     basin = unique_basin()
     gauge(client, basin, 1)
     gauge(client, basin, 2)
@@ -366,7 +366,7 @@ def test_item_43_watch_with_from_date_replays_then_goes_live(client: httpx.Clien
 
 
 @_settings(replay_batch_size=10, replay_batch_delay_ms=20)
-def test_item_44_replay_to_live_no_gap_no_duplicate(custom: httpx.Client) -> None:
+def test_replay_to_live_no_gap_no_duplicate(custom: httpx.Client) -> None:
     basin = unique_basin()
     stored_before, published_during = 35, 60
     for n in range(stored_before):
@@ -413,12 +413,12 @@ def test_item_44_replay_to_live_no_gap_no_duplicate(custom: httpx.Client) -> Non
 
 
 @_settings(replay_batch_size=10, replay_batch_delay_ms=500)
-def test_item_44_the_replay_ends_at_its_bound_then_live(custom: httpx.Client) -> None:
-    """The replay reads what was stored when the watch opened (``H``, current-upstream §3);
+def test_the_replay_ends_at_its_bound_then_live(custom: httpx.Client) -> None:
+    """The replay reads what was stored when the watch opened;
     notifications stored during its pause arrive live after ``replay_completed``, in order
     and once each.
 
-    The deterministic form of item 44's switch to live under load (a replay that chased a
+    The deterministic form of the switch to live under load (a replay that chased a
     producer never ended).
     """
     basin = unique_basin()
@@ -452,7 +452,7 @@ def test_item_44_the_replay_ends_at_its_bound_then_live(custom: httpx.Client) ->
 
 
 @_settings(max_historical_notifications=2)
-def test_item_45_history_cap_reached(custom: httpx.Client) -> None:
+def test_history_cap_reached(custom: httpx.Client) -> None:
     basin = unique_basin()
     for level in range(5):
         gauge(custom, basin, level)
@@ -474,8 +474,8 @@ def test_item_45_history_cap_reached(custom: httpx.Client) -> None:
 
 
 @_settings(max_historical_notifications=2)
-def test_item_45_history_cap_on_a_watch_ends_it(custom: httpx.Client) -> None:
-    """current-upstream §3: a capped watch never goes live; the client must resume."""
+def test_history_cap_on_a_watch_ends_it(custom: httpx.Client) -> None:
+    """A capped watch never goes live; the client must resume."""
     basin = unique_basin()
     for level in range(5):
         gauge(custom, basin, level)
@@ -494,7 +494,7 @@ def test_item_45_history_cap_on_a_watch_ends_it(custom: httpx.Client) -> None:
 
 
 @_settings(max_historical_notifications=2)
-def test_item_46_history_cap_exactly_reached(custom: httpx.Client) -> None:
+def test_history_cap_exactly_reached(custom: httpx.Client) -> None:
     basin = unique_basin()
     for level in range(2):
         gauge(custom, basin, level)
@@ -512,7 +512,7 @@ def test_item_46_history_cap_exactly_reached(custom: httpx.Client) -> None:
 
 
 @_settings(connection_max_duration_sec=2)
-def test_item_47_maximum_duration(custom: httpx.Client) -> None:
+def test_maximum_duration(custom: httpx.Client) -> None:
     basin = unique_basin()
     opened = time.monotonic()
     with open_stream(custom, WATCH, _live(basin)) as stream:
@@ -534,7 +534,7 @@ def test_item_47_maximum_duration(custom: httpx.Client) -> None:
 
 
 @_settings(connection_max_duration_sec=2, replay_batch_size=1, replay_batch_delay_ms=1000)
-def test_item_47_maximum_duration_cuts_a_watch_in_its_replay(custom: httpx.Client) -> None:
+def test_maximum_duration_cuts_a_watch_in_its_replay(custom: httpx.Client) -> None:
     basin = unique_basin()
     for level in range(6):
         gauge(custom, basin, level)
@@ -546,7 +546,7 @@ def test_item_47_maximum_duration_cuts_a_watch_in_its_replay(custom: httpx.Clien
 
 
 @_settings(connection_max_duration_sec=2, max_historical_notifications=1)
-def test_item_49_control_timestamps_are_whole_seconds(custom: httpx.Client) -> None:
+def test_control_timestamps_are_whole_seconds(custom: httpx.Client) -> None:
     basin = unique_basin()
     gauge(custom, basin, 1)
     gauge(custom, basin, 2)
@@ -568,7 +568,7 @@ def test_item_49_control_timestamps_are_whole_seconds(custom: httpx.Client) -> N
     assert started["from_date"] is None
 
 
-def test_item_50_point_filter_replay(client: httpx.Client) -> None:
+def test_point_filter_replay(client: httpx.Client) -> None:
     day = unique_date()
     # Unusual but valid spacing: accepted, and delivered as the array (upstream 0.11+; this
     # test pinned the text echoed byte for byte before).

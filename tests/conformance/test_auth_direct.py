@@ -1,4 +1,4 @@
-"""Auth conformance, direct mode and auth disabled (auth.md §10 items 1, 2, 12–17, 25–27).
+"""Auth conformance, direct mode and auth disabled.
 
 Every test talks HTTP to a real uvicorn server whose auth-o-tron is the loopback double of
 ``tests/support/fake_auth_o_tron.py``; its ``/_requests`` log shows what aviso forwarded.
@@ -49,7 +49,7 @@ def env(direct: Deployment) -> Deployment:
     return direct
 
 
-# -- items 1, 2: auth disabled ---------------------------------------------------------
+# -- auth disabled ---------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -65,21 +65,19 @@ def disabled() -> Iterator[httpx.Client]:
 
 
 @pytest.mark.parametrize("event_type", ["public_feed", "protected_feed", "producer_feed"])
-def test_item_01_disabled_auth_ignores_a_garbage_bearer(
-    disabled: httpx.Client, event_type: str
-) -> None:
+def test_disabled_auth_ignores_a_garbage_bearer(disabled: httpx.Client, event_type: str) -> None:
     response = call(disabled, NOTIFY, body(event_type), {"Authorization": "Bearer garbage"})
     assert response.status_code == 200, response.text
     assert response.json()["status"] == "success"
 
 
-def test_item_02_disabled_auth_leaves_admin_open(disabled: httpx.Client) -> None:
+def test_disabled_auth_leaves_admin_open(disabled: httpx.Client) -> None:
     response = disabled.delete("/api/v1/admin/wipe/all")
     assert response.status_code == 200, response.text
     assert response.json()["success"] is True
 
 
-# -- items 12, 13: public routes never consult auth-o-tron ------------------------------
+# -- public routes never consult auth-o-tron --------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -93,15 +91,13 @@ def test_item_02_disabled_auth_leaves_admin_open(disabled: httpx.Client) -> None
     ids=["malformed", "opaque", "badsig", "basic"],
 )
 @pytest.mark.parametrize("path", ["/api/v1/schema", "/api/v1/schema/public_feed"])
-def test_item_12_schema_routes_are_public(
-    env: Deployment, path: str, headers: dict[str, str]
-) -> None:
+def test_schema_routes_are_public(env: Deployment, path: str, headers: dict[str, str]) -> None:
     response = env.client.get(path, headers=headers)
     assert response.status_code == 200, response.text
     assert env.forwarded() == []
 
 
-def test_item_12_schema_routes_work_while_auth_o_tron_is_down(env: Deployment) -> None:
+def test_schema_routes_work_while_auth_o_tron_is_down(env: Deployment) -> None:
     env.aot.fail_status = 500
     try:
         for path in ("/api/v1/schema", "/api/v1/schema/protected_feed"):
@@ -115,7 +111,7 @@ def test_item_12_schema_routes_work_while_auth_o_tron_is_down(env: Deployment) -
     assert len(env.forwarded()) == 1
 
 
-def test_item_12_schema_routes_with_auth_o_tron_unreachable() -> None:
+def test_schema_routes_with_auth_o_tron_unreachable() -> None:
     doc = document("direct", f"http://127.0.0.1:{free_port()}")
     with running_server(doc) as server, httpx.Client(base_url=server.url) as client:
         headers = basic("reader-user", "reader-pass")
@@ -124,7 +120,7 @@ def test_item_12_schema_routes_with_auth_o_tron_unreachable() -> None:
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Digest abc"}, basic("nobody", "wrong")])
-def test_item_13_health_never_authenticates(env: Deployment, headers: dict[str, str]) -> None:
+def test_health_never_authenticates(env: Deployment, headers: dict[str, str]) -> None:
     public = ("/health", "/status", "/", "/console", "/api-docs/openapi.json", "/swagger-ui/")
     for path in public:
         response = env.client.get(path, headers=headers)
@@ -132,10 +128,10 @@ def test_item_13_health_never_authenticates(env: Deployment, headers: dict[str, 
     assert env.forwarded() == []
 
 
-# -- item 14: what is forwarded ----------------------------------------------------------
+# -- what is forwarded -------------------------------------------------------------------
 
 
-def test_item_14_basic_credential_forwarded_verbatim_once(env: Deployment) -> None:
+def test_basic_credential_forwarded_verbatim_once(env: Deployment) -> None:
     value = basic("reader-user", "reader-pass")["Authorization"]
     headers = [
         (b"Authorization", f"  {value}  ".encode()),
@@ -159,20 +155,20 @@ def test_item_14_basic_credential_forwarded_verbatim_once(env: Deployment) -> No
     assert len(env.forwarded()) == 3
 
 
-def test_item_14_opaque_bearer_is_forwarded_too(env: Deployment) -> None:
+def test_opaque_bearer_is_forwarded_too(env: Deployment) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), {"Authorization": "Bearer opaque"})
     assert_auth_error(response, 401, INVALID)
     assert [entry["authorization"] for entry in env.forwarded()] == ["Bearer opaque"]
 
 
-def test_item_14_cookies_from_auth_o_tron_never_travel_on(env: Deployment) -> None:
+def test_cookies_from_auth_o_tron_never_travel_on(env: Deployment) -> None:
     for _ in range(2):
         response = call(env.client, NOTIFY, body("public_feed"), basic("cookie-user", "x"))
         assert response.status_code == 200, response.text
     assert all("cookie" not in entry["headers"] for entry in env.forwarded())
 
 
-# -- items 15–17: mapping auth-o-tron's answers ---------------------------------------------
+# -- mapping auth-o-tron's answers ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -186,7 +182,7 @@ def test_item_14_cookies_from_auth_o_tron_never_travel_on(env: Deployment) -> No
         "body-raw-user",
     ],
 )
-def test_item_15_token_locations(env: Deployment, user: str) -> None:
+def test_token_locations(env: Deployment, user: str) -> None:
     password = "reader-pass" if user == "reader-user" else "any"
     for path in READS:
         response = call(env.client, path, read_body("protected_feed", path), basic(user, password))
@@ -204,16 +200,14 @@ def test_item_15_token_locations(env: Deployment, user: str) -> None:
         ("slow-user", 503, UNAVAILABLE),
     ],
 )
-def test_item_16_auth_o_tron_outcomes(
-    env: Deployment, user: str, status: int, message: str
-) -> None:
+def test_auth_o_tron_outcomes(env: Deployment, user: str, status: int, message: str) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), basic(user, "wrong"))
     assert_auth_error(response, status, message)
     if status == 401:
         assert challenges(response) == ["Bearer", "Basic"]
 
 
-def test_item_16_connection_refused_is_503() -> None:
+def test_connection_refused_is_503() -> None:
     doc = document("direct", f"http://127.0.0.1:{free_port()}")
     with running_server(doc) as server, httpx.Client(base_url=server.url) as client:
         response = call(client, NOTIFY, body("public_feed"), basic("reader-user", "reader-pass"))
@@ -222,7 +216,7 @@ def test_item_16_connection_refused_is_503() -> None:
         assert call(client, NOTIFY, body("public_feed")).status_code == 200
 
 
-def test_item_16_unusable_url_is_503() -> None:
+def test_unusable_url_is_503() -> None:
     with (
         running_server(document("direct", "not a url at all")) as server,
         httpx.Client(base_url=server.url) as client,
@@ -232,12 +226,12 @@ def test_item_16_unusable_url_is_503() -> None:
 
 
 @pytest.mark.parametrize("user", ["expired-user", "badsig-user"])
-def test_item_17_returned_token_validated_locally(env: Deployment, user: str) -> None:
+def test_returned_token_validated_locally(env: Deployment, user: str) -> None:
     response = call(env.client, NOTIFY, body("public_feed"), basic(user, "any"))
     assert_auth_error(response, 401, INVALID)
 
 
-# -- items 25–27: admin paths, challenges, body shape ---------------------------------------
+# -- admin paths, challenges, body shape ----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -246,17 +240,17 @@ def test_item_17_returned_token_validated_locally(env: Deployment, user: str) ->
         "/api/v1/admin/wipe/all",
         "/api/v1/admin/wipe/stream",
         "/api/v1/admin/notification/protected_feed@1",
-        "/api/v1/admin/unknown",  # api chapter §14.8: auth precedes route matching
+        "/api/v1/admin/unknown",  # auth precedes route matching
     ],
 )
-def test_item_25_admin_without_header(env: Deployment, path: str) -> None:
+def test_admin_without_header(env: Deployment, path: str) -> None:
     response = env.client.delete(path)
     assert_auth_error(response, 401, "Authorization header is required")
     assert challenges(response) == ["Bearer", "Basic"]
     assert env.forwarded() == []
 
 
-def test_item_25_admin_wrong_method_still_authenticates(env: Deployment) -> None:
+def test_admin_wrong_method_still_authenticates(env: Deployment) -> None:
     response = env.client.get("/api/v1/admin/wipe/all")
     assert_auth_error(response, 401, "Authorization header is required")
 
@@ -275,7 +269,7 @@ def test_item_25_admin_wrong_method_still_authenticates(env: Deployment) -> None
     ],
     ids=["scheme", "no-space", "blank", "empty", "bare-scheme", "non-ascii"],
 )
-def test_item_25_admin_with_malformed_header(env: Deployment, raw: bytes, message: str) -> None:
+def test_admin_with_malformed_header(env: Deployment, raw: bytes, message: str) -> None:
     response = raw_request(
         env.server.url, "DELETE", "/api/v1/admin/wipe/all", [(b"Authorization", raw)]
     )
@@ -287,7 +281,7 @@ def test_item_25_admin_with_malformed_header(env: Deployment, raw: bytes, messag
     assert env.forwarded() == []
 
 
-def test_item_26_direct_challenges_only_on_401(env: Deployment) -> None:
+def test_direct_challenges_only_on_401(env: Deployment) -> None:
     unauthorized = call(env.client, NOTIFY, body("protected_feed"))
     assert_auth_error(unauthorized, 401)
     assert challenges(unauthorized) == ["Bearer", "Basic"]
@@ -302,7 +296,7 @@ def test_item_26_direct_challenges_only_on_401(env: Deployment) -> None:
     assert challenges(forbidden) == challenges(unavailable) == []
 
 
-def test_item_27_every_auth_error_has_the_four_members(env: Deployment) -> None:
+def test_every_auth_error_has_the_four_members(env: Deployment) -> None:
     responses = [
         call(env.client, NOTIFY, body("protected_feed")),
         call(
@@ -326,7 +320,7 @@ def test_item_27_every_auth_error_has_the_four_members(env: Deployment) -> None:
 def test_unusable_http_clients_fail_closed(tmp_path: Path) -> None:
     """An unreadable CA bundle keeps the HTTP clients from being built: credentialed
     requests answer 503 "not configured correctly" in direct mode, ECPDS streams 500 (no
-    checker), anonymous traffic is unaffected (auth.md §3.2, §8.6)."""
+    checker), anonymous traffic is unaffected."""
     env = {"SSL_CERT_FILE": str(tmp_path / "missing-ca.pem")}
     servers = ["https://ecpds.example"]
     direct_config = tmp_path / "direct.yaml"

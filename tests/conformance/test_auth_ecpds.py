@@ -1,6 +1,6 @@
-"""Auth conformance: the ECPDS destination plugin (auth.md §10 items 40–50, §8).
+"""Auth conformance: the ECPDS destination plugin.
 
-aviso runs in direct mode (§9's configuration) against the loopback auth-o-tron and one or
+aviso runs in direct mode against the loopback auth-o-tron and one or
 two loopback ECPDS servers that count every list request per user. Fresh user names
 (``ecpds-user-<suffix>``, never cached yet) are authenticated with minted bearer tokens,
 which the fake auth-o-tron echoes.
@@ -86,7 +86,7 @@ def deployment(servers: list[FakeEcpds], policy: str = "strict", **ecpds: Any) -
 
 @pytest.fixture(scope="module")
 def single() -> Iterator[Setup]:
-    """Server A only, strict (the §9.2 configuration)."""
+    """Server A only, strict."""
     with fake_ecpds() as a, deployment([a]) as setup:
         yield setup
 
@@ -111,10 +111,10 @@ def two(union_strict: Setup) -> Iterator[Setup]:
         fake.mode, fake.delay_ms = "normal", 0
 
 
-# -- item 40: the upstream request ------------------------------------------------------
+# -- the upstream request ---------------------------------------------------------------
 
 
-def test_item_40_upstream_request_and_encoding(one: Setup) -> None:
+def test_upstream_request_and_encoding(one: Setup) -> None:
     a = one.servers[0]
     user = "u+s er&name"
     response = watch(one.client, token_for(user), "CIP")
@@ -125,7 +125,7 @@ def test_item_40_upstream_request_and_encoding(one: Setup) -> None:
     assert httpx.get(f"{a.url}/_count", params={"id": user}).json() == {"count": 1}
 
 
-def test_item_40_server_base_with_trailing_slashes() -> None:
+def test_server_base_with_trailing_slashes() -> None:
     with fake_ecpds() as a:
         with fake_auth_o_tron() as aot:
             doc = document("direct", aot.url, [a.url + "//"])
@@ -135,16 +135,16 @@ def test_item_40_server_base_with_trailing_slashes() -> None:
         assert a.queries == ["id=ecpds-user"]
 
 
-def test_item_40_wrong_service_credentials_are_503() -> None:
+def test_wrong_service_credentials_are_503() -> None:
     with fake_ecpds() as a, deployment([a], password="not-the-password") as setup:
         assert_auth_error(watch(setup.client, token_for("ecpds-user"), "CIP"), 503, UNAVAILABLE)
 
 
-# -- items 41, 42: decisions ---------------------------------------------------------------
+# -- decisions -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", READS)
-def test_item_41_destination_membership(one: Setup, path: str) -> None:
+def test_destination_membership(one: Setup, path: str) -> None:
     user = basic("ecpds-user", "ecpds-pass")
     assert watch(one.client, user, "CIP", path).status_code == 200
     assert watch(one.client, user, "FOO", path).status_code == 200
@@ -154,7 +154,7 @@ def test_item_41_destination_membership(one: Setup, path: str) -> None:
 
 
 @pytest.mark.parametrize("path", READS)
-def test_item_42_empty_list_denies_everything(one: Setup, path: str) -> None:
+def test_empty_list_denies_everything(one: Setup, path: str) -> None:
     user = basic("ecpds-noaccess", "ecpds-pass")
     for destination in ("CIP", "ANY"):
         assert_auth_error(
@@ -163,20 +163,20 @@ def test_item_42_empty_list_denies_everything(one: Setup, path: str) -> None:
 
 
 @pytest.mark.parametrize("user", ["ecpds-success-no", "ecpds-badshape", "ecpds-unavailable"])
-def test_item_42_contract_breaking_answers_are_503(one: Setup, user: str) -> None:
+def test_contract_breaking_answers_are_503(one: Setup, user: str) -> None:
     assert_auth_error(watch(one.client, token_for(user), "CIP"), 503, UNAVAILABLE)
 
 
 @pytest.mark.parametrize("mode", ["down", "forbidden", "throttled", "garbage"])
-def test_item_42_failure_modes_are_503(one: Setup, mode: str) -> None:
+def test_failure_modes_are_503(one: Setup, mode: str) -> None:
     one.servers[0].mode = mode
     assert_auth_error(watch(one.client, token_for(fresh()), "CIP"), 503, UNAVAILABLE)
 
 
-# -- items 43, 44: cache and single flight -----------------------------------------------
+# -- cache and single flight -------------------------------------------------------------
 
 
-def test_item_43_sequential_requests_hit_the_cache(one: Setup) -> None:
+def test_sequential_requests_hit_the_cache(one: Setup) -> None:
     user = fresh()
     for path in (WATCH, WATCH, REPLAY):
         assert watch(one.client, token_for(user), "CIP", path).status_code == 200
@@ -191,7 +191,7 @@ def _concurrent(setup: Setup, user: str, count: int) -> list[int]:
         return [future.result().status_code for future in futures]
 
 
-def test_item_43_ten_concurrent_misses_share_one_fetch(one: Setup) -> None:
+def test_ten_concurrent_misses_share_one_fetch(one: Setup) -> None:
     one.servers[0].delay_ms = 300
     user = fresh()
     assert _concurrent(one, user, 10) == [200] * 10
@@ -215,7 +215,7 @@ def test_single_flight_shares_failures_too(one: Setup) -> None:
     assert a.count(user) == 1
 
 
-def test_item_44_errors_are_not_cached(one: Setup) -> None:
+def test_errors_are_not_cached(one: Setup) -> None:
     a = one.servers[0]
     user = fresh()
     a.mode = "down"
@@ -253,21 +253,21 @@ def test_request_timeout_bounds_a_hanging_server() -> None:
         assert time.monotonic() - started < 2.0
 
 
-# -- items 45, 46: several servers ---------------------------------------------------------
+# -- several servers -----------------------------------------------------------------------
 
 
-def test_item_45_union_under_strict(two: Setup) -> None:
+def test_union_under_strict(two: Setup) -> None:
     user = token_for(fresh())
     for destination in ("CIP", "FOO", "BAR"):
         assert watch(two.client, user, destination).status_code == 200, destination
 
 
-def test_item_45_strict_fails_when_one_server_is_down(two: Setup) -> None:
+def test_strict_fails_when_one_server_is_down(two: Setup) -> None:
     two.servers[1].mode = "down"
     assert_auth_error(watch(two.client, token_for(fresh()), "CIP"), 503, UNAVAILABLE)
 
 
-def test_item_46_any_success_tolerates_a_down_server(caplog: pytest.LogCaptureFixture) -> None:
+def test_any_success_tolerates_a_down_server(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="aviso.ecpds")
     with (
         fake_ecpds() as a,
@@ -284,11 +284,11 @@ def test_item_46_any_success_tolerates_a_down_server(caplog: pytest.LogCaptureFi
         assert_auth_error(watch(setup.client, token_for(fresh()), "CIP"), 503, UNAVAILABLE)
 
 
-# -- items 47–49: when ECPDS is not asked ---------------------------------------------------
+# -- when ECPDS is not asked ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", READS)
-def test_item_47_admin_bypass(one: Setup, path: str) -> None:
+def test_admin_bypass(one: Setup, path: str) -> None:
     a = one.servers[0]
     a.mode = "down"  # would be a 503 if asked
     before = a.total()
@@ -305,9 +305,7 @@ def test_item_47_admin_bypass(one: Setup, path: str) -> None:
         ("dissemination_ecpds_writable", ("producer-user", "producer-pass")),
     ],
 )
-def test_item_48_notify_never_consults_ecpds(
-    one: Setup, event_type: str, user: tuple[str, str]
-) -> None:
+def test_notify_never_consults_ecpds(one: Setup, event_type: str, user: tuple[str, str]) -> None:
     a = one.servers[0]
     a.mode = "down"
     before = a.total()
@@ -318,14 +316,14 @@ def test_item_48_notify_never_consults_ecpds(
     assert a.total() == before
 
 
-def test_item_48_plugin_stream_writes_stay_admin_only(one: Setup) -> None:
+def test_plugin_stream_writes_stay_admin_only(one: Setup) -> None:
     reader = basic("ecpds-user", "ecpds-pass")
     response = call(one.client, NOTIFY, body(EVENT, {"destination": "CIP"}), reader)
     assert_auth_error(response, 403, "Only administrators can write to this stream")
 
 
 @pytest.mark.parametrize("path", READS)
-def test_item_49_policy_and_validation_come_before_ecpds(one: Setup, path: str) -> None:
+def test_policy_and_validation_come_before_ecpds(one: Setup, path: str) -> None:
     a = one.servers[0]
     before = a.total()
     anonymous = call(one.client, path, read_body(EVENT, path, {"destination": "CIP"}))
@@ -336,10 +334,10 @@ def test_item_49_policy_and_validation_come_before_ecpds(one: Setup, path: str) 
     assert a.total() == before
 
 
-# -- item 50: bodies ----------------------------------------------------------------------
+# -- bodies -------------------------------------------------------------------------------
 
 
-def test_item_50_response_bodies(one: Setup) -> None:
+def test_response_bodies(one: Setup) -> None:
     unavailable = watch(one.client, token_for("ecpds-unavailable"), "CIP")
     document_ = json.loads(unavailable.text)
     assert document_ == {
@@ -360,7 +358,7 @@ def test_item_50_response_bodies(one: Setup) -> None:
 
 
 def test_missing_authoriser_at_runtime_is_a_500() -> None:
-    """Settings validated with the plugin, served without it: fail closed (§8.6)."""
+    """Settings validated with the plugin, served without it: fail closed."""
     with fake_ecpds() as a, fake_auth_o_tron() as aot:
         registry = discover()
         settings = settings_from_document(document("direct", aot.url, [a.url]), registry)

@@ -1,6 +1,5 @@
 """Secrets (``jwt_secret``, the ECPDS password, the NATS token) never appear in logs, in
-``aviso-server config check`` output or in any response (issue #4, auth.md §1.1,
-configuration §1.6).
+``aviso-server config check`` output or in any response.
 
 A real ``aviso-server serve`` subprocess logs at debug level while it answers successes and every
 kind of auth failure; its whole stderr and every response body are then searched.
@@ -12,6 +11,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.conformance.auth_support import NOTIFY, WATCH, body, call, document, read_body
@@ -19,6 +19,8 @@ from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_ecpds import SERVICE_PASSWORD, fake_ecpds
 from tests.support.process import aviso_process, run_aviso
 from tests.support.tokens import OTHER_SECRET, SECRET, basic, bearer, mint
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 NATS_TOKEN = "nats-token-do-not-print"
 SECRETS = (SECRET, SERVICE_PASSWORD, NATS_TOKEN)

@@ -1,7 +1,7 @@
-"""Auth conformance: what fails startup and what starts (auth.md §10 items 3–11, 36–39).
+"""Auth conformance: what fails startup and what starts.
 
 Every case is a one-change variant of ``VALID``. Refusals are checked through the startup
-validation itself (``ConfigError`` naming the key), and one per checklist group also as a
+validation itself (``ConfigError`` naming the key), and one per group also as a
 real ``aviso-server serve`` that must exit non-zero without a traceback; accepted variants must
 serve ``/health`` on a real server.
 """
@@ -287,7 +287,7 @@ def processes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
 
 
 @pytest.mark.parametrize("case", list(REFUSED))
-def test_item_03_to_11_and_36_to_38_refused(case: str) -> None:
+def test_to_11_and_36_to_38_refused(case: str) -> None:
     change, fragments = REFUSED[case]
     with pytest.raises(ConfigError) as failure:
         settings_from_document(variant(change), discover())
@@ -308,7 +308,7 @@ def test_refusals_stop_aviso_serve(processes: dict[str, Outcome], case: str) -> 
 
 
 @pytest.mark.parametrize("case", list(ACCEPTED))
-def test_item_15_37_38_39_accepted(case: str) -> None:
+def test_37_38_39_accepted(case: str) -> None:
     with running_server(variant(ACCEPTED[case])) as server:
         assert httpx.get(f"{server.url}/health").status_code == 200
         assert httpx.get(f"{server.url}/api/v1/schema").status_code == 200

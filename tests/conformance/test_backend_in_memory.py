@@ -1,4 +1,4 @@
-"""backends-admin-metrics.md §6, in-memory items 5–12 and admin items 27–37, over HTTP.
+"""The in-memory backend and the admin endpoints on it, over HTTP.
 
 Each test gets a server of its own (sequence numbers and retention are process state).
 """
@@ -109,8 +109,8 @@ def replay_diss(client: httpx.Client, from_id: str = "0") -> list[dict[str, Any]
 # -- 5–12: in-memory semantics ----------------------------------------------------------------
 
 
-def test_item_05_sequences_are_consecutive_per_stream(http: httpx.Client) -> None:
-    # current-upstream.md §9 overrides item 5's process-wide counter: an unfiltered pyaviso
+def test_sequences_are_consecutive_per_stream(http: httpx.Client) -> None:
+    # Not a process-wide counter (as aviso-server's in-memory backend has): an unfiltered pyaviso
     # listener needs N, N+1, ... per event type, as JetStream numbers them.
     mars(http)
     diss(http)
@@ -124,7 +124,7 @@ def test_item_05_sequences_are_consecutive_per_stream(http: httpx.Client) -> Non
 
 
 @_in_memory()
-def test_item_06_default_history_is_one_per_subject(http: httpx.Client) -> None:
+def test_default_history_is_one_per_subject(http: httpx.Client) -> None:
     for n in range(3):
         mars(http, payload={"n": n})
     events = replay_mars(http, from_id="1")
@@ -132,7 +132,7 @@ def test_item_06_default_history_is_one_per_subject(http: httpx.Client) -> None:
     assert events[0]["sequence"] == 3
 
 
-def test_item_07_history_of_one_subject(http: httpx.Client) -> None:
+def test_history_of_one_subject(http: httpx.Client) -> None:
     for n in range(3):
         mars(http, payload={"n": n})
     events = replay_mars(http)
@@ -141,7 +141,7 @@ def test_item_07_history_of_one_subject(http: httpx.Client) -> None:
 
 
 @_in_memory(max_history_per_topic=100, max_topics=2)
-def test_item_08_topic_eviction(http: httpx.Client) -> None:
+def test_topic_eviction(http: httpx.Client) -> None:
     for step in (1, 2, 3):  # subjects X, Y, Z
         mars(http, step=step)
     assert replay_mars(http, step=1) == []
@@ -149,7 +149,7 @@ def test_item_08_topic_eviction(http: httpx.Client) -> None:
     assert [event["data"]["identifier"]["step"] for event in replay_mars(http, step=3)] == ["3"]
 
 
-def test_item_09_from_id_inclusive_and_beyond(http: httpx.Client) -> None:
+def test_from_id_inclusive_and_beyond(http: httpx.Client) -> None:
     for step in (1, 2, 3):
         mars(http, step=step)
     assert [event["sequence"] for event in replay_mars(http, from_id="2")] == [2, 3]
@@ -157,7 +157,7 @@ def test_item_09_from_id_inclusive_and_beyond(http: httpx.Client) -> None:
     assert replay_mars(http, from_id="999999") == []
 
 
-def test_item_10_from_date_between_two(http: httpx.Client) -> None:
+def test_from_date_between_two(http: httpx.Client) -> None:
     mars(http, step=1)
     time.sleep(0.15)  # creates two distinct storage times (not synchronisation)
     mars(http, step=2)
@@ -174,7 +174,7 @@ def test_item_10_from_date_between_two(http: httpx.Client) -> None:
     assert result.sequences() == [newer["sequence"]]
 
 
-def test_item_11_live_watch_sees_only_later_notifications(http: httpx.Client) -> None:
+def test_live_watch_sees_only_later_notifications(http: httpx.Client) -> None:
     mars(http, payload={"when": "before"})
     body = {"event_type": "mars", "identifier": {"class": "od", "date": "2025-07-06"}}
     with open_stream(http, WATCH, body) as stream:
@@ -184,7 +184,7 @@ def test_item_11_live_watch_sees_only_later_notifications(http: httpx.Client) ->
     assert event.data["data"]["payload"] == {"when": "after"}
 
 
-def test_item_12_second_server_sees_nothing_of_the_first(
+def test_second_server_sees_nothing_of_the_first(
     http: httpx.Client, in_memory: dict[str, Any]
 ) -> None:
     with (
@@ -206,7 +206,7 @@ def test_item_12_second_server_sees_nothing_of_the_first(
 # -- 27–32: delete --------------------------------------------------------------------------
 
 
-def test_item_27_delete_malformed(http: httpx.Client) -> None:
+def test_delete_malformed(http: httpx.Client) -> None:
     response = http.delete("/api/v1/admin/notification/not-a-valid-id")
     assert response.status_code == 400
     body = admin_body(response, ADMIN_KEYS)
@@ -221,13 +221,13 @@ def test_item_27_delete_malformed(http: httpx.Client) -> None:
         ("mars@abc", "notification_id sequence must be a positive integer"),
     ],
 )
-def test_item_28_delete_bad_sequence(http: httpx.Client, raw: str, message: str) -> None:
+def test_delete_bad_sequence(http: httpx.Client, raw: str, message: str) -> None:
     response = http.delete(f"/api/v1/admin/notification/{raw}")
     assert response.status_code == 400
     assert admin_body(response, ADMIN_KEYS)["message"] == message
 
 
-def test_item_29_delete_unused_sequence(http: httpx.Client) -> None:
+def test_delete_unused_sequence(http: httpx.Client) -> None:
     response = http.delete("/api/v1/admin/notification/test_polygon@999999999")
     assert response.status_code == 404
     body = admin_body(response, ADMIN_KEYS)
@@ -235,7 +235,7 @@ def test_item_29_delete_unused_sequence(http: httpx.Client) -> None:
     assert body["message"] == "Notification not found"
 
 
-def test_item_30_delete_by_cloudevent_id(http: httpx.Client) -> None:
+def test_delete_by_cloudevent_id(http: httpx.Client) -> None:
     mars(http, step=1)
     mars(http, step=2)
     first, second = replay_mars(http)
@@ -252,7 +252,7 @@ def test_item_30_delete_by_cloudevent_id(http: httpx.Client) -> None:
 @pytest.mark.parametrize(
     "form", ["dissemination@{n}", "DISSEMINATION@{n}", "diss@{n}", "DISS@{n}", " diss@{n} "]
 )
-def test_item_31_alias_and_base_address_the_same_message(http: httpx.Client, form: str) -> None:
+def test_alias_and_base_address_the_same_message(http: httpx.Client, form: str) -> None:
     diss(http)
     (event,) = replay_diss(http)
     assert event["id"] == f"dissemination@{event['sequence']}"
@@ -263,7 +263,7 @@ def test_item_31_alias_and_base_address_the_same_message(http: httpx.Client, for
     assert replay_diss(http) == []
 
 
-def test_item_31_other_stream_does_not_delete(http: httpx.Client) -> None:
+def test_other_stream_does_not_delete(http: httpx.Client) -> None:
     diss(http)
     (event,) = replay_diss(http)
     response = http.delete(f"/api/v1/admin/notification/mars@{event['sequence']}")
@@ -271,7 +271,7 @@ def test_item_31_other_stream_does_not_delete(http: httpx.Client) -> None:
     assert len(replay_diss(http)) == 1
 
 
-def test_item_32_delete_body_members(http: httpx.Client) -> None:
+def test_delete_body_members(http: httpx.Client) -> None:
     mars(http)
     (event,) = replay_mars(http)
     response = http.delete(f"/api/v1/admin/notification/{event['id']}")
@@ -287,7 +287,7 @@ def test_item_32_delete_body_members(http: httpx.Client) -> None:
 # -- 33–37: wipes ---------------------------------------------------------------------------
 
 
-def test_item_33_wipe_one_stream(http: httpx.Client) -> None:
+def test_wipe_one_stream(http: httpx.Client) -> None:
     mars(http)
     diss(http)
     response = wipe_stream(http, b'{"stream_name":"MARS"}')
@@ -299,7 +299,7 @@ def test_item_33_wipe_one_stream(http: httpx.Client) -> None:
     assert len(replay_diss(http)) == 1
 
 
-def test_item_34_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
+def test_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
     for step in (1, 2, 3):
         mars(http, step=step)
     highest = max(event["sequence"] for event in replay_mars(http))
@@ -310,8 +310,8 @@ def test_item_34_sequences_continue_after_a_wipe(http: httpx.Client) -> None:
     assert event["sequence"] > highest
 
 
-def test_item_35_wipe_unknown_stream_on_in_memory_is_404(http: httpx.Client) -> None:
-    # Issue #11: an unknown stream is 404 on both backends (it was 200 here, 500 on JetStream).
+def test_wipe_unknown_stream_on_in_memory_is_404(http: httpx.Client) -> None:
+    # An unknown stream is 404 on both backends (it was 200 here, 500 on JetStream).
     mars(http)
     response = wipe_stream(http, b'{"stream_name":"NO_SUCH_STREAM"}')
     assert response.status_code == 404
@@ -332,7 +332,7 @@ def test_item_35_wipe_unknown_stream_on_in_memory_is_404(http: httpx.Client) -> 
     ],
     ids=["no-body", "empty", "not-json", "missing-name", "non-string-name", "no-content-type"],
 )
-def test_item_36_wipe_stream_needs_a_json_body(
+def test_wipe_stream_needs_a_json_body(
     http: httpx.Client, content: bytes | None, json_header: bool
 ) -> None:
     mars(http)
@@ -347,7 +347,7 @@ def test_item_36_wipe_stream_needs_a_json_body(
     assert len(replay_mars(http)) == 1, "nothing was wiped"
 
 
-def test_item_37_wipe_all(http: httpx.Client) -> None:
+def test_wipe_all(http: httpx.Client) -> None:
     mars(http)
     diss(http)
     notify(

@@ -1,4 +1,4 @@
-"""Issue #14 acceptance, configuration (current-upstream.md §7): a configuration using every
+"""aviso-server 0.13 configuration: a configuration using every
 0.13 key starts and ``aviso-server config check`` accepts it; a bad homepage URL or an OTLP
 block without an endpoint fails naming the key; a 0.7.1 example still starts. Plus the
 per-schema replay cap (both backends), the stricter cap validation and the JetStream
@@ -20,6 +20,8 @@ from tests.support.configs import API_EXAMPLE, ForBackend
 from tests.support.process import free_port
 from tests.support.server import running_server
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 LEGACY_EXAMPLE = Path(__file__).with_name("aviso_server_config.yaml")
 
 HOMEPAGE = {
@@ -31,7 +33,7 @@ HOMEPAGE = {
 
 
 def every_013_key(port: int, metrics_port: int, collector_port: int) -> str:
-    """Every key section 7 adds or changes, next to the unchanged ones."""
+    """Every key 0.13 adds or changes, next to the unchanged ones."""
     homepage = "\n".join(f"    {key}: '{url}'" for key, url in HOMEPAGE.items())
     return f"""\
 application:

@@ -26,6 +26,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent.parent
 AVISO_SERVER_CONFIG = HERE / "aviso_server_config.yaml"

@@ -1,11 +1,11 @@
-"""Configuration effects on a running server (configuration chapter §1.6, §9, §10;
-checklist items 20, 22, 23, 26, 30)."""
+"""Configuration effects on a running server."""
 
 from __future__ import annotations
 
 import time
 
 import httpx
+import pytest
 import yaml
 
 from tests.conformance.config_support import (
@@ -18,6 +18,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 from tests.support.sse import collect
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 # Declared out of alphabetical order so that sorting is visible.
 TWO_SCHEMAS = """
@@ -48,10 +50,10 @@ def unknown_event_type_bodies(client: httpx.Client, event_type: str) -> list[dic
     return bodies
 
 
-# -- item 20 ----------------------------------------------------------------------------
+# -- schemas imply strict ---------------------------------------------------------------
 
 
-def test_item_20_schemas_imply_strict(sandbox: Sandbox) -> None:
+def test_schemas_imply_strict(sandbox: Sandbox) -> None:
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port, TWO_SCHEMAS))
     with sandbox.serve("--config", str(path), port=port) as server, server.client() as client:
@@ -70,10 +72,10 @@ def test_item_20_schemas_imply_strict(sandbox: Sandbox) -> None:
         assert body["configured_event_types"] == ["model_run", "river_gauge"]
 
 
-# -- item 22 ----------------------------------------------------------------------------
+# -- strict without schemas -------------------------------------------------------------
 
 
-def test_item_22_strict_without_schemas_refuses_everything(sandbox: Sandbox) -> None:
+def test_strict_without_schemas_refuses_everything(sandbox: Sandbox) -> None:
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port, "notification_schema_strict: true"))
     with sandbox.serve("--config", str(path), port=port) as server, server.client() as client:
@@ -84,10 +86,10 @@ def test_item_22_strict_without_schemas_refuses_everything(sandbox: Sandbox) -> 
         assert "details" not in body
 
 
-# -- item 23 ----------------------------------------------------------------------------
+# -- non-strict with schemas ------------------------------------------------------------
 
 
-def test_item_23_non_strict_with_schemas(sandbox: Sandbox) -> None:
+def test_non_strict_with_schemas(sandbox: Sandbox) -> None:
     port = free_port()
     path = sandbox.write(
         "config.yaml", config_text(port, TWO_SCHEMAS + "notification_schema_strict: false\n")
@@ -110,10 +112,10 @@ def test_item_23_non_strict_with_schemas(sandbox: Sandbox) -> None:
     assert len(warnings) == 1, server.stderr()
 
 
-# -- item 26 ----------------------------------------------------------------------------
+# -- partial watch endpoint block -------------------------------------------------------
 
 
-def test_item_26_partial_watch_endpoint_block(sandbox: Sandbox) -> None:
+def test_partial_watch_endpoint_block(sandbox: Sandbox) -> None:
     """Heartbeats every 5 s as configured (the first is immediate, the second after one
     interval); of the five defaulted keys, replay_batch_size
     (100, in ``replay_started``) and replay_batch_delay_ms (100 ms between batches) are
@@ -146,7 +148,7 @@ def test_item_26_partial_watch_endpoint_block(sandbox: Sandbox) -> None:
     assert 4.5 <= heartbeat_seconds < 9.0, heartbeat_seconds
 
 
-# -- item 30 ----------------------------------------------------------------------------
+# -- secrets redacted -------------------------------------------------------------------
 
 SECRETS = {
     "jwt_secret": "jwt-VALUE-7f3a",
@@ -171,7 +173,7 @@ ecpds:
 """
 
 
-def test_item_30_secrets_are_redacted(sandbox: Sandbox) -> None:
+def test_secrets_are_redacted(sandbox: Sandbox) -> None:
     port = free_port()
     backend = (
         f'{{kind: in_memory, jetstream: {{token: "{SECRETS["token"]}", '

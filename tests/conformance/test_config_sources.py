@@ -1,4 +1,4 @@
-"""Configuration sources end to end (configuration chapter §1, checklist items 1–9, 21, 29).
+"""Configuration sources end to end.
 
 Every test runs the real ``aviso-server serve`` (or ``aviso-server config check``) as a
 subprocess with a temporary working directory and HOME and no inherited ``AVISOSERVER_*`` variables.
@@ -26,6 +26,8 @@ from tests.conformance.config_support import (
 )
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 
 def env_only(port: int) -> dict[str, str]:
     return {
@@ -37,9 +39,9 @@ def env_only(port: int) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def env_only_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """No configuration file anywhere; the three variables of item 1 and nothing else.
+    """No configuration file anywhere; three variables and nothing else.
 
-    Shared by items 1, 21 and 29 (each uses its own event type). The port is a free one
+    Shared by several tests (each uses its own event type). The port is a free one
     rather than the item's 8000, which other processes on the machine may hold.
     """
     if SYSTEM_CONFIG.exists():
@@ -52,11 +54,11 @@ def env_only_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
         yield server
 
 
-# -- item 1 -----------------------------------------------------------------------------
+# -- environment alone ------------------------------------------------------------------
 
 
 @no_system_config
-def test_item_01_environment_alone_starts_with_default_base_url(
+def test_environment_alone_starts_with_default_base_url(
     env_only_server: ServerProcess,
 ) -> None:
     with env_only_server.client() as client:
@@ -71,20 +73,20 @@ def test_item_01_environment_alone_starts_with_default_base_url(
     assert event["data"]["payload"] == {"note": "generic"}
 
 
-# -- item 2 -----------------------------------------------------------------------------
+# -- no file, no environment ------------------------------------------------------------
 
 
 @no_system_config
-def test_item_02_no_file_and_no_environment_fails(sandbox: Sandbox) -> None:
+def test_no_file_and_no_environment_fails(sandbox: Sandbox) -> None:
     failure = sandbox.serve_fails()
     failure.names("application")
 
 
-# -- items 3, 4 -------------------------------------------------------------------------
+# -- AVISOSERVER_CONFIG_FILE missing or blank -------------------------------------------
 
 
 @no_system_config
-def test_item_03_missing_config_file_fails_despite_default_file(sandbox: Sandbox) -> None:
+def test_missing_config_file_fails_despite_default_file(sandbox: Sandbox) -> None:
     default_port = free_port()
     sandbox.default_file(config_text(default_port))
     failure = sandbox.serve_fails(
@@ -94,17 +96,17 @@ def test_item_03_missing_config_file_fails_despite_default_file(sandbox: Sandbox
 
 
 @no_system_config
-def test_item_04_blank_config_file_variable_fails(sandbox: Sandbox) -> None:
+def test_blank_config_file_variable_fails(sandbox: Sandbox) -> None:
     default_port = free_port()
     sandbox.default_file(config_text(default_port))
     failure = sandbox.serve_fails(env={"AVISOSERVER_CONFIG_FILE": "   "}, port=default_port)
     failure.names("AVISOSERVER_CONFIG_FILE")
 
 
-# -- item 5 -----------------------------------------------------------------------------
+# -- AVISOSERVER_CONFIG_FILE replaces the cascade ---------------------------------------
 
 
-def test_item_05_config_file_variable_replaces_the_cascade(sandbox: Sandbox) -> None:
+def test_config_file_variable_replaces_the_cascade(sandbox: Sandbox) -> None:
     default_port, explicit_port = free_port(), free_port()
     sandbox.default_file(
         config_text(
@@ -131,11 +133,11 @@ def test_item_05_config_file_variable_replaces_the_cascade(sandbox: Sandbox) -> 
     assert [event["source"] for event in events] == ["http://localhost"]
 
 
-# -- item 6 -----------------------------------------------------------------------------
+# -- home file over default file --------------------------------------------------------
 
 
 @no_system_config
-def test_item_06_home_file_merges_over_default_file(sandbox: Sandbox) -> None:
+def test_home_file_merges_over_default_file(sandbox: Sandbox) -> None:
     default_port, home_port = free_port(), free_port()
     sandbox.default_file(config_text(default_port, "logging: {level: debug}"))
     sandbox.home_file(f"application: {{port: {home_port}}}\n")
@@ -150,10 +152,10 @@ def test_item_06_home_file_merges_over_default_file(sandbox: Sandbox) -> None:
         assert [r["level"] for r in stored] == ["debug"], server.stderr()
 
 
-# -- item 7 -----------------------------------------------------------------------------
+# -- environment over file --------------------------------------------------------------
 
 
-def test_item_07_environment_port_wins_over_file(sandbox: Sandbox) -> None:
+def test_environment_port_wins_over_file(sandbox: Sandbox) -> None:
     file_port, env_port = free_port(), free_port()
     path = sandbox.write("config.yaml", config_text(file_port))
     env = {"AVISOSERVER_CONFIG_FILE": str(path), "AVISOSERVER_APPLICATION__PORT": str(env_port)}
@@ -161,10 +163,10 @@ def test_item_07_environment_port_wins_over_file(sandbox: Sandbox) -> None:
         assert nothing_listens(file_port)
 
 
-# -- item 8 -----------------------------------------------------------------------------
+# -- typed environment values -----------------------------------------------------------
 
 
-def test_item_08_non_numeric_replay_batch_size_fails(sandbox: Sandbox) -> None:
+def test_non_numeric_replay_batch_size_fails(sandbox: Sandbox) -> None:
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port))
     env = {
@@ -174,7 +176,7 @@ def test_item_08_non_numeric_replay_batch_size_fails(sandbox: Sandbox) -> None:
     sandbox.serve_fails(env=env, port=port).names("watch_endpoint.replay_batch_size")
 
 
-def test_item_08_numeric_replay_batch_size_is_used(sandbox: Sandbox) -> None:
+def test_numeric_replay_batch_size_is_used(sandbox: Sandbox) -> None:
     port = free_port()
     path = sandbox.write("config.yaml", config_text(port, "watch_endpoint: {replay_batch_size: 7}"))
     env = {
@@ -188,7 +190,7 @@ def test_item_08_numeric_replay_batch_size_is_used(sandbox: Sandbox) -> None:
     assert [s["batch_size"] for s in started] == [200], events
 
 
-# -- item 9 -----------------------------------------------------------------------------
+# -- auth from the environment ----------------------------------------------------------
 
 AUTH_FILE = """
 auth:
@@ -208,7 +210,7 @@ auth:
 """
 
 
-def test_item_09_auth_enabled_yes_from_environment(sandbox: Sandbox) -> None:
+def test_auth_enabled_yes_from_environment(sandbox: Sandbox) -> None:
     """The effective value shows in ``aviso-server config check``; on the server, the admin
     routes (open while auth is disabled) now demand credentials."""
     port = free_port()
@@ -224,7 +226,7 @@ def test_item_09_auth_enabled_yes_from_environment(sandbox: Sandbox) -> None:
         assert response.headers.get_list("www-authenticate") == ["Bearer"]
 
 
-def test_item_09_auth_enabled_from_environment_triggers_auth_rules(sandbox: Sandbox) -> None:
+def test_auth_enabled_from_environment_triggers_auth_rules(sandbox: Sandbox) -> None:
     """Evidence on the real server that the override switches auth on: with an empty
     ``admin_roles`` the file is valid as written (auth disabled), but an enabled-only rule
     fails startup once ``AVISOSERVER_AUTH__ENABLED=On`` is set."""
@@ -238,11 +240,11 @@ def test_item_09_auth_enabled_from_environment_triggers_auth_rules(sandbox: Sand
     failure.names("auth.admin_roles")
 
 
-# -- items 21, 29 (same configuration as item 1) ----------------------------------------
+# -- defaults without schemas ----------------------------
 
 
 @no_system_config
-def test_item_21_no_schema_accepts_any_event_type(env_only_server: ServerProcess) -> None:
+def test_no_schema_accepts_any_event_type(env_only_server: ServerProcess) -> None:
     with env_only_server.client() as client:
         response = notify(client, "anything", {"k": "v"})
     assert response.status_code == 200, response.text
@@ -250,7 +252,7 @@ def test_item_21_no_schema_accepts_any_event_type(env_only_server: ServerProcess
 
 
 @no_system_config
-def test_item_29_default_in_memory_history_is_one_per_topic(
+def test_default_in_memory_history_is_one_per_topic(
     env_only_server: ServerProcess,
 ) -> None:
     with env_only_server.client() as client:

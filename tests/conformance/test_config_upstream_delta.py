@@ -1,10 +1,12 @@
-"""Issue #12 acceptance, configuration: a file aviso-server 0.7.1 accepted still starts
+"""Configuration compatibility: a file aviso-server 0.7.1 accepted still starts
 (with a warning for each thing 0.13 would refuse, naming the key and the upstream rule),
 a 0.13-style file with a ``PointCloudHandler`` starts, and ``aviso-server config check``
 reports the same warnings.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from tests.conformance.config_support import (
     Sandbox,
@@ -14,6 +16,8 @@ from tests.conformance.config_support import (
     replay,
 )
 from tests.support.process import free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 # Everything here was valid for 0.7.1 and is a startup error for 0.13.
 LEGACY_SCHEMAS = """

@@ -1,4 +1,4 @@
-"""Issue #14 item 6: the deployment examples (docs/deploy/) use only flags, paths, keys and
+"""The deployment examples (docs/deploy/) use only flags, paths, keys and
 probe paths that exist. The Kubernetes manifest and the systemd unit are parsed, their
 command lines checked against ``aviso-server serve --help`` and click's own parser, the
 configuration they reference goes through ``aviso-server config check`` with their
@@ -22,6 +22,8 @@ from aviso_host.server import uvicorn_config
 from tests.conformance.config_support import Sandbox
 from tests.support.nats import NatsServer
 from tests.support.process import free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 DEPLOY = Path(__file__).resolve().parents[2] / "docs" / "deploy"
 MANIFEST = DEPLOY / "kubernetes.yaml"

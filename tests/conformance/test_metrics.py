@@ -1,4 +1,4 @@
-"""Metrics conformance (backends-admin-metrics.md §5; checklist §6 items 38–50).
+"""Metrics conformance.
 
 Real uvicorn servers with the metrics listener on a free loopback port, scraped over HTTP;
 auth and ECPDS through the loopback fakes. Counters are compared before and after, so the
@@ -41,7 +41,7 @@ NOTIFY = "/api/v1/notification"
 WATCH = "/api/v1/watch"
 REPLAY = "/api/v1/replay"
 DECLARED = ("river_gauge", "storm_cell")
-# Heartbeats every second, so a vanished watcher is noticed quickly (item 45).
+# Heartbeats every second, so a vanished watcher is noticed quickly.
 QUICK_HEARTBEAT = with_changes(API_EXAMPLE, watch_endpoint={"sse_heartbeat_interval_sec": 1})
 
 
@@ -79,7 +79,7 @@ def pristine(for_backend: ForBackend) -> Iterator[Metered]:
 
 @pytest.fixture(scope="module")
 def with_auth() -> Iterator[Metered]:
-    """Direct auth against the fake auth-o-tron, in-memory (the §9 auth configuration)."""
+    """Direct auth against the fake auth-o-tron, in-memory."""
     with fake_auth_o_tron() as aot, metered(auth_document("direct", aot.url)) as running:
         yield running
 
@@ -88,7 +88,7 @@ def token(user: str, roles: tuple[str, ...] = ("reader",)) -> dict[str, str]:
     return bearer(mint(user, "localrealm", list(roles)))
 
 
-# -- item 38 -------------------------------------------------------------------------------
+# -- invalid settings ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def token(user: str, roles: tuple[str, ...] = ("reader",)) -> dict[str, str]:
     [{"enabled": True}, {"enabled": True, "port": 0}, {"enabled": True, "port": 8000}],
     ids=["no-port", "port-0", "same-as-application"],
 )
-def test_item_38_invalid_metrics_settings_abort_startup(metrics: dict[str, Any]) -> None:
+def test_invalid_metrics_settings_abort_startup(metrics: dict[str, Any]) -> None:
     """Also covered rule by rule in tests/host/config/test_config_rules.py
     (``test_enabled_metrics_rules``)."""
     document = with_changes(API_EXAMPLE, application={"port": 8000}, metrics=metrics)
@@ -105,7 +105,7 @@ def test_item_38_invalid_metrics_settings_abort_startup(metrics: dict[str, Any])
 
 
 def test_metrics_port_in_use_aborts_startup() -> None:
-    """§5.1: failure to bind the metrics port aborts startup (the main port is never served)."""
+    """Failure to bind the metrics port aborts startup (the main port is never served)."""
     with metered(API_EXAMPLE) as first:
         port = int(first.metrics_url.rsplit(":", 1)[1].split("/")[0])
         with (
@@ -115,10 +115,10 @@ def test_metrics_port_in_use_aborts_startup() -> None:
             pass
 
 
-# -- item 39 -------------------------------------------------------------------------------
+# -- the metrics listener ------------------------------------------------------------------
 
 
-def test_item_39_metrics_listener_and_no_main_port_route(server: Metered) -> None:
+def test_metrics_listener_and_no_main_port_route(server: Metered) -> None:
     response = httpx.get(server.metrics_url, timeout=10.0)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -180,10 +180,10 @@ def test_disabled_metrics_install_no_per_request_instrumentation() -> None:
     assert scrape.value("aviso_notifications_total", **success) == 1
 
 
-# -- items 40 and 41 -----------------------------------------------------------------------
+# -- series at zero ------------------------------------------------------------------------
 
 
-def test_item_40_series_present_at_zero_after_startup(pristine: Metered, backend: str) -> None:
+def test_series_present_at_zero_after_startup(pristine: Metered, backend: str) -> None:
     scrape = pristine.scrape()
     build = scrape.series("aviso_build_info")
     assert len(build) == 1 and build[0]["version"]
@@ -217,7 +217,7 @@ def test_item_40_series_present_at_zero_after_startup(pristine: Metered, backend
     assert scrape.series("aviso_sse_connections_total") == []
 
 
-def test_item_41_ecpds_series_present_at_zero_after_startup(pristine: Metered) -> None:
+def test_ecpds_series_present_at_zero_after_startup(pristine: Metered) -> None:
     scrape = pristine.scrape()
     decisions = {s["outcome"] for s in scrape.series("aviso_ecpds_access_decisions_total")}
     assert decisions == {
@@ -245,10 +245,10 @@ def test_item_41_ecpds_series_present_at_zero_after_startup(pristine: Metered) -
     assert scrape.value("aviso_ecpds_cache_size") == 0
 
 
-# -- items 42 and 43: notify outcomes ------------------------------------------------------
+# -- notify outcomes -----------------------------------------------------------------------
 
 
-def test_item_42_successful_notify(server: Metered, client: httpx.Client, backend: str) -> None:
+def test_successful_notify(server: Metered, client: httpx.Client, backend: str) -> None:
     success = {"event_type": "river_gauge", "status": "success"}
     publish = {"backend": backend, "operation": "publish", "outcome": "ok"}
     before = server.scrape()
@@ -260,7 +260,7 @@ def test_item_42_successful_notify(server: Metered, client: httpx.Client, backen
     assert after.value(published, **publish) == before.value(published, **publish) + 1
 
 
-def test_item_43_notify_errors_and_rejections(server: Metered, client: httpx.Client) -> None:
+def test_notify_errors_and_rejections(server: Metered, client: httpx.Client) -> None:
     name = "aviso_notifications_total"
     unknown_error = {"event_type": "unknown", "status": "error"}
     unknown_rejected = {"event_type": "unknown", "status": "rejected"}
@@ -273,7 +273,7 @@ def test_item_43_notify_errors_and_rejections(server: Metered, client: httpx.Cli
     assert after.value(name, **unknown_rejected) == before.value(name, **unknown_rejected) + 1
 
 
-def test_item_43_stream_write_policy_403_is_rejected(with_auth: Metered) -> None:
+def test_stream_write_policy_403_is_rejected(with_auth: Metered) -> None:
     name = "aviso_notifications_total"
     labels = {"event_type": "producer_feed", "status": "rejected"}
     before = with_auth.scrape().value(name, **labels) or 0
@@ -298,15 +298,15 @@ def test_caller_resolution_outcomes_are_counted(with_auth: Metered) -> None:
     for outcome in ("success", "unauthorized", "forbidden"):
         labels = {"mode": "direct", "outcome": outcome}
         assert after.value(name, **labels) == before.value(name, **labels) + 1, outcome
-    # Refused before routing, still labelled with the route template (§5.3).
+    # Refused before routing, still labelled with the route template.
     refused = {"route": "/api/v1/admin/wipe/all", "method": "DELETE", "status_code": "401"}
     assert after.value("aviso_http_requests_total", **refused) == 1
 
 
-# -- item 44: HTTP labels ------------------------------------------------------------------
+# -- HTTP labels ---------------------------------------------------------------------------
 
 
-def test_item_44_http_route_templates_and_methods(server: Metered, client: httpx.Client) -> None:
+def test_http_route_templates_and_methods(server: Metered, client: httpx.Client) -> None:
     name = "aviso_http_requests_total"
     schema = {"route": "/api/v1/schema/{event_type}", "method": "GET", "status_code": "200"}
     unmatched = {"route": "unmatched", "method": "GET", "status_code": "404"}
@@ -367,10 +367,10 @@ def test_undeclared_event_types_are_labelled_generic() -> None:
     assert invented["event_type"] not in scrape.text
 
 
-# -- items 45 to 47: SSE -------------------------------------------------------------------
+# -- SSE -----------------------------------------------------------------------------------
 
 
-def test_item_45_active_watch_gauge_and_duration(server: Metered) -> None:
+def test_active_watch_gauge_and_duration(server: Metered) -> None:
     watch_labels = {"route": WATCH, "event_type": "river_gauge"}
     duration = "aviso_sse_connection_duration_seconds_count"
     before = server.scrape()
@@ -411,7 +411,7 @@ def test_aggregate_streams_are_counted_under_their_route(server: Metered) -> Non
     assert during.value("aviso_sse_connections_active", **labels) == 1
 
 
-def test_item_46_unique_users_count_authenticated_users_once(with_auth: Metered) -> None:
+def test_unique_users_count_authenticated_users_once(with_auth: Metered) -> None:
     name = "aviso_sse_unique_users_active"
     body = json.dumps(read_body("public_feed", WATCH, {"name": "metrics-46"}))
     headers = token(f"metrics-user-{uuid.uuid4().hex[:8]}")
@@ -435,9 +435,7 @@ def test_item_46_unique_users_count_authenticated_users_once(with_auth: Metered)
     assert after.value(name, route=WATCH) == before
 
 
-def test_item_47_replay_counts_only_notification_frames(
-    server: Metered, client: httpx.Client
-) -> None:
+def test_replay_counts_only_notification_frames(server: Metered, client: httpx.Client) -> None:
     name = "aviso_sse_events_sent_total"
     labels = {"route": REPLAY, "event_type": "river_gauge"}
     basin = unique_basin()
@@ -450,10 +448,10 @@ def test_item_47_replay_counts_only_notification_frames(
     assert server.scrape().value(name, **labels) == before + 3
 
 
-# -- item 48: backend outcomes -------------------------------------------------------------
+# -- backend outcomes ----------------------------------------------------------------------
 
 
-def test_item_48_deleting_a_missing_message_is_ok(
+def test_deleting_a_missing_message_is_ok(
     server: Metered, client: httpx.Client, backend: str
 ) -> None:
     name = "aviso_backend_operations_total"
@@ -496,10 +494,10 @@ def test_backend_errors_and_stream_errors_are_counted() -> None:
     assert scrape.value("aviso_sse_stream_errors_total", **errors) == 1
 
 
-# -- item 49: ECPDS ------------------------------------------------------------------------
+# -- ECPDS ---------------------------------------------------------------------------------
 
 
-def test_item_49_ecpds_cache_fetch_and_decisions() -> None:
+def test_ecpds_cache_fetch_and_decisions() -> None:
     user = f"ecpds-user-metrics-{uuid.uuid4().hex[:8]}"
     body = json.dumps(
         read_body("dissemination_ecpds", REPLAY, {"destination": "CIP", "class": "od"})
@@ -573,10 +571,10 @@ def test_ecpds_rechecks_of_open_streams_are_counted_as_decisions() -> None:
     assert scrape.value("aviso_ecpds_fetch_total", outcome="success") >= 2
 
 
-# -- item 50 -------------------------------------------------------------------------------
+# -- no _created series ---------------------------------------------------------------------
 
 
-def test_item_50_no_created_series(server: Metered, client: httpx.Client) -> None:
+def test_no_created_series(server: Metered, client: httpx.Client) -> None:
     assert notify(client, unique_basin()).status_code == 200
     collect(client, REPLAY, {**gauge(unique_basin()), "from_id": "1"})
     text = server.scrape().text
@@ -585,7 +583,7 @@ def test_item_50_no_created_series(server: Metered, client: httpx.Client) -> Non
     assert not [name for name in names if name.endswith("_created")]
 
 
-# -- beyond the checklist: the new behaviours' counters ------------------------------------
+# -- the counters of aviso-py's own behaviours ------------------------------------
 
 
 def test_history_gap_is_counted() -> None:

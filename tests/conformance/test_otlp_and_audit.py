@@ -1,4 +1,4 @@
-"""Issue #14 items 2 and 3: log records exported over OTLP (``logging.otlp``) to a loopback
+"""Log records exported over OTLP (``logging.otlp``) to a loopback
 collector started by the test, the audit fields ``username`` / ``auth_realm`` on every
 request log line (JSON and OTLP), and a collector that is down or hangs never blocking a
 request nor holding more than the export queue (``aviso_otlp_*`` counters).
@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from aviso_host.otlp import MAX_QUEUE_SIZE
 from tests.conformance.config_support import Sandbox, config_text, notify, notify_ok
@@ -20,6 +21,8 @@ from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_otlp import LOGS_PATH, otlp_grpc_receiver, otlp_receiver
 from tests.support.process import free_port
 from tests.support.tokens import basic
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 SCHEMAS = """
 notification_schema:

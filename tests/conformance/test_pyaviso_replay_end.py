@@ -1,4 +1,4 @@
-"""ECMWF's client against aviso-py (issue #12): ``aviso replay --from A --until B``.
+"""ECMWF's client against aviso-py: ``aviso replay --from A --until B``.
 
 The user report: ``aviso replay --event mars --identifier class=od --from 0 --until 2``
 failed with ``400 UNKNOWN_FIELD`` for ``to_id``. pyaviso's real ``aviso`` command runs
@@ -24,7 +24,10 @@ from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
 from tests.support.server import RunningServer, running_server
 
 AVISO = shutil.which("aviso")
-pytestmark = pytest.mark.skipif(AVISO is None, reason="pyaviso's aviso command is not installed")
+pytestmark = [
+    pytest.mark.heavy,
+    pytest.mark.skipif(AVISO is None, reason="pyaviso's aviso command is not installed"),
+]
 
 
 @pytest.fixture

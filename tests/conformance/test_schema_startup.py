@@ -1,4 +1,4 @@
-"""Conformance checklist items 60-65 (startup validation), against the real CLI.
+"""Startup validation of ``notification_schema``, against the real CLI.
 
 Each broken configuration is a one-change variant of ``VALID`` (which the positive control
 proves starts and serves). All variants run ``aviso-server serve`` concurrently in subprocesses
@@ -26,6 +26,8 @@ import yaml
 from tests.support.process import aviso_command, aviso_process, clean_environment
 from tests.support.sse import collect
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 RUN_TIMEOUT = 60.0
 
 VALID: dict[str, Any] = {
@@ -50,7 +52,7 @@ VALID: dict[str, Any] = {
             },
             "payload": {"required": False},
         },
-        # Item 65, second half: no canonical_format.
+        # A DateHandler without canonical_format.
         "plain_date": {
             "topic": {"base": "plaindate", "key_order": ["tag", "day"]},
             "identifier": {
@@ -78,7 +80,7 @@ def _gauge(document: dict[str, Any]) -> dict[str, Any]:
 
 def _collide(document: dict[str, Any]) -> None:
     # Bases differing only in case ("Gauge") start with a warning since the upstream
-    # compatibility rule (current-upstream.md: 0.7.1 accepted them; this case used "Gauge"
+    # compatibility rule (aviso-server 0.7.1 accepted them; this case once used "Gauge"
     # and expected a refusal); the same base twice is still refused.
     document["notification_schema"]["gauge_upper"] = {
         "topic": {"base": "gauge", "key_order": []},
@@ -228,34 +230,34 @@ def assert_refused(outcomes: dict[str, Outcome], case: str) -> None:
     assert not _listening(outcome.port)
 
 
-def test_item_60_same_base_twice(outcomes: dict[str, Outcome]) -> None:
+def test_same_base_twice(outcomes: dict[str, Outcome]) -> None:
     assert_refused(outcomes, "60-same-base")
 
 
 @pytest.mark.parametrize("case", [name for name in CASES if name.startswith("61-")])
-def test_item_61_stream_auth_block(outcomes: dict[str, Outcome], case: str) -> None:
+def test_stream_auth_block(outcomes: dict[str, Outcome], case: str) -> None:
     assert_refused(outcomes, case)
 
 
 @pytest.mark.parametrize("case", [name for name in CASES if name.startswith("62-")])
-def test_item_62_field_definition(outcomes: dict[str, Outcome], case: str) -> None:
+def test_field_definition(outcomes: dict[str, Outcome], case: str) -> None:
     assert_refused(outcomes, case)
 
 
-def test_item_63_key_order_names_undeclared_field(outcomes: dict[str, Outcome]) -> None:
+def test_key_order_names_undeclared_field(outcomes: dict[str, Outcome]) -> None:
     assert_refused(outcomes, "63-key-order-undeclared")
 
 
 @pytest.mark.parametrize("case", [name for name in CASES if name.startswith("64-")])
-def test_item_64_storage_policy(outcomes: dict[str, Outcome], case: str) -> None:
+def test_storage_policy(outcomes: dict[str, Outcome], case: str) -> None:
     assert_refused(outcomes, case)
 
 
-def test_item_65_unsupported_canonical_format(outcomes: dict[str, Outcome]) -> None:
+def test_unsupported_canonical_format(outcomes: dict[str, Outcome]) -> None:
     assert_refused(outcomes, "65-unsupported-canonical-format")
 
 
-# -- positive control and item 65 (second half) ------------------------------------------
+# -- positive control and a DateHandler without canonical_format ----------------------------------
 
 
 @dataclass
@@ -273,14 +275,14 @@ def valid_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliServer
         yield CliServer(url, process)
 
 
-def test_item_60_to_65_control_valid_configuration_starts(valid_server: CliServer) -> None:
+def test_to_65_control_valid_configuration_starts(valid_server: CliServer) -> None:
     assert valid_server.process.poll() is None
     response = httpx.get(f"{valid_server.url}/api/v1/schema/plain_date", timeout=10.0)
     assert response.status_code == 200, response.text
 
 
 @pytest.mark.parametrize("value", ["2025-07-06", "20250706", "2025-187"])
-def test_item_65_omitted_canonical_format_is_yyyymmdd(valid_server: CliServer, value: str) -> None:
+def test_omitted_canonical_format_is_yyyymmdd(valid_server: CliServer, value: str) -> None:
     tag = f"fmt-{value}"
     with httpx.Client(base_url=valid_server.url, timeout=10.0) as client:
         body = {"event_type": "plain_date", "identifier": {"tag": tag, "day": value}}

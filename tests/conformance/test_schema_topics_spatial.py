@@ -1,8 +1,8 @@
-"""Conformance checklist items 47-59 (topics, the reserved ``point``, spatial filtering).
+"""Topics, the reserved ``point``, spatial filtering.
 
-The encoded wire topic and the spatial metadata are not exposed over HTTP, so those items
+The encoded wire topic and the spatial metadata are not exposed over HTTP, so those tests
 read the backend's stored records (``Harness.stored``) after a real HTTP notify; the
-legacy/foreign records of items 48 and 58 are written straight into the backend and then
+legacy/foreign records are written straight into the backend and then
 observed through real HTTP replays.
 """
 
@@ -55,10 +55,10 @@ def gauge_topic_tokens(gauge: Harness, station: str) -> list[str]:
     return record.topic.split(".")
 
 
-# -- topics (items 47-49) ----------------------------------------------------------------
+# -- topics ----------------------------------------------------------------
 
 
-def test_item_47_topic_from_canonical_values(gauge: Harness) -> None:
+def test_topic_from_canonical_values(gauge: Harness) -> None:
     identifier = gauge_identifier(
         basin="RHINE", station="KÖLN.1", obs_date="2025-7-6", level_band="04", stage_m="3.50"
     )
@@ -74,7 +74,7 @@ def test_item_47_topic_from_canonical_values(gauge: Harness) -> None:
     ("station", "token"),
     [("50%", "50%25"), ("a>b", "a%3Eb"), ("a*b", "a%2Ab"), ("1%25", "1%2525")],
 )
-def test_item_48_token_encoding(gauge: Harness, station: str, token: str) -> None:
+def test_token_encoding(gauge: Harness, station: str, token: str) -> None:
     gauge.notify_ok("river_gauge", gauge_identifier(station=station))
     assert gauge_topic_tokens(gauge, station)[2] == token
     [seen] = gauge.replay_identifiers("river_gauge", {"basin": "rhine", "station": station})
@@ -88,7 +88,7 @@ def _inject_gauge(gauge: Harness, station_token: str, day: str, station: str) ->
     return gauge.inject(topic, {"identifier": json.dumps(identifier)})
 
 
-def test_item_48_decoding_lower_case_escape(gauge: Harness) -> None:
+def test_decoding_lower_case_escape(gauge: Harness) -> None:
     day = unique_date().replace("-", "")
     _inject_gauge(gauge, "X%2eY", day, "X.Y")
     query = {"basin": "rhine", "station": "X.Y", "obs_date": day}
@@ -100,14 +100,14 @@ def test_item_48_decoding_lower_case_escape(gauge: Harness) -> None:
     "(for selective replays on large streams), so a foreign subject escaping a plain "
     "character (%41BC for ABC) is not found by an exact-token replay"
 )
-def test_item_48_decoding_escape_of_a_plain_character(gauge: Harness) -> None:
+def test_decoding_escape_of_a_plain_character(gauge: Harness) -> None:
     day = unique_date().replace("-", "")
     _inject_gauge(gauge, "%41BC", day, "ABC")
     query = {"basin": "rhine", "station": "ABC", "obs_date": day}
     assert gauge.replay_values("river_gauge", query, "station") == ["ABC"]
 
 
-def test_item_48_undecodable_topic_never_matches(gauge: Harness) -> None:
+def test_undecodable_topic_never_matches(gauge: Harness) -> None:
     day = unique_date().replace("-", "")
     _inject_gauge(gauge, "ok", day, "ok")
     _inject_gauge(gauge, "Z%G1", day, "Z%G1")
@@ -115,14 +115,14 @@ def test_item_48_undecodable_topic_never_matches(gauge: Harness) -> None:
     assert gauge.replay_values("river_gauge", query, "station") == ["ok"]
 
 
-def test_item_48_undecodable_topic_no_exact_match(gauge: Harness) -> None:
+def test_undecodable_topic_no_exact_match(gauge: Harness) -> None:
     day = unique_date().replace("-", "")
     _inject_gauge(gauge, "Q%G1", day, "Q%G1")
     query = {"basin": "rhine", "station": "Q%G1", "obs_date": day}
     assert gauge.replay("river_gauge", query) == []
 
 
-def test_item_49_generic_topic_orders_keys(permissive: Harness) -> None:
+def test_generic_topic_orders_keys(permissive: Harness) -> None:
     permissive.notify_ok("ev", {"b": "2", "a": "1"})
     [record] = permissive.stored(["ev", None, None])
     assert record.topic == "ev.1.2"
@@ -135,9 +135,9 @@ def test_item_49_generic_topic_orders_keys(permissive: Harness) -> None:
 @pytest.mark.jetstream_bug(
     "a base-only topic (ev_empty) is outside the stream's only subject binding ev_empty.>, "
     "so notify answers 500 NOTIFICATION_STORAGE_FAILED 'nats: no response from stream'; "
-    "schema spec §5.4: base-only topics SHOULD work on every backend"
+    "base-only topics SHOULD work on every backend"
 )
-def test_item_49_generic_topic_empty_identifier(permissive: Harness) -> None:
+def test_generic_topic_empty_identifier(permissive: Harness) -> None:
     permissive.notify_ok("ev_empty", {})
     [record] = permissive.stored(["ev_empty"])
     assert record.topic == "ev_empty"
@@ -145,27 +145,27 @@ def test_item_49_generic_topic_empty_identifier(permissive: Harness) -> None:
     assert event["data"]["identifier"] == {}
 
 
-# -- schema-less values (items 50-51) ----------------------------------------------------
+# -- schema-less values ----------------------------------------------------
 
 
-def test_item_50_schemaless_notify_empty_value_rejected(permissive: Harness) -> None:
+def test_schemaless_notify_empty_value_rejected(permissive: Harness) -> None:
     error = permissive.rejected(NOTIFY, "adhoc", {"x": ""})
     assert "x" in error["message"], error
     assert permissive.stored(["adhoc", None]) == []
 
 
 @pytest.mark.parametrize("path", STREAMS)
-def test_item_50_schemaless_stream_empty_value_accepted(permissive: Harness, path: str) -> None:
+def test_schemaless_stream_empty_value_accepted(permissive: Harness, path: str) -> None:
     assert permissive.stream_status(path, "adhoc", {"x": ""}) == 200
 
 
 @pytest.mark.parametrize("path", STREAMS)
-def test_item_51_schemaless_constraint_rejected(permissive: Harness, path: str) -> None:
+def test_schemaless_constraint_rejected(permissive: Harness, path: str) -> None:
     error = permissive.rejected(path, "adhoc", {"x": {"gte": 1}})
     assert "not supported without schema" in error["message"], error
 
 
-# -- point / polygon request rules (items 52-54) -----------------------------------------
+# -- point / polygon request rules -----------------------------------------
 
 
 @pytest.mark.parametrize("path", STREAMS)
@@ -179,7 +179,7 @@ def test_item_51_schemaless_constraint_rejected(permissive: Harness, path: str) 
     ],
     ids=["with-polygon-field", "without-polygon-field", "before-identifier-rules"],
 )
-def test_item_52_polygon_and_point_together(
+def test_polygon_and_point_together(
     gauge: Harness, path: str, event_type: str, identifier: dict[str, Any]
 ) -> None:
     query = {**identifier, "polygon": SQUARE, "point": "5,5"}
@@ -189,27 +189,27 @@ def test_item_52_polygon_and_point_together(
 
 @pytest.mark.parametrize("path", STREAMS)
 @pytest.mark.parametrize("point", ["52.55", "1,2,3", "91,0", {"lat": 1}], ids=str)
-def test_item_53_invalid_points(gauge: Harness, path: str, point: Any) -> None:
+def test_invalid_points(gauge: Harness, path: str, point: Any) -> None:
     query = {"basin": "rhine", "station": "x", "point": point}
     error = gauge.rejected(path, "river_gauge", query)
     assert error["message"].startswith("identifier.point must be"), error
 
 
 @pytest.mark.parametrize("path", STREAMS)
-def test_item_53_parenthesised_point_accepted(gauge: Harness, path: str) -> None:
+def test_parenthesised_point_accepted(gauge: Harness, path: str) -> None:
     query = {"basin": "rhine", "station": "x", "point": "(52.55, 13.5)"}
     assert gauge.stream_status(path, "river_gauge", query) == 200
 
 
 @pytest.mark.parametrize("path", STREAMS)
-def test_item_54_point_replaces_required_polygon(gauge: Harness, path: str) -> None:
+def test_point_replaces_required_polygon(gauge: Harness, path: str) -> None:
     tag = unique_tag()
     assert gauge.stream_status(path, "zone", {"tag": tag, "point": "5,5"}) == 200
     error = gauge.rejected(path, "zone", {"tag": tag})
     assert "polygon" in error["message"], error
 
 
-def test_item_54_point_on_required_polygon_schema_filters(gauge: Harness) -> None:
+def test_point_on_required_polygon_schema_filters(gauge: Harness) -> None:
     tag = unique_tag()
     gauge.notify_ok("zone", {"tag": tag, "polygon": SQUARE})
     gauge.notify_ok("zone", {"tag": tag, "polygon": "(20,20,20,30,30,30,30,20,20,20)"})
@@ -218,7 +218,7 @@ def test_item_54_point_on_required_polygon_schema_filters(gauge: Harness) -> Non
     ]
 
 
-# -- spatial filtering (items 55-59) -----------------------------------------------------
+# -- spatial filtering -----------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +241,7 @@ def spatial_matches(gauge: Harness, station: str, spatial: dict[str, str]) -> li
     [("5,5", True), ("0,5", False), ("0,0", False), ("20,20", False)],
     ids=["inside", "on-edge", "on-vertex", "outside"],
 )
-def test_item_55_point_in_interior_only(
+def test_point_in_interior_only(
     gauge: Harness, square_station: str, point: str, matches: bool
 ) -> None:
     expected = [SQUARE_ARRAY] if matches else []
@@ -257,7 +257,7 @@ def test_item_55_point_in_interior_only(
     ],
     ids=["touches-corner", "touches-edge", "disjoint"],
 )
-def test_item_56_polygon_intersection_touching_counts(
+def test_polygon_intersection_touching_counts(
     gauge: Harness, square_station: str, polygon: str, matches: bool
 ) -> None:
     expected = [SQUARE_ARRAY] if matches else []
@@ -269,11 +269,11 @@ def test_item_56_polygon_intersection_touching_counts(
     ["(2,2,2,8,8,8,8,2,2,2)", "(-5,-5,-5,15,15,15,15,-5,-5,-5)"],
     ids=["request-inside", "request-contains"],
 )
-def test_item_57_containment_matches(gauge: Harness, square_station: str, polygon: str) -> None:
+def test_containment_matches(gauge: Harness, square_station: str, polygon: str) -> None:
     assert spatial_matches(gauge, square_station, {"polygon": polygon}) == [SQUARE_ARRAY]
 
 
-def test_item_55_point_filter_live(gauge: Harness) -> None:
+def test_point_filter_live(gauge: Harness) -> None:
     station = unique_station()
     query = {"basin": "rhine", "station": station, "point": "5,5"}
     with gauge.live("river_gauge", query) as watch:
@@ -294,7 +294,7 @@ def test_item_55_point_filter_live(gauge: Harness) -> None:
     assert [ce["data"]["identifier"]["level_band"] for ce in received] == ["1", "9"]
 
 
-def test_item_56_polygon_filter_live(gauge: Harness) -> None:
+def test_polygon_filter_live(gauge: Harness) -> None:
     station = unique_station()
     query = {"basin": "rhine", "station": station, "polygon": SQUARE}
     with gauge.live("river_gauge", query) as watch:
@@ -313,7 +313,7 @@ def test_item_56_polygon_filter_live(gauge: Harness) -> None:
     assert [ce["data"]["identifier"]["level_band"] for ce in received] == ["1", "3", "9"]
 
 
-def test_item_58_no_polygon_schema_point_filter(gauge: Harness) -> None:
+def test_no_polygon_schema_point_filter(gauge: Harness) -> None:
     """``plain_reading`` has no polygon field, so its notifications never carry one."""
     tag = unique_tag()
     gauge.notify_ok("plain_reading", {"tag": tag, "level": 1})
@@ -321,7 +321,7 @@ def test_item_58_no_polygon_schema_point_filter(gauge: Harness) -> None:
     assert gauge.replay("plain_reading", {"tag": tag, "point": "5,5"}) == []
 
 
-def test_item_58_stored_without_polygon_excluded_live(gauge: Harness) -> None:
+def test_stored_without_polygon_excluded_live(gauge: Harness) -> None:
     station = unique_station()
     identifier = {"basin": "rhine", "station": station, "obs_date": "20250706"}
     for spatial in ({"point": "5,5"}, {"polygon": SQUARE}):
@@ -338,7 +338,7 @@ def test_item_58_stored_without_polygon_excluded_live(gauge: Harness) -> None:
         assert [ce["data"]["identifier"].get("level_band") for ce in received] == ["9"]
 
 
-def test_item_58_stored_without_polygon_excluded_by_spatial_filters(gauge: Harness) -> None:
+def test_stored_without_polygon_excluded_by_spatial_filters(gauge: Harness) -> None:
     """A ``river_gauge`` record without spatial metadata (e.g. written before the field)."""
     station = unique_station()
     identifier = {"basin": "rhine", "station": station, "obs_date": "20250706"}
@@ -349,7 +349,7 @@ def test_item_58_stored_without_polygon_excluded_by_spatial_filters(gauge: Harne
     assert gauge.replay("river_gauge", {**query, "polygon": SQUARE}) == []
 
 
-def test_item_59_spatial_metadata_and_delivered_polygon(gauge: Harness) -> None:
+def test_spatial_metadata_and_delivered_polygon(gauge: Harness) -> None:
     polygon = "(47.1,8.2,47.4,8.6,47.2,9.0,46.9,8.5,47.1,8.2)"
     station = unique_station()
     gauge.notify_ok("river_gauge", gauge_identifier(station=station, polygon=polygon))

@@ -1,4 +1,4 @@
-"""current-upstream.md §4 (spatial identifiers, aviso-server 0.11+): coordinate arrays in,
+"""Spatial identifiers as aviso-server 0.11+ has them: coordinate arrays in,
 arrays out, and the point-cloud field, over HTTP on both backends."""
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ import yaml
 
 from tests.support.process import aviso_process, install_into, run_aviso, with_pythonpath
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_api_keys"
 
 KEYS = [

@@ -26,6 +26,8 @@ from tests.support.process import aviso_process, free_port, install_into, run_av
 from tests.support.sse import collect
 from tests.support.tokens import SECRET, basic
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_allow_list"
 EVENT_TYPE = "forecasts"
 ALLOWED = basic("reader-user", "reader-pass")

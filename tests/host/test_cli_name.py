@@ -1,5 +1,5 @@
 """The server's command is ``aviso-server``: ECMWF's client pyaviso installs ``aviso``, and the
-two must install side by side (issue #12 item 5)."""
+two must install side by side."""
 
 from __future__ import annotations
 

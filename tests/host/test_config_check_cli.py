@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 import yaml
 
 from tests.support.process import (
@@ -17,6 +18,8 @@ from tests.support.process import (
     aviso_process,
     clean_environment,
 )
+
+pytestmark = pytest.mark.heavy
 
 CONFIG = """
 application: {host: 127.0.0.1, port: 0}

@@ -1,4 +1,4 @@
-"""Limits on identifier values, payloads and topics (issue #11), below the HTTP layer.
+"""Limits on identifier values, payloads and topics, below the HTTP layer.
 
 The HTTP behaviour on both backends is in ``tests/hostile/test_values.py``; this covers the
 rules themselves and the Spark writer's planner, which applies the same limits.
@@ -33,7 +33,7 @@ def catalog() -> SchemaCatalog:
 
 def test_whitespace_is_escaped_and_everything_else_kept() -> None:
     assert encode_token("a b\tc\rd\ne") == "a%20b%09c%0Dd%0Ae"
-    # Unchanged from the spec's four: every subject an aviso server could store is the same.
+    # Unchanged from aviso-server's four: every subject an aviso server could store is the same.
     assert encode_token("1.5*x>y%\x01\x7fé😀") == "1%2E5%2Ax%3Ey%25\x01\x7fé😀"
     assert decode_token(encode_token(" \t\r\n")) == " \t\r\n"
 

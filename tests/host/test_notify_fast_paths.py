@@ -1,4 +1,4 @@
-"""The notify path's quick routes answer exactly as the full ones (issue #16).
+"""The notify path's quick routes answer exactly as the full ones.
 
 A notify is planned in one pass when its schema's values are all scalars, its body parsed by
 orjson and its JSON written by reusable C encoders; whatever the quick route does not accept

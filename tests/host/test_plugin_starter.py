@@ -15,6 +15,8 @@ from aviso_host.plugins import discover
 from aviso_host.starter import KINDS, StarterError, create_package, names_for
 from tests.support.wheels import build_wheel, pip_install, run, virtualenv_with
 
+pytestmark = pytest.mark.heavy
+
 GENERATED_TEST_TIMEOUT = 300.0
 
 

@@ -14,6 +14,8 @@ from aviso_plugins import hookimpl
 from aviso_plugins.types import FieldHandler
 from tests.support.process import run_aviso
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 HOST = Path(__file__).resolve().parents[2] / "host"
 
 BUILT_IN = {

@@ -1,4 +1,4 @@
-"""``GET /ready`` (current-upstream.md §6): the backend's readiness, beside ``/health``.
+"""``GET /ready``: the backend's readiness, beside ``/health``.
 
 JetStream's readiness during and after an outage is proven in
 ``tests/host/backends/test_jetstream_healing.py``; here the in-memory backend (always ready)

@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tests.support.process import aviso_command, clean_environment
+
+pytestmark = pytest.mark.heavy
 
 SERVE_TIMEOUT = 60.0
 

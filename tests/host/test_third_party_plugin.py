@@ -16,6 +16,8 @@ import pytest
 from tests.support.process import aviso_process, install_into, run_aviso, with_pythonpath
 from tests.support.sse import collect
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "aviso_colour_handler"
 
 CONFIG = """

@@ -39,6 +39,8 @@ from tests.host.backends.jetstream_support import (
     watching,
 )
 
+pytestmark = pytest.mark.heavy
+
 WORKERS = 2
 WATCHES = 20
 START_TIMEOUT = 60.0

@@ -34,6 +34,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.process import free_port
 
+pytestmark = pytest.mark.heavy
+
 NOTIFIED = "aviso_notifications_total"
 OPEN_STREAMS = "aviso_sse_connections_active"
 SUCCESS = {"event_type": "generic", "status": "success"}

@@ -1,4 +1,4 @@
-"""The hostile-input suite (issue #11): every attack found against a fresh install, replayed.
+"""The hostile-input suite: every attack found against a fresh install, replayed.
 
 Each case asserts a documented 4xx (or a bounded delay), never a 5xx, and that the service
 still answers a valid notify and ``/health`` right after (:func:`assert_still_serving`).
@@ -23,7 +23,7 @@ from tests.support.server import RunningServer, running_server
 
 @pytest.fixture(scope="session")
 def hostile_server(for_backend: ForBackend) -> Iterator[RunningServer]:  # noqa: F811
-    """The §0.2 example schemas with default limits, one per backend for the session."""
+    """The API example schemas with default limits, one per backend for the session."""
     with running_server(for_backend(API_EXAMPLE)) as server:
         yield server
 

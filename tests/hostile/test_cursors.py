@@ -1,4 +1,4 @@
-"""Hostile cursors (issue #11): ids beyond u64 and dates that leave the representable range
+"""Hostile cursors: ids beyond u64 and dates that leave the representable range
 once their offset is applied are refused with 400, never a 500, on every stream endpoint."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Attacks on the HTTP edge (issue #11): oversize and deeply nested bodies, slow and huge
+"""Attacks on the HTTP edge: oversize and deeply nested bodies, slow and huge
 request heads, too many connections, a watcher that never reads, framework failures.
 
 Each refusal is a documented status in the aviso error shape (never a 5xx, never a reset),

@@ -1,4 +1,4 @@
-"""Hostile input against memory and the event loop (issue #11): the in-memory store's byte
+"""Hostile input against memory and the event loop: the in-memory store's byte
 budget and the aggregate stream's caps.
 
 Found on a fresh install: 600 notifications of 250 KB added 145 MiB in 1.1 s (no byte

@@ -1,4 +1,4 @@
-"""Requests NATS refuses by dropping the connection (issue #11 item 2), on JetStream.
+"""Requests NATS refuses by dropping the connection, on JetStream.
 
 nats-server closes a client that sends a subject over its 4,096-byte control line. The
 identifier limit normally refuses such a value with 400 before it reaches NATS; this

@@ -1,4 +1,4 @@
-"""Hostile spatial input (issue #11): polygons and point clouds at and over their caps, and
+"""Hostile spatial input: polygons and point clouds at and over their caps, and
 worst-case spatial replays that must not stall the service for everybody else."""
 
 from __future__ import annotations
@@ -189,6 +189,7 @@ def store_heavy(client: httpx.Client, event_type: str, records: list[dict[str, A
         assert answer.status_code == 200, answer.text
 
 
+@pytest.mark.heavy  # a worst-case replay: tens of seconds each
 @pytest.mark.parametrize("kind", ["polygons", "point_clouds"])
 def test_health_answers_during_a_worst_case_spatial_replay(
     spatial_server: RunningServer, client: httpx.Client, kind: str

@@ -1,4 +1,4 @@
-"""Issue #11, values a request carries: identifier values, payloads, admin names, JWTs.
+"""Hostile values a request carries: identifier values, payloads, admin names, JWTs.
 
 Every attack is answered with its documented 4xx before the backend is touched, the same on
 both backends, and the service keeps serving. "Acknowledged means readable": a notify
@@ -229,7 +229,7 @@ def test_an_event_type_that_is_no_topic_base_is_refused(
     assert_still_serving(lenient)
 
 
-# -- unknown identifier keys on reads (current-upstream §5) --------------------------------
+# -- unknown identifier keys on reads --------------------------------
 
 
 @pytest.mark.parametrize("path", [REPLAY, WATCH, AGGREGATE])

@@ -2,8 +2,9 @@
 (not editable) into a fresh virtualenv, runs ``aviso-server load run`` from an unrelated
 directory and writes its results there.
 
-The virtualenv sees the system site-packages (for locust, uvicorn and the rest: nothing is
-downloaded) but the wheel's own copy of aviso-py is what runs; the test checks that.
+The virtualenv sees the packages of the environment running this suite, after its own (for
+locust, uvicorn and the rest: nothing is downloaded), whether that environment is a virtualenv
+or the base interpreter; the wheel's own copy of aviso-py is what runs, the test checks that.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +43,21 @@ def run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedPr
     )
 
 
+def see_this_environment(venv: Path) -> None:
+    """Make ``venv`` see this interpreter's site directories after its own.
+
+    ``--system-site-packages`` would show the base interpreter's, which lack the test extra's
+    packages when this suite itself runs in a virtualenv. ``site.addsitedir`` (not a plain path
+    line) also runs their ``.pth`` files, as a site directory of the base interpreter would.
+    """
+    (own,) = (venv / "lib").glob("python*/site-packages")
+    paths = site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        paths.append(site.getusersitepackages())
+    lines = [f"import site; site.addsitedir({path!r})\n" for path in paths]
+    (own / "running-environment.pth").write_text("".join(lines))
+
+
 @pytest.mark.install
 @pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="no 'load' extra")
 def test_an_installed_wheel_runs_a_load_test_from_any_directory(tmp_path: Path) -> None:
@@ -59,11 +76,12 @@ def test_an_installed_wheel_runs_a_load_test_from_any_directory(tmp_path: Path) 
     venv = tmp_path / "venv"
     base_python = getattr(sys, "_base_executable", sys.executable)
     made = run(
-        [base_python, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+        [base_python, "-m", "venv", "--without-pip", str(venv)],
         tmp_path,
         120,
     )
     assert made.returncode == 0, made.stderr
+    see_this_environment(venv)
     python = venv / "bin" / "python"
     installed = run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],

@@ -1,4 +1,4 @@
-"""Issue #15's acceptance: a 3,000-row generated dataset published over HTTP twice against
+"""End to end: a 3,000-row generated dataset published over HTTP twice against
 the default configuration (the shipped one: in-memory backend, Idempotency-Key honoured
 for two minutes) is stored once, minus the dead-lettered rows, and a 4-partition read
 gives it back identically."""

@@ -1,4 +1,4 @@
-"""Configuration documents used across the suite (the spec chapters' example schemas)."""
+"""Configuration documents used across the suite."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-# api-and-streaming.md §0.2, with enough in-memory history for the tests.
+# The API example schemas, with enough in-memory history for the tests.
 API_EXAMPLE = yaml.safe_load(
     """
 application:

@@ -1,4 +1,4 @@
-"""A loopback stand-in for auth-o-tron (auth chapter §9.1), a real HTTP server.
+"""A loopback stand-in for auth-o-tron, a real HTTP server.
 
 ``GET /authenticate`` answers per the user directory and the scripted users; ``GET
 /_requests`` and ``POST /_reset`` are the introspection endpoints. Switchable failures:

@@ -1,4 +1,4 @@
-"""A loopback stand-in for an ECPDS server (auth chapter §9.2), a real HTTP server.
+"""A loopback stand-in for an ECPDS server, a real HTTP server.
 
 Constructed with ``(mode, delay_ms, table)``; ``mode`` and ``delay_ms`` may be switched
 while it runs. Only ``GET /ecpds/v1/destination/list`` is served; ``GET /_count?id=<user>``

@@ -1,4 +1,4 @@
-"""A fake external store whose live subscriptions cannot be created (conformance item 66).
+"""A fake external store whose live subscriptions cannot be created.
 
 An in-memory subclass registered through a real plugin, so the host's own subscription
 error path is exercised, not a mocked one.

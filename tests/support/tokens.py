@@ -1,4 +1,4 @@
-"""Minting JWTs for tests (auth chapter §9.1), by hand so that broken tokens are easy too.
+"""Minting JWTs for tests, by hand so that broken tokens are easy too.
 
 Written independently of the product's verifier: standard base64url, JSON and HMAC only.
 """
@@ -73,7 +73,7 @@ def mint(
     omit: Iterable[str] = (),
     **extra: Any,
 ) -> str:
-    """The §9.1 helper: a token for ``username``; ``omit`` drops claims by name."""
+    """A token for ``username``; ``omit`` drops claims by name."""
     claims = claims_for(username, realm, roles, exp_offset, **extra)
     for name in omit:
         claims.pop(name, None)

@@ -1,4 +1,4 @@
-"""Re-authorisation of long streams (issue 7 item 5): token expiry and ECPDS rechecks.
+"""Re-authorisation of long streams: token expiry and ECPDS rechecks.
 
 Real uvicorn servers on 127.0.0.1 with the loopback auth-o-tron and ECPDS fakes; tokens are
 minted with a short ``exp``. Every wait is for an SSE event, bounded by a timeout; with a
@@ -111,7 +111,7 @@ def test_an_aggregate_stream_closes_at_token_expiry() -> None:
 
 
 def test_a_stream_opened_with_a_token_inside_the_skew_leeway_lasts_until_the_leeway_ends() -> None:
-    # Expired 59 s ago: inside the 60 s leeway, so admitted (item 20). Closing it at once would
+    # Expired 59 s ago: inside the 60 s leeway, so admitted. Closing it at once would
     # have its client reconnect at once with the same token, in a loop; it closes when the
     # leeway ends instead, and the reconnect then meets the 401 that makes clients refresh.
     token = mint("reader-user", "localrealm", ["reader"], exp_offset=-59)

@@ -1,4 +1,4 @@
-"""Realm-scoped role matching: the examples of auth.md §4."""
+"""Realm-scoped role matching: roles given as ``realm:role``, a wildcard, and no realm."""
 
 from __future__ import annotations
 

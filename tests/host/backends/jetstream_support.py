@@ -1,4 +1,4 @@
-"""Helpers for the JetStream backend tests (backends-admin-metrics.md §3, issue 3).
+"""Helpers for the JetStream backend tests.
 
 Everything is a real process on 127.0.0.1: ``aviso-server serve`` children talking to real
 ``nats-server -js`` processes (``tests.support.nats``). Streams are inspected directly with

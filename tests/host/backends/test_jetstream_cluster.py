@@ -1,6 +1,4 @@
-"""Several ``aviso-server serve`` processes on one nats-server share everything stored
-(issue 3; backends-admin-metrics.md §3.10; checklist §6 items 22 and 23).
-"""
+"""Several ``aviso-server serve`` processes on one nats-server share everything stored."""
 
 from __future__ import annotations
 
@@ -24,6 +22,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
+
 EVERYTHING = {"n": "*"}
 
 
@@ -40,7 +40,7 @@ def pair(
         yield first, second
 
 
-def test_item_22_a_watch_on_one_instance_receives_what_the_other_stores(
+def test_a_watch_on_one_instance_receives_what_the_other_stores(
     pair: tuple[Aviso, Aviso],
 ) -> None:
     a, b = pair
@@ -61,7 +61,7 @@ def test_item_22_a_watch_on_one_instance_receives_what_the_other_stores(
         assert [e["data"]["payload"]["via"] for e in on_a.notifications()] == list("ababab")
 
 
-def test_item_22_a_replay_on_either_instance_returns_the_same_history(
+def test_a_replay_on_either_instance_returns_the_same_history(
     pair: tuple[Aviso, Aviso],
 ) -> None:
     a, b = pair
@@ -79,7 +79,7 @@ def test_item_22_a_replay_on_either_instance_returns_the_same_history(
 def test_concurrent_first_use_of_a_base_by_two_instances_is_harmless(
     module_nats: NatsServer, pair: tuple[Aviso, Aviso]
 ) -> None:
-    """§3.10: both instances create the same new stream at once; every notify succeeds."""
+    """Both instances create the same new stream at once; every notify succeeds."""
     event_type = unique("race")
     statuses: list[int] = []
     start = threading.Barrier(4)
@@ -119,9 +119,7 @@ def test_an_admin_delete_on_one_instance_is_seen_by_the_other(pair: tuple[Aviso,
         ]
 
 
-def test_item_23_history_survives_a_restart_of_aviso(
-    module_nats: NatsServer, tmp_path: Path
-) -> None:
+def test_history_survives_a_restart_of_aviso(module_nats: NatsServer, tmp_path: Path) -> None:
     config = document(module_nats.url)
     event_type = unique("restart")
     with aviso_serving(tmp_path, config) as first, first.client() as http:

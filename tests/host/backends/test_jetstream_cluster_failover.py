@@ -1,4 +1,4 @@
-"""A JetStream cluster loses the node leading a stream during a burst (issue #14 item 5).
+"""A JetStream cluster loses the node leading a stream during a burst.
 
 Three ``nats-server -js`` processes routed into one cluster on loopback; two
 ``aviso-server serve`` processes, each given all three URLs in ``nats_url``; the stream has
@@ -46,6 +46,8 @@ from tests.host.backends.jetstream_support import (
     with_jetstream,
 )
 from tests.support.nats import NatsCluster, nats_cluster
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 TOTAL = 2_000
 CONCURRENCY = 32

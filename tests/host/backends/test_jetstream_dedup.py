@@ -1,4 +1,4 @@
-"""``notification_backend.jetstream.duplicate_window`` against a real nats-server (issue 5).
+"""``notification_backend.jetstream.duplicate_window`` against a real nats-server.
 
 The window is how long JetStream remembers a ``Nats-Msg-Id``: the Spark writer's idempotent
 re-runs rely on it. The backend is driven in-process (no HTTP in between); streams are

@@ -1,5 +1,5 @@
 """Zero-setup durable mode: ``aviso-server serve`` runs its own nats-server child with its files in
-a directory (issue 3 item 3): ``notification_backend.jetstream.embedded_store_dir`` or
+a directory: ``notification_backend.jetstream.embedded_store_dir`` or
 ``aviso-server serve --embedded-nats DIR``.
 
 History survives a full restart of aviso (which restarts its private nats-server on the same
@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.host.backends.jetstream_support import (
     Aviso,
@@ -27,6 +28,8 @@ from tests.host.backends.jetstream_support import (
     unique,
     write_config,
 )
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 GONE_TIMEOUT = 20.0
 EVERYTHING = {"n": "*"}

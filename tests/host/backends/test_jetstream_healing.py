@@ -1,4 +1,4 @@
-"""The NATS connection heals (issue #11 item 2; current-upstream.md §6, §7).
+"""The NATS connection heals.
 
 nats-py closes its client for good after a protocol error (nats-server drops a connection
 that sends a subject over its 4,096-byte control line) and, with a limited budget, after its
@@ -38,6 +38,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 from tests.support.sse import Stream
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 HUGE = "x" * 5_000  # over nats-server's default max_control_line (4,096 bytes)
 EVERYTHING = {"n": "*"}

@@ -1,5 +1,4 @@
-"""nats-server goes down under a running ``aviso-server serve`` and comes back (issue 3;
-backends-admin-metrics.md §1.7, §3.2, §3.8).
+"""nats-server goes down under a running ``aviso-server serve`` and comes back.
 
 While it is down: notify answers 500 NOTIFICATION_STORAGE_FAILED in the JSON error shape
 (never 200), a replay reports an SSE ``error``, a new live watch is refused with 500, and an
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from nats.js import JetStreamContext
 
 from tests.host.backends.jetstream_support import (
@@ -34,6 +34,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer
 from tests.support.sse import Stream
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 RECOVERY_TIMEOUT = 30.0  # nats-server back -> notify answers 200 again
 RESUME_TIMEOUT = 60.0  # the open watch delivers what was acknowledged after recovery

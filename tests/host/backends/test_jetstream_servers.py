@@ -1,4 +1,4 @@
-"""``nats_url`` with several servers and ``replicas`` (issue #14 item 5).
+"""``nats_url`` with several servers and ``replicas``.
 
 Parsing is checked directly; the rest with real ``nats-server`` processes: a server list whose
 first server is down, a replica count a single server refuses, and an existing stream's
@@ -24,6 +24,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer, nats_cluster
 from tests.support.process import free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 
 def test_several_servers_are_split_in_order() -> None:

@@ -1,5 +1,4 @@
-"""What makes ``aviso-server serve`` on the JetStream backend refuse to start, and token auth
-(backends-admin-metrics.md §3.1, §3.2, §1.8; checklist §6 items 24–26; issue 3).
+"""What makes ``aviso-server serve`` on the JetStream backend refuse to start, and token auth.
 
 The settings checks that only apply once the backend is selected run at backend
 construction, not in ``aviso-server config check``, so every case is a real
@@ -31,6 +30,8 @@ from tests.host.backends.jetstream_support import (
 )
 from tests.support.nats import NatsServer, nats_server
 from tests.support.process import free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 TOKEN = "s3cret-nats-token"
 WRONG = "not-the-token"
@@ -159,10 +160,10 @@ def refusals(
     return serve_refusals(tmp_path_factory.mktemp("refusals"), cases)
 
 
-# -- items 24 and "wrong nats_url" --------------------------------------------------------
+# -- unreachable or wrong nats_url --------------------------------------------------------
 
 
-def test_item_24_unreachable_nats_fails_startup_after_the_configured_attempts(
+def test_unreachable_nats_fails_startup_after_the_configured_attempts(
     refusals: dict[str, Refusal],
 ) -> None:
     failure = refusals["unreachable"]
@@ -189,13 +190,11 @@ def test_startup_makes_exactly_retry_attempts_connection_attempts(
     assert listener.accepted == 2, f"{listener.accepted} TCP connections for 2 attempts"
 
 
-# -- item 25 ----------------------------------------------------------------------------
+# -- token ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", ["token_missing", "token_wrong", "token_config_wrong_env_right"])
-def test_item_25_wrong_or_missing_token_fails_startup(
-    refusals: dict[str, Refusal], case: str
-) -> None:
+def test_wrong_or_missing_token_fails_startup(refusals: dict[str, Refusal], case: str) -> None:
     failure = refusals[case]
     failure.assert_refused("could not connect to NATS", "Authorization Violation")
     assert WRONG not in failure.output and TOKEN not in failure.output, "token leaked to logs"
@@ -209,7 +208,7 @@ def test_item_25_wrong_or_missing_token_fails_startup(
         pytest.param({}, {"NATS_TOKEN": TOKEN}, id="NATS_TOKEN"),
     ],
 )
-def test_item_25_matching_token_starts_and_stores(
+def test_matching_token_starts_and_stores(
     token_nats: NatsServer, tmp_path: Path, options: dict[str, Any], env: dict[str, str] | None
 ) -> None:
     event_type = unique("tok")
@@ -221,11 +220,11 @@ def test_item_25_matching_token_starts_and_stores(
         ]
 
 
-# -- item 26 and invalid literals ---------------------------------------------------------
+# -- invalid settings and literals --------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", sorted(BACKEND_KEYS))
-def test_item_26_invalid_backend_setting_fails_startup_naming_the_key(
+def test_invalid_backend_setting_fails_startup_naming_the_key(
     refusals: dict[str, Refusal], case: str
 ) -> None:
     key, _ = BACKEND_KEYS[case]

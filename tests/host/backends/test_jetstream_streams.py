@@ -1,5 +1,4 @@
-"""JetStream streams, messages and admin primitives against a real nats-server
-(backends-admin-metrics.md §3.3–§3.9, §4; checklist §6 items 13–21, 29–31, 35).
+"""JetStream streams, messages and admin primitives against a real nats-server.
 
 One nats-server and one ``aviso-server serve`` per module; each test writes to its own topic
 bases, and streams are inspected directly with nats-py.
@@ -94,7 +93,7 @@ SCHEMAS: dict[str, Any] = {
         },
     },
 }
-# Backend-wide defaults (§3.4 layer 2), overridden by the schema values of ``packed``.
+# Backend-wide defaults, overridden by the schema values of ``packed``.
 BACKEND_DEFAULTS = {"max_messages": 100000, "max_bytes": 50000000, "retention_time": "30d"}
 
 
@@ -118,10 +117,10 @@ def stream_names(url: str) -> set[str]:
     return with_jetstream(url, names)
 
 
-# -- item 13 ----------------------------------------------------------------------------
+# -- stream creation --------------------------------------------------------------------
 
 
-def test_item_13_first_publish_creates_stream_polygon_bound_to_polygon_subjects(
+def test_first_publish_creates_stream_polygon_bound_to_polygon_subjects(
     module_nats: NatsServer, client: httpx.Client
 ) -> None:
     assert stream_config(module_nats.url, "POLYGON") is None
@@ -138,7 +137,7 @@ def test_item_13_first_publish_creates_stream_polygon_bound_to_polygon_subjects(
     ]
 
 
-# -- items 14–16 ------------------------------------------------------------------------
+# -- stream settings --------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +156,7 @@ def policy_streams(module_nats: NatsServer, aviso: Aviso) -> dict[str, api.Strea
 
 
 @pytest.mark.parametrize(("base", "expected"), [("plain", 1), ("dups", -1), ("nodups", 1)])
-def test_item_14_allow_duplicates_sets_max_msgs_per_subject(
+def test_allow_duplicates_sets_max_msgs_per_subject(
     policy_streams: dict[str, api.StreamConfig], base: str, expected: int
 ) -> None:
     assert policy_streams[base].max_msgs_per_subject == expected
@@ -171,13 +170,13 @@ def test_item_14_allow_duplicates_sets_max_msgs_per_subject(
         ("plain", api.StoreCompression.NONE),
     ],
 )
-def test_item_15_compression_flag_sets_stream_compression(
+def test_compression_flag_sets_stream_compression(
     policy_streams: dict[str, api.StreamConfig], base: str, expected: api.StoreCompression
 ) -> None:
     assert policy_streams[base].compression == expected
 
 
-def test_item_16_schema_limits_override_backend_defaults(
+def test_schema_limits_override_backend_defaults(
     policy_streams: dict[str, api.StreamConfig],
 ) -> None:
     packed = policy_streams["packed"]
@@ -193,7 +192,7 @@ def test_item_16_schema_limits_override_backend_defaults(
 def test_default_max_msgs_per_subject_keeps_only_the_newest_per_subject(
     client: httpx.Client,
 ) -> None:
-    """§3.4: by default a subject that received three notifications replays as one."""
+    """By default a subject that received three notifications replays as one."""
     n = unique("s")
     for payload in ("first", "second", "third"):
         notify_ok(client, "plain", {"n": n}, payload)
@@ -208,7 +207,7 @@ def test_default_max_msgs_per_subject_keeps_only_the_newest_per_subject(
 def test_backend_settings_map_onto_storage_retention_discard_and_replicas(
     module_nats: NatsServer, tmp_path: Path
 ) -> None:
-    """§3.4 layer 1: storage ← storage_type, retention ← retention_policy,
+    """Per-schema settings: storage ← storage_type, retention ← retention_policy,
     discard ← discard_policy, num_replicas ← replicas."""
     options = {
         "storage_type": "memory",
@@ -278,10 +277,10 @@ def test_a_notify_recreates_a_stream_deleted_outside_aviso(
     assert len(replay(client, event_type, {"n": "*"})) == 2
 
 
-# -- item 17 ----------------------------------------------------------------------------
+# -- reconciling a changed stream -------------------------------------------------------
 
 
-def test_item_17_changed_retention_reconciles_stream_on_next_publish_keeping_messages(
+def test_changed_retention_reconciles_stream_on_next_publish_keeping_messages(
     module_nats: NatsServer, tmp_path: Path
 ) -> None:
     base = unique("recon")
@@ -310,10 +309,10 @@ def test_item_17_changed_retention_reconciles_stream_on_next_publish_keeping_mes
     assert after == [f"recon@{sequence}" for sequence in range(1, 5)]
 
 
-# -- item 18 ----------------------------------------------------------------------------
+# -- stored body and headers ------------------------------------------------------------
 
 
-def test_item_18_stored_body_is_canonical_payload_and_polygon_adds_spatial_headers(
+def test_stored_body_is_canonical_payload_and_polygon_adds_spatial_headers(
     module_nats: NatsServer, client: httpx.Client
 ) -> None:
     date = "2026-05-01"
@@ -357,10 +356,10 @@ def test_item_18_stored_body_is_canonical_payload_and_polygon_adds_spatial_heade
     assert not {"spatial_bbox", "spatial_geometry"} & set(plain.headers), plain.headers
 
 
-# -- item 19 ----------------------------------------------------------------------------
+# -- sequences and replay paging --------------------------------------------------------
 
 
-def test_item_19_cloudevent_sequence_is_the_stream_sequence_starting_at_1(
+def test_cloudevent_sequence_is_the_stream_sequence_starting_at_1(
     module_nats: NatsServer, client: httpx.Client
 ) -> None:
     event_type = unique("seq")
@@ -404,14 +403,14 @@ def test_replay_pages_through_more_than_one_batch(client: httpx.Client) -> None:
     )
 
 
-# -- item 20 ----------------------------------------------------------------------------
+# -- from_date --------------------------------------------------------------------------
 
 
 def _ce_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def test_item_20_from_date_excludes_messages_stored_before_it(client: httpx.Client) -> None:
+def test_from_date_excludes_messages_stored_before_it(client: httpx.Client) -> None:
     event_type = unique("date")
     notify_ok(client, event_type, {"n": "early"})
     notify_ok(client, event_type, {"n": "late"})
@@ -444,10 +443,10 @@ def test_from_date_equal_to_a_notifications_time_includes_it(client: httpx.Clien
     assert excluded == []
 
 
-# -- item 21 ----------------------------------------------------------------------------
+# -- concurrent watches -----------------------------------------------------------------
 
 
-def test_item_21_two_concurrent_watches_each_receive_every_notification(
+def test_two_concurrent_watches_each_receive_every_notification(
     aviso: Aviso, client: httpx.Client
 ) -> None:
     event_type = unique("fan")
@@ -500,7 +499,7 @@ def test_watch_from_id_replays_then_goes_live_without_gap_or_duplicate(
     assert sequences == list(range(1, 81))
 
 
-# -- items 29–31 and 35: admin primitives on JetStream ----------------------------------
+# -- admin primitives on JetStream ------------------------------------------------------
 
 
 DELETED, NOT_FOUND = "Notification deleted", "Notification not found"
@@ -522,7 +521,7 @@ def _assert_admin(
     assert body["request_id"] == response.headers["x-request-id"]
 
 
-def test_item_29_unused_sequence_is_not_found(client: httpx.Client) -> None:
+def test_unused_sequence_is_not_found(client: httpx.Client) -> None:
     notify_ok(client, "dissemination", {"destination": unique("d"), "n": "1"})
     for notification_id in ("test_polygon@999999999", "dissemination@999999999"):
         _assert_admin(
@@ -530,7 +529,7 @@ def test_item_29_unused_sequence_is_not_found(client: httpx.Client) -> None:
         )
 
 
-def test_item_30_delete_by_replayed_id_removes_it_from_replay(client: httpx.Client) -> None:
+def test_delete_by_replayed_id_removes_it_from_replay(client: httpx.Client) -> None:
     event_type = unique("del")
     for n in range(3):
         notify_ok(client, event_type, {"n": n})
@@ -545,7 +544,7 @@ def test_item_30_delete_by_replayed_id_removes_it_from_replay(client: httpx.Clie
     assert ids(replay(client, event_type, {"n": "*"}))[-1] == f"{event_type}@4"
 
 
-def test_item_30_repeating_a_delete_is_not_found(client: httpx.Client) -> None:
+def test_repeating_a_delete_is_not_found(client: httpx.Client) -> None:
     event_type = unique("redel")
     for n in range(3):
         notify_ok(client, event_type, {"n": n})
@@ -565,7 +564,7 @@ def _two_dissemination_sequences(client: httpx.Client) -> tuple[str, int, int]:
     return destination, first, second
 
 
-def test_item_31_event_type_alias_and_base_address_the_same_message(
+def test_event_type_alias_and_base_address_the_same_message(
     client: httpx.Client,
 ) -> None:
     destination, first, second = _two_dissemination_sequences(client)
@@ -579,7 +578,7 @@ def test_item_31_event_type_alias_and_base_address_the_same_message(
     assert replay(client, "dissemination", everything) == []
 
 
-def test_item_31_a_message_deleted_through_one_form_is_not_found_through_the_other(
+def test_a_message_deleted_through_one_form_is_not_found_through_the_other(
     client: httpx.Client,
 ) -> None:
     _, first, _ = _two_dissemination_sequences(client)
@@ -587,10 +586,8 @@ def test_item_31_a_message_deleted_through_one_form_is_not_found_through_the_oth
     _assert_admin(_delete(client, f"DISS@{first}"), 404, NOT_FOUND, f"DISS@{first}")
 
 
-def test_item_35_wipe_of_unknown_stream_is_404(
-    module_nats: NatsServer, client: httpx.Client
-) -> None:
-    # Issue #11: 404 (the reference, and this suite before, answered 500).
+def test_wipe_of_unknown_stream_is_404(module_nats: NatsServer, client: httpx.Client) -> None:
+    # 404 (the reference, and this suite before, answered 500).
     unknown = unique("NOSUCH").upper()
     response = client.request("DELETE", "/api/v1/admin/wipe/stream", json={"stream_name": unknown})
     assert response.status_code == 404, response.text

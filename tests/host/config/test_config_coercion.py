@@ -1,4 +1,4 @@
-"""Text coercion driven by the schema (configuration chapter §1.3–1.4; items 8–10)."""
+"""Text coercion driven by the schema."""
 
 from typing import Any
 

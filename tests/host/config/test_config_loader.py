@@ -1,4 +1,4 @@
-"""Sources and precedence (configuration chapter §1.1–1.3, checklist items 1–7)."""
+"""Sources and precedence."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Secrets never appear in a printed configuration (configuration chapter §1.6, item 30)."""
+"""Secrets never appear in a printed configuration."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Semantic startup rules (configuration chapter §5–10, schema chapter §1.6, items 60–64)."""
+"""Semantic startup rules."""
 
 import copy
 import dataclasses

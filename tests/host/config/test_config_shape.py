@@ -1,4 +1,4 @@
-"""Required keys, types, enumerations and unknown keys (configuration chapter §1.5, §12.1)."""
+"""Required keys, types, enumerations and unknown keys."""
 
 from typing import Any
 

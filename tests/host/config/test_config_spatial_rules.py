@@ -1,4 +1,4 @@
-"""Startup rules of the spatial handlers (current-upstream §4, §7): point clouds are new in
+"""Startup rules of the spatial handlers: point clouds are new in
 0.11 and refused when misused; what 0.13 refuses but 0.7.1 accepted only warns."""
 
 import copy

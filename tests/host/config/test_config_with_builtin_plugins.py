@@ -1,6 +1,6 @@
 """Configuration validated against the built-in handler, backend and auth plugins.
 
-Handler-specific startup rules (schema chapter §1.6 rules 2–3 and the recommended checks)
+Handler-specific startup rules
 live in the handler plugins; these tests pin that they surface as configuration errors.
 """
 
@@ -79,7 +79,7 @@ def test_date_format_defaults_when_omitted() -> None:
 SPEC_EXAMPLE = Path(__file__).with_name("spec_example.yaml").read_text(encoding="utf-8")
 
 
-def test_the_complete_example_of_the_configuration_chapter() -> None:
+def test_the_complete_example_configuration() -> None:
     settings = settings_from_document(load_yaml(SPEC_EXAMPLE), registry())
     assert settings.application.base_url == "https://notify.hydro.example.net"
     assert settings.auth.admin_roles == {"hydro": ("platform-admin",)}

@@ -1,4 +1,4 @@
-"""Configuration YAML is read with YAML 1.2 core-schema scalars (configuration chapter §1.4)."""
+"""Configuration YAML is read with YAML 1.2 core-schema scalars."""
 
 import math
 

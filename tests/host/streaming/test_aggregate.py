@@ -1,4 +1,4 @@
-"""Aggregate watch (issue 7 item 6): counts of matching notifications grouped by fields.
+"""Aggregate watch: counts of matching notifications grouped by fields.
 
 Real uvicorn servers on 127.0.0.1, on both backends (the JetStream one keeps only the
 newest message per subject, so a re-publish replaces the stored message there while the

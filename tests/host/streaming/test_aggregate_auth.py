@@ -1,4 +1,4 @@
-"""Aggregate watch under auth: the same per-stream read policy as watch (auth.md §5).
+"""Aggregate watch under auth: the same per-stream read policy as watch.
 
 Direct mode against the loopback auth-o-tron; nothing in the host is mocked.
 """

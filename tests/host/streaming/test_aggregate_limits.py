@@ -1,4 +1,4 @@
-"""What one aggregate stream may cost (issue #11): ``limits.max_aggregate_groups``,
+"""What one aggregate stream may cost: ``limits.max_aggregate_groups``,
 ``limits.min_aggregate_debounce_ms``, and a snapshot counted in slices that let others in.
 
 Real uvicorn servers on 127.0.0.1, in-memory backend (the limits are the host's, the same
@@ -135,6 +135,7 @@ def _fill(server: RunningServer, run: str) -> None:
     server.call(fill, timeout=300)
 
 
+@pytest.mark.heavy  # fills a store big enough to take tens of seconds to count
 def test_health_and_notify_answer_while_a_heavy_snapshot_is_counted() -> None:
     """Proven by events: ``/health`` and a notify are both answered before the snapshot of
     100,000 stored notifications arrives (a reader thread flags its arrival); the notify,

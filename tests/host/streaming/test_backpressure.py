@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
 from tests.support.sse import collect
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 PAD = "x" * 2048
 SEQUENCE = re.compile(rb'"sequence":(\d+),')

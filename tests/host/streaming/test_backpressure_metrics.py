@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conformance.metrics_support import Scrape, parse
 from tests.host.streaming.test_backpressure import (
@@ -21,6 +22,8 @@ from tests.host.streaming.test_backpressure import (
     _read_until,
 )
 from tests.support.process import aviso_process, free_port
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 WATCH_ROUTE = {"route": "/api/v1/watch"}
 

@@ -129,6 +129,6 @@ def test_unpaced_replay_lets_a_notify_in_before_it_completes() -> None:
     # Every batch is sent as whole frames, so frames never straddle transfer-encoding chunks.
     frames = [(name, json.loads(data)) for name, data in FRAME.findall(raw)]
     markers = [data["data"]["payload"]["marker"] for name, data in frames if name == b"replay"]
-    # The replay ends at what was stored when it started (current-upstream §3).
+    # The replay ends at what was stored when it started.
     assert markers == ["before"] * STORED
     assert [data.get("type") for _, data in frames[-2:]] == ["replay_completed", None], frames[-2:]

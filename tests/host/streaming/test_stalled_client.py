@@ -14,9 +14,12 @@ import socket
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
+
+pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
 NOTIFICATIONS = 50_000
 RSS_GROWTH_BOUND = 48 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""The built-in modes' header parsing, token location and local JWT validation (auth §3)."""
+"""The built-in modes' header parsing, token location and local JWT validation."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from aviso_plugins.types import AuthError, MalformedCredentials
 from tests.support.tokens import SECRET, b64url, claims_for, mint, sign, sign_raw
 
 TOKEN = mint("alice", "lab", ["reader"])
+
+
+def without_token(value: object) -> str:
+    """A test id that is the same in every process (``TOKEN``'s claims hold the time it was
+    minted, and pytest-xdist workers must collect the same ids)."""
+    return repr(value).replace(TOKEN, "<token>")
 
 
 @pytest.mark.parametrize(
@@ -44,8 +50,8 @@ def test_direct_header_defects(header: str, message: str | None) -> None:
 
 
 def test_scheme_with_only_whitespace_after_it_has_no_space_once_trimmed() -> None:
-    # auth.md §7.2 lists "credentials cannot be empty", but a trimmed value never ends in
-    # whitespace, so such a header is reported as lacking the scheme separator.
+    # The auth error catalogue lists "credentials cannot be empty", but a trimmed value never
+    # ends in whitespace, so such a header is reported as lacking the scheme separator.
     with pytest.raises(MalformedCredentials, match="must use Bearer or Basic scheme"):
         direct_credential("Basic \t")
 
@@ -90,6 +96,7 @@ def test_trusted_proxy_token() -> None:
         ([], b"[1,2]", None),
         ([], b"a.b", None),
     ],
+    ids=without_token,
 )
 def test_token_location(header: list[str], body: bytes, expected: str | None) -> None:
     assert locate_token(header, body) == expected
@@ -170,7 +177,7 @@ def test_missing_user_claims(verifier: TokenVerifier) -> None:
         verifier.caller(mint("alice", omit=["username", "sub"]))
 
 
-# -- issue #11: time claims and hostile payloads ------------------------------------------
+# -- time claims and hostile payloads ------------------------------------------
 
 
 NOW = 1_800_000_000

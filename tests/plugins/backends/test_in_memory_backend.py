@@ -1,8 +1,8 @@
 """The in-memory backend's numbering, de-duplication and byte budget, driven in-process.
 
-Issue #12: sequences are consecutive per stream (an unfiltered pyaviso listener needs N,
+Sequences are consecutive per stream (an unfiltered pyaviso listener needs N,
 N+1, ...) and an ``Idempotency-Key`` (stored as ``Nats-Msg-Id``) is honoured as JetStream
-honours it. Issue #11: retained notifications are bounded in bytes, oldest evicted first and
+honours it. Retained notifications are bounded in bytes, oldest evicted first and
 reported as pruned history.
 """
 
