@@ -185,6 +185,21 @@ class Subscription(Protocol):
         """Stop delivering; idempotent."""
 
 
+class BackendMetrics:
+    """Where a backend reports what only it can see.
+
+    The host passes a recorder that exports it (see ``docs/metrics.md``); this base records
+    nothing, so a backend can always report. Operation counts and latencies are measured by
+    the host around the backend's calls, whatever the backend reports.
+    """
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        """``count`` remembered message ids (``Idempotency-Key``) were forgotten before
+        their duplicate window ended: ``writer_budget`` (the writer's own budget for the
+        stream was full) or ``total_budget`` (all remembered ids were at their bound, and
+        the least recently active writer's went first)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BackendContext:
     """What the host hands a backend at construction."""
@@ -193,6 +208,35 @@ class BackendContext:
     """The backend's own section, ``notification_backend.<kind>``, as configured."""
     storage_policies: Mapping[str, Mapping[str, Any]]
     """``storage_policy`` blocks by topic base (only schemas that set one)."""
+    metrics: BackendMetrics = field(default_factory=BackendMetrics)
+    """Where to report backend-specific figures (records nothing unless the host exports
+    them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who sent a notification, for what a backend budgets per writer (the message ids it
+    remembers): the authenticated caller's username, else the client's address.
+
+    Both ``None`` for a publish nobody can be named for (``publish`` called directly, e.g.
+    by a sink); those share one budget.
+    """
+
+    username: str | None = None
+    address: str | None = None
+
+
+class MessageIdReused(ValueError):
+    """A message id seen on the stream within the duplicate window came back with a
+    different notification (topic, payload or metadata); nothing was stored.
+
+    Raised by ``StorageBackend.publish``/``publish_from``; the host answers 422
+    ``IDEMPOTENCY_KEY_REUSED`` naming the key.
+    """
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"message id {message_id!r} was already used for another notification")
+        self.message_id = message_id
 
 
 class StorageBackend(ABC):
@@ -232,7 +276,21 @@ class StorageBackend(ABC):
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        """Store durably, fan out, and return the stored record; raise on failure."""
+        """Store durably, fan out, and return the stored record; raise on failure.
+
+        With a message id (:data:`MESSAGE_ID_METADATA`) seen on the stream within the
+        backend's duplicate window, a backend that de-duplicates stores nothing and returns
+        the first record's sequence, or raises :class:`MessageIdReused` when the
+        notification differs from the first one.
+        """
+
+    async def publish_from(
+        self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
+    ) -> StoredNotification:
+        """:meth:`publish` on behalf of ``writer``: what ``POST /api/v1/notification``
+        calls. A backend that keeps something per writer (the message ids it remembers)
+        overrides it; by default the writer is ignored."""
+        return await self.publish(topic, payload, metadata)
 
     @abstractmethod
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
