@@ -234,8 +234,13 @@ class MessageIdReused(ValueError):
     ``IDEMPOTENCY_KEY_REUSED`` naming the key.
     """
 
+    code: ClassVar[str] = "IDEMPOTENCY_KEY_REUSED"
+    """The error code the API answers (sinks reject the row with it)."""
+
     def __init__(self, message_id: str) -> None:
-        super().__init__(f"message id {message_id!r} was already used for another notification")
+        super().__init__(
+            f"Idempotency-Key '{message_id}' was already used for a different notification"
+        )
         self.message_id = message_id
 
 
