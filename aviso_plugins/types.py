@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -226,6 +227,17 @@ class Writer:
     address: str | None = None
 
 
+_NOBODY = Writer()
+_PUBLISHING_WRITER: ContextVar[Writer | None] = ContextVar("aviso_publishing_writer", default=None)
+
+
+def publishing_writer() -> Writer:
+    """Inside ``StorageBackend.publish`` called through ``publish_from``: the writer it was
+    called for; ``Writer()`` (nobody named) otherwise. Per task, so concurrent publishes
+    each see their own."""
+    return _PUBLISHING_WRITER.get() or _NOBODY
+
+
 class MessageIdReused(ValueError):
     """A message id seen on the stream within the duplicate window came back with a
     different notification (topic, payload or metadata); nothing was stored.
@@ -293,9 +305,14 @@ class StorageBackend(ABC):
         self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
         """:meth:`publish` on behalf of ``writer``: what ``POST /api/v1/notification``
-        calls. A backend that keeps something per writer (the message ids it remembers)
-        overrides it; by default the writer is ignored."""
-        return await self.publish(topic, payload, metadata)
+        calls. By default it calls :meth:`publish`, inside which :func:`publishing_writer`
+        answers ``writer``: a backend that keeps something per writer (the message ids it
+        remembers) reads it there, and subclasses overriding ``publish`` keep working."""
+        token = _PUBLISHING_WRITER.set(writer)
+        try:
+            return await self.publish(topic, payload, metadata)
+        finally:
+            _PUBLISHING_WRITER.reset(token)
 
     @abstractmethod
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:

@@ -44,7 +44,7 @@ from aviso_plugins.types import (
     StorageBackend,
     StoredNotification,
     UnknownStream,
-    Writer,
+    publishing_writer,
 )
 
 logger = logging.getLogger("aviso.in_memory")
@@ -56,7 +56,6 @@ DEFAULT_DUPLICATE_WINDOW = "2m"
 DEFAULT_DUPLICATE_WINDOW_MAX_KEYS = 100_000
 DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER = 10_000
 """A tenth of the total: one writer (any anonymous address) cannot fill the total alone."""
-UNNAMED_WRITER = Writer()
 RECORD_OVERHEAD_BYTES = 256
 """What one retained record costs beyond its text (objects, index entries), for the budget."""
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
@@ -215,11 +214,6 @@ class InMemoryBackend(StorageBackend):
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        return await self.publish_from(UNNAMED_WRITER, topic, payload, metadata)
-
-    async def publish_from(
-        self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
-    ) -> StoredNotification:
         key = stream_key(topic)
         log = self._logs.get(key)
         if log is None:
@@ -241,7 +235,9 @@ class InMemoryBackend(StorageBackend):
         self._last_time_ns = max(time.time_ns(), self._last_time_ns + 1)
         record = StoredNotification(log.last_sequence, topic, payload, self._last_time_ns, metadata)
         if message_id is not None:
-            self._ids.remember(key, message_id, writer, record.sequence, fingerprint, now)
+            self._ids.remember(
+                key, message_id, publishing_writer(), record.sequence, fingerprint, now
+            )
         topics = self._topics
         history = topics.get(topic)
         if history is None:

@@ -51,7 +51,7 @@ from aviso_plugins.types import (
     StoredNotification,
     Subscription,
     UnknownStream,
-    Writer,
+    publishing_writer,
 )
 
 logger = logging.getLogger("aviso.jetstream")
@@ -84,9 +84,6 @@ class BackendUnavailable(RuntimeError):
 class RequestLost(RuntimeError):
     """The connection closed while a request awaited its answer. Not retried: the request
     may be the very one the server refused (retrying it would drop the next connection)."""
-
-
-_UNNAMED_WRITER = Writer()
 
 
 def _fingerprint_window(options: JetStreamOptions, context: BackendContext) -> float:
@@ -400,11 +397,6 @@ class JetStreamBackend(StorageBackend):
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        return await self.publish_from(_UNNAMED_WRITER, topic, payload, metadata)
-
-    async def publish_from(
-        self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
-    ) -> StoredNotification:
         base = decode_token(topic.split(".", 1)[0])
         message_id = metadata.get(MESSAGE_ID_METADATA)
         if message_id is None:
@@ -419,7 +411,12 @@ class JetStreamBackend(StorageBackend):
             # Only what this instance had stored: a dropped re-send's own text says nothing
             # about the notification stored first (perhaps through another instance).
             self._seen_ids.remember(
-                stream, message_id, writer, record.sequence, fingerprint, time.monotonic()
+                stream,
+                message_id,
+                publishing_writer(),
+                record.sequence,
+                fingerprint,
+                time.monotonic(),
             )
         return record
 
