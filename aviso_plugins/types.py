@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -207,6 +208,21 @@ class Subscription(Protocol):
         """Stop delivering; idempotent."""
 
 
+class BackendMetrics:
+    """Where a backend reports what only it can see.
+
+    The host passes a recorder that exports it (see ``docs/metrics.md``); this base records
+    nothing, so a backend can always report. Operation counts and latencies are measured by
+    the host around the backend's calls, whatever the backend reports.
+    """
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        """``count`` remembered message ids (``Idempotency-Key``) were forgotten before
+        their duplicate window ended: ``writer_budget`` (the writer's own budget for the
+        stream was full) or ``total_budget`` (all remembered ids were at their bound, and
+        the least recently active writer's went first)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BackendContext:
     """What the host hands a backend at construction."""
@@ -215,6 +231,51 @@ class BackendContext:
     """The backend's own section, ``notification_backend.<kind>``, as configured."""
     storage_policies: Mapping[str, Mapping[str, Any]]
     """``storage_policy`` blocks by topic base (only schemas that set one)."""
+    metrics: BackendMetrics = field(default_factory=BackendMetrics)
+    """Where to report backend-specific figures (records nothing unless the host exports
+    them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who sent a notification, for what a backend budgets per writer (the message ids it
+    remembers): the authenticated caller's username, else the client's address.
+
+    Both ``None`` for a publish nobody can be named for (``publish`` called directly, e.g.
+    by a sink); those share one budget.
+    """
+
+    username: str | None = None
+    address: str | None = None
+
+
+_NOBODY = Writer()
+_PUBLISHING_WRITER: ContextVar[Writer | None] = ContextVar("aviso_publishing_writer", default=None)
+
+
+def publishing_writer() -> Writer:
+    """Inside ``StorageBackend.publish`` called through ``publish_from``: the writer it was
+    called for; ``Writer()`` (nobody named) otherwise. Per task, so concurrent publishes
+    each see their own."""
+    return _PUBLISHING_WRITER.get() or _NOBODY
+
+
+class MessageIdReused(ValueError):
+    """A message id seen on the stream within the duplicate window came back with a
+    different notification (topic, payload or metadata); nothing was stored.
+
+    Raised by ``StorageBackend.publish``/``publish_from``; the host answers 422
+    ``IDEMPOTENCY_KEY_REUSED`` naming the key.
+    """
+
+    code: ClassVar[str] = "IDEMPOTENCY_KEY_REUSED"
+    """The error code the API answers (sinks reject the row with it)."""
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key '{message_id}' was already used for a different notification"
+        )
+        self.message_id = message_id
 
 
 class StorageBackend(ABC):
@@ -254,7 +315,26 @@ class StorageBackend(ABC):
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        """Store durably, fan out, and return the stored record; raise on failure."""
+        """Store durably, fan out, and return the stored record; raise on failure.
+
+        With a message id (:data:`MESSAGE_ID_METADATA`) seen on the stream within the
+        backend's duplicate window, a backend that de-duplicates stores nothing and returns
+        the first record's sequence, or raises :class:`MessageIdReused` when the
+        notification differs from the first one.
+        """
+
+    async def publish_from(
+        self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
+    ) -> StoredNotification:
+        """:meth:`publish` on behalf of ``writer``: what ``POST /api/v1/notification``
+        calls. By default it calls :meth:`publish`, inside which :func:`publishing_writer`
+        answers ``writer``: a backend that keeps something per writer (the message ids it
+        remembers) reads it there, and subclasses overriding ``publish`` keep working."""
+        token = _PUBLISHING_WRITER.set(writer)
+        try:
+            return await self.publish(topic, payload, metadata)
+        finally:
+            _PUBLISHING_WRITER.reset(token)
 
     @abstractmethod
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:

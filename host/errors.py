@@ -209,6 +209,18 @@ def too_many_connections(retry_after: int) -> ApiError:
     )
 
 
+def idempotency_key_reused(key: str) -> ApiError:
+    """A notify re-using an ``Idempotency-Key`` of the duplicate window for another
+    notification (the IETF Idempotency-Key draft's 422)."""
+    return ApiError(
+        422,
+        "IDEMPOTENCY_KEY_REUSED",
+        "Idempotency Key Reused",
+        f"Idempotency-Key '{key}' was already used for a different notification",
+        event_name="api.request.validation.failed",
+    )
+
+
 def internal_error() -> ApiError:
     """What an unexpected failure answers: nothing about its cause reaches the client."""
     return ApiError(

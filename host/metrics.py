@@ -39,7 +39,14 @@ from starlette.types import Scope
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.otlp import TALLIES
 from aviso_host.request_id import RequestIdMiddleware
-from aviso_plugins.types import AuthError, AuthoriserMetrics, StorageBackend, StreamAuthoriser
+from aviso_plugins.idempotency import EVICTION_REASONS
+from aviso_plugins.types import (
+    AuthError,
+    AuthoriserMetrics,
+    BackendMetrics,
+    StorageBackend,
+    StreamAuthoriser,
+)
 
 HTTP_METHODS = frozenset(
     ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "CONNECT", "TRACE")
@@ -56,8 +63,9 @@ UNKNOWN_LABEL = "unknown"
 NOTIFY_SUCCESS, NOTIFY_ERROR, NOTIFY_REJECTED = "success", "error", "rejected"
 
 BACKEND_OPERATIONS = {
-    # operation label -> StorageBackend method; subscriptions are not measured.
-    "publish": "publish",
+    # operation label -> StorageBackend method; subscriptions are not measured. Notify
+    # publishes through ``publish_from`` (whose default calls ``publish``).
+    "publish": "publish_from",
     "get_batch": "fetch_batch",
     "wipe_stream": "wipe_stream",
     "wipe_all": "wipe_all",
@@ -293,6 +301,17 @@ class SseConnection:
         self._metrics.history_gaps.labels(self._route).inc()
 
 
+class BackendRecorder(BackendMetrics):
+    """What the backend reports, exported with the service's metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        metrics = self._metrics
+        metrics.idempotency_keys_evicted_early.labels(metrics.backend, reason).inc(count)
+
+
 class Metrics:
     """The aviso-server metrics plus the backpressure and history-gap counters, pre-initialised."""
 
@@ -414,6 +433,13 @@ class Metrics:
         self.auth_requests = Counter(
             "aviso_auth_requests", "Caller resolutions", ["mode", "outcome"], registry=registry
         )
+        self.idempotency_keys_evicted_early = Counter(
+            "aviso_idempotency_keys_evicted_early",
+            "Remembered Idempotency-Keys forgotten before their duplicate window ended",
+            ["backend", "reason"],
+            registry=registry,
+        )
+        self.backend_recorder = BackendRecorder(self)
         families = AuthoriserFamilies(registry)
         self.authorisers = {
             cls.name: AuthoriserRecorder(cls, families, registry) for cls in authorisers
@@ -443,6 +469,8 @@ class Metrics:
         self.notifications_skipped.labels(WATCH_ROUTE)
         for route in SSE_ROUTES:
             self.history_gaps.labels(route)
+        for reason in EVICTION_REASONS:
+            self.idempotency_keys_evicted_early.labels(self.backend, reason)
 
     # -- recording -------------------------------------------------------------------------
 

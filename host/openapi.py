@@ -377,7 +377,10 @@ def _notify_operation(examples: RequestExamples) -> Doc:
                     "inside the stream's duplicate window (2 minutes by default) is answered "
                     "200 but not stored again, so retries cannot duplicate a notification. "
                     "The in-memory backend does the same within "
-                    "notification_backend.in_memory.duplicate_window (2 minutes by default)."
+                    "notification_backend.in_memory.duplicate_window (2 minutes by default). "
+                    "A key re-used inside the window for a different notification is refused "
+                    "with 422 IDEMPOTENCY_KEY_REUSED (in-memory: always; JetStream: when the "
+                    "instance answering stored the first one)."
                 ),
                 "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
             }
@@ -410,6 +413,17 @@ def _notify_operation(examples: RequestExamples) -> Doc:
             ),
             **_auth_responses(),
             "413": _ref("responses", "PayloadTooLarge"),
+            "422": _json_response(
+                "The Idempotency-Key was used inside the duplicate window for a different "
+                "notification (another topic, payload or identifier); nothing was stored.",
+                _schema("RequestError"),
+                key_reused=_request_error(
+                    "IDEMPOTENCY_KEY_REUSED",
+                    "Idempotency Key Reused",
+                    "Idempotency-Key 'order-42' was already used for a different notification",
+                    _RID_NOTIFY,
+                ),
+            ),
             "500": _server_error(
                 "Server-side processing or storage failed.",
                 storage_failed={
@@ -878,6 +892,7 @@ def _error_schemas() -> Doc:
                         *(endpoint.validation_code for endpoint in Endpoint),
                         "NOTIFICATION_PROCESSING_FAILED",
                         "NOTIFICATION_STORAGE_FAILED",
+                        "IDEMPOTENCY_KEY_REUSED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
                         "PAYLOAD_TOO_LARGE",
                         "HEADER_FIELDS_TOO_LARGE",

@@ -16,7 +16,7 @@ from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
-from aviso_plugins.types import BackendContext, StorageBackend
+from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
 SHUTDOWN_GRACE_SECONDS = 5.0
@@ -29,9 +29,12 @@ def server_version() -> str:
         return "0.0.0+unknown"
 
 
-def build_backend(settings: Settings, registry: PluginRegistry) -> StorageBackend:
+def build_backend(
+    settings: Settings, registry: PluginRegistry, metrics: BackendMetrics | None = None
+) -> StorageBackend:
     """The configured backend, not started (the service, and the Spark ``backend`` sink)."""
     context = BackendContext(
+        metrics=metrics or BackendMetrics(),
         options=settings.backend.options,
         storage_policies={
             schema.topic.base: schema.storage_policy
@@ -58,7 +61,7 @@ class Service:
         register_secrets(settings.secrets)
         kind = settings.backend.kind
         self.backend: StorageBackend = construct(
-            lambda: build_backend(settings, registry),
+            lambda: build_backend(settings, registry, self.metrics.backend_recorder),
             ("notification_backend", kind),
             registry.describe("backends", kind),
             settings.secrets,

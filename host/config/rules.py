@@ -33,6 +33,7 @@ _IN_MEMORY_POSITIVE = (
     "max_topics",
     "max_bytes",
     "duplicate_window_max_keys",
+    "duplicate_window_max_keys_per_writer",
 )
 
 # A zero here stalls or spins the streaming loops instead of meaning anything useful.

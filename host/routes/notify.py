@@ -16,6 +16,7 @@ from aviso_host.encoding import dumps
 from aviso_host.errors import (
     Endpoint,
     JsonAnswer,
+    idempotency_key_reused,
     processing_error,
     storage_error,
     validation_error,
@@ -34,7 +35,14 @@ from aviso_host.routes.common import (
 )
 from aviso_host.routes.streams import end_point_refused
 from aviso_host.schemas import POINT
-from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Caller, InvalidValue
+from aviso_plugins.types import (
+    ACTOR_METADATA,
+    MESSAGE_ID_METADATA,
+    Caller,
+    InvalidValue,
+    MessageIdReused,
+    Writer,
+)
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_FIELD = IDEMPOTENCY_HEADER.lower().encode("latin-1")
@@ -48,6 +56,15 @@ def idempotency_key(scope: Scope) -> str | None:
         if name == _IDEMPOTENCY_FIELD:
             return value.decode("latin-1")
     return None
+
+
+def writer_of(scope: Scope, caller: Caller | None) -> Writer:
+    """Whose budget a notify's remembered ``Idempotency-Key`` is charged to: the
+    authenticated caller, else the client's address (the peer, or the proxy before it)."""
+    if caller is not None:
+        return Writer(username=caller.username)
+    client = scope.get("client")
+    return Writer(address=client[0] if client else None)
 
 
 def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:
@@ -120,7 +137,16 @@ async def notify(request: Request) -> Response | JsonAnswer:
         # duplicate window) keeps the first notification sent with a key and drops re-sends.
         metadata = {**metadata, MESSAGE_ID_METADATA: message_id}
     try:
-        record = await service.backend.publish(planned.topic, planned.payload, metadata)
+        record = await service.backend.publish_from(
+            writer_of(request.scope, caller), planned.topic, planned.payload, metadata
+        )
+    except MessageIdReused as exc:
+        return error_response(
+            request,
+            idempotency_key_reused(exc.message_id),
+            event_type=body.event_type,
+            topic=planned.topic,
+        )
     except Exception as exc:
         return error_response(
             request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic

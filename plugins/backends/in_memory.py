@@ -14,7 +14,10 @@ tokens (``aviso_plugins.fanout``) so a publish only looks at the watchers that c
 
 A publish carrying a message id (``Nats-Msg-Id``) already seen on the same stream within
 ``duplicate_window`` is dropped and answered with the first one's sequence, as JetStream
-does; the remembered ids are bounded in count as well as in time.
+does, or refused (:class:`MessageIdReused`) when its notification differs from the first.
+The remembered ids are bounded in time, per writer and stream
+(``duplicate_window_max_keys_per_writer``: a writer only ever evicts its own) and in total
+(``duplicate_window_max_keys``: the least recently active writer's go first).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
 from aviso_plugins.fanout import SubscriberIndex
+from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
 from aviso_plugins.literals import parse_duration
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
@@ -35,10 +39,12 @@ from aviso_plugins.types import (
     BackendContext,
     Batch,
     LiveSink,
+    MessageIdReused,
     StartCursor,
     StorageBackend,
     StoredNotification,
     UnknownStream,
+    publishing_writer,
 )
 
 logger = logging.getLogger("aviso.in_memory")
@@ -48,6 +54,8 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 DEFAULT_DUPLICATE_WINDOW = "2m"
 """JetStream's own default window, so that both backends drop the same re-sends."""
 DEFAULT_DUPLICATE_WINDOW_MAX_KEYS = 100_000
+DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER = 10_000
+"""A tenth of the total: one writer (any anonymous address) cannot fill the total alone."""
 RECORD_OVERHEAD_BYTES = 256
 """What one retained record costs beyond its text (objects, index entries), for the budget."""
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
@@ -160,6 +168,7 @@ class InMemoryBackend(StorageBackend):
             "max_bytes": _COUNT,
             "duplicate_window": {"type": "string"},
             "duplicate_window_max_keys": _COUNT,
+            "duplicate_window_max_keys_per_writer": _COUNT,
             "enable_metrics": {"type": "boolean"},
         },
     }
@@ -170,9 +179,16 @@ class InMemoryBackend(StorageBackend):
         self._max_history = max(1, int(options.get("max_history_per_topic", 1)))
         self._max_topics = max(1, int(options.get("max_topics", 10000)))
         self._max_bytes = max(1, int(options.get("max_bytes", DEFAULT_MAX_BYTES)))
-        self._window = float(duplicate_window_seconds(options))
-        self._max_ids = max(
-            1, int(options.get("duplicate_window_max_keys", DEFAULT_DUPLICATE_WINDOW_MAX_KEYS))
+        self._ids = RememberedIds(
+            float(duplicate_window_seconds(options)),
+            int(options.get("duplicate_window_max_keys", DEFAULT_DUPLICATE_WINDOW_MAX_KEYS)),
+            int(
+                options.get(
+                    "duplicate_window_max_keys_per_writer",
+                    DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER,
+                )
+            ),
+            context.metrics.message_ids_evicted_early,
         )
         # Topic -> retained history. Insertion order is refreshed on every publish, so the
         # first entry is always the topic whose newest message is oldest (evicted first).
@@ -183,8 +199,6 @@ class InMemoryBackend(StorageBackend):
         self._by_age: deque[tuple[_StreamLog, StoredNotification]] = deque()
         self._retained = 0
         self._bytes = 0
-        # (stream, message id) -> (sequence, expiry on the monotonic clock), oldest first.
-        self._ids: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
         self._last_time_ns = 0
         self._subscribers: SubscriberIndex[_Subscriber] = SubscriberIndex()
 
@@ -207,19 +221,23 @@ class InMemoryBackend(StorageBackend):
         message_id = metadata.get(MESSAGE_ID_METADATA)
         if message_id is not None:
             now = time.monotonic()
-            self._expire_ids(now)
-            seen = self._ids.get((key, message_id))
+            fingerprint = notification_fingerprint(topic, payload, metadata)
+            seen = self._ids.get(key, message_id, now)
             if seen is not None:
+                if seen.fingerprint != fingerprint:
+                    raise MessageIdReused(message_id)
                 # As JetStream: the re-send is dropped (not stored, not fanned out) and
                 # acknowledged with the sequence of the first one, even if that is gone.
-                return StoredNotification(seen[0], topic, payload, time.time_ns(), metadata)
+                return StoredNotification(seen.sequence, topic, payload, time.time_ns(), metadata)
         log.last_sequence += 1
         # Storage times never go backwards (even if the wall clock does) so that a stream's
         # log stays sorted by time as well as by sequence.
         self._last_time_ns = max(time.time_ns(), self._last_time_ns + 1)
         record = StoredNotification(log.last_sequence, topic, payload, self._last_time_ns, metadata)
         if message_id is not None:
-            self._remember(key, message_id, record.sequence, now)
+            self._ids.remember(
+                key, message_id, publishing_writer(), record.sequence, fingerprint, now
+            )
         topics = self._topics
         history = topics.get(topic)
         if history is None:
@@ -240,20 +258,6 @@ class InMemoryBackend(StorageBackend):
             self._enforce_budget(record)
         self._fan_out(record)
         return record
-
-    def _expire_ids(self, now: float) -> None:
-        ids = self._ids
-        while ids:
-            first = next(iter(ids.values()))
-            if first[1] > now:
-                return
-            ids.popitem(last=False)
-
-    def _remember(self, key: str, message_id: str, sequence: int, now: float) -> None:
-        if len(self._ids) >= self._max_ids:
-            # The count bound: the oldest id is forgotten before its time is up.
-            self._ids.popitem(last=False)
-        self._ids[(key, message_id)] = (sequence, now + self._window)
 
     def _enforce_budget(self, newest: StoredNotification) -> None:
         """Evict the oldest records until the budget holds; the newest is always kept (it

@@ -2,7 +2,9 @@
 
 A re-sent key inside the duplicate window is answered 200 like the first send and stores
 nothing (JetStream: ``Nats-Msg-Id`` in the stream's duplicate window; in-memory: its own
-window, ``notification_backend.in_memory.duplicate_window``). Keys are per stream.
+window, ``notification_backend.in_memory.duplicate_window``); re-used for a different
+notification it is refused with 422 (JetStream: by the instance that stored the first one,
+as here). Keys are per stream.
 """
 
 from __future__ import annotations
@@ -46,10 +48,27 @@ def test_a_resent_key_is_answered_200_and_stored_once(client: httpx.Client) -> N
     key = f"key-{uuid.uuid4().hex}"
     send(client, gauge_body(basin, 1), key)
     send(client, gauge_body(basin, 1), key)
-    # The same key with another identifier of the same stream is still a re-send.
-    send(client, gauge_body(basin, 2), key)
     send(client, gauge_body(basin, 3), f"other-{uuid.uuid4().hex}")
     assert stored_levels(client, basin) == ["1", "3"]
+
+
+def test_a_key_reused_for_another_notification_is_refused_naming_it(
+    client: httpx.Client,
+) -> None:
+    basin = unique_basin()
+    key = f"key-{uuid.uuid4().hex}"
+    send(client, gauge_body(basin, 1), key)
+    # Another identifier of the same stream, then another payload: neither is a re-send.
+    other_payload = {**gauge_body(basin, 1), "payload": {"level": 99}}
+    for body in (gauge_body(basin, 2), other_payload):
+        refused = client.post(NOTIFY, json=body, headers={"Idempotency-Key": key})
+        assert refused.status_code == 422, refused.text
+        answer = refused.json()
+        assert answer["code"] == "IDEMPOTENCY_KEY_REUSED"
+        assert key in answer["message"]
+        assert answer["request_id"] == refused.headers["x-request-id"]
+    send(client, gauge_body(basin, 1), key)
+    assert stored_levels(client, basin) == ["1"]
 
 
 def test_without_a_key_every_request_is_stored(client: httpx.Client) -> None:

@@ -23,13 +23,21 @@ from aviso_builtins.backends.jetstream.live import LiveFeeds
 from aviso_builtins.backends.jetstream.messages import filter_subject
 from aviso_builtins.backends.jetstream.options import (
     OPTIONS_SCHEMA,
+    JetStreamOptions,
     parse_options,
     redacted,
     split_servers,
 )
-from aviso_builtins.backends.jetstream.publisher import PublishingClient, message_headers
+from aviso_builtins.backends.jetstream.publisher import (
+    PublishingClient,
+    acknowledged_sequence,
+    dropped_as_duplicate,
+    message_headers,
+)
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
+from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
+from aviso_plugins.literals import parse_duration
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
@@ -37,11 +45,13 @@ from aviso_plugins.types import (
     BackendContext,
     Batch,
     LiveSink,
+    MessageIdReused,
     StartCursor,
     StorageBackend,
     StoredNotification,
     Subscription,
     UnknownStream,
+    publishing_writer,
 )
 
 logger = logging.getLogger("aviso.jetstream")
@@ -59,6 +69,12 @@ _KEYED_ACK_TIMEOUT = 1.0
 """Seconds a publish with a message id waits for its acknowledgement before it is re-sent."""
 _ACK_TIMEOUT = 5.0
 """Seconds any other publish waits for its acknowledgement (nats-py's JetStream default)."""
+_SERVER_DUPLICATE_WINDOW = 120
+"""nats-server's default duplicate window, in seconds."""
+_SEEN_IDS = 100_000
+_SEEN_IDS_PER_WRITER = 10_000
+"""Bounds of the message ids one instance remembers to refuse a re-use for another
+notification (the in-memory backend's defaults)."""
 
 
 class BackendUnavailable(RuntimeError):
@@ -68,6 +84,22 @@ class BackendUnavailable(RuntimeError):
 class RequestLost(RuntimeError):
     """The connection closed while a request awaited its answer. Not retried: the request
     may be the very one the server refused (retrying it would drop the next connection)."""
+
+
+def _fingerprint_window(options: JetStreamOptions, context: BackendContext) -> float:
+    """How long JetStream surely remembers a message id: the configured window (else the
+    server's default), never longer than a retention that caps it, so that an id JetStream
+    has forgotten (a new notification there) is never refused here."""
+    windows = [options.duplicate_window_seconds or _SERVER_DUPLICATE_WINDOW]
+    if options.retention_seconds:
+        windows.append(options.retention_seconds)
+    for policy in context.storage_policies.values():
+        retention = policy.get("retention_time")
+        if isinstance(retention, str):
+            windows.append(parse_duration(retention))
+    # A second less: this instance starts counting at the acknowledgement, a little after
+    # the broker stored the message.
+    return float(max(min(windows) - 1, 1))
 
 
 class JetStreamBackend(StorageBackend):
@@ -102,6 +134,13 @@ class JetStreamBackend(StorageBackend):
         """Why the connection ended as configured; ``None`` while it is kept alive."""
         self._probe: asyncio.Future[bool] | None = None
         self._supervisor: asyncio.Task[None] | None = None
+        # JetStream drops a re-send without comparing it: what this instance stored under
+        # each message id lets it refuse one that differs (best effort, per instance).
+        self._seen_ids = RememberedIds(
+            _fingerprint_window(self.options, context),
+            _SEEN_IDS,
+            _SEEN_IDS_PER_WRITER,
+        )
 
     # -- connection --------------------------------------------------------------------------
 
@@ -361,6 +400,32 @@ class JetStreamBackend(StorageBackend):
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
         base = decode_token(topic.split(".", 1)[0])
+        message_id = metadata.get(MESSAGE_ID_METADATA)
+        if message_id is None:
+            return (await self._publish(base, topic, payload, metadata))[0]
+        stream = base.lower()
+        fingerprint = notification_fingerprint(topic, payload, metadata)
+        seen = self._seen_ids.get(stream, message_id, time.monotonic())
+        if seen is not None and seen.fingerprint != fingerprint:
+            raise MessageIdReused(message_id)
+        record, duplicate = await self._publish(base, topic, payload, metadata)
+        if not duplicate:
+            # Only what this instance had stored: a dropped re-send's own text says nothing
+            # about the notification stored first (perhaps through another instance).
+            self._seen_ids.remember(
+                stream,
+                message_id,
+                publishing_writer(),
+                record.sequence,
+                fingerprint,
+                time.monotonic(),
+            )
+        return record
+
+    async def _publish(
+        self, base: str, topic: str, payload: str, metadata: Mapping[str, str]
+    ) -> tuple[StoredNotification, bool]:
+        """Store one notification; also whether JetStream dropped it as a re-send."""
         options = self.options
         # With a message id JetStream drops a re-send, so an unanswered publish may be sent
         # again: after a short wait, which bounds a cluster failover (a stream without a
@@ -371,14 +436,16 @@ class JetStreamBackend(StorageBackend):
             try:
                 client, keeper = self._require_publisher()
                 name = keeper.confirmed(base) or await keeper.ensure_within(base, delay)
-                sequence = await client.publish_acked(
+                reply = await client.publish_for_ack(
                     topic,
                     payload.encode(),
                     message_headers(metadata, name),
                     _KEYED_ACK_TIMEOUT if keyed else _ACK_TIMEOUT,
                 )
+                sequence = acknowledged_sequence(reply)
                 # The record's time is local; deliveries carry the broker's timestamp.
-                return StoredNotification(sequence, topic, payload, time.time_ns(), metadata)
+                record = StoredNotification(sequence, topic, payload, time.time_ns(), metadata)
+                return record, dropped_as_duplicate(reply)
             except NoStreamResponseError:
                 # Deleted behind our back (the next ensure recreates it), or a cluster is
                 # electing the stream's leader: nothing was stored, so try again.

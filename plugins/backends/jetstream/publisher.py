@@ -86,6 +86,15 @@ def acknowledged_sequence(reply: bytes) -> int:
     return answer["seq"]
 
 
+_DUPLICATE = re.compile(rb'"duplicate":\s*true')
+
+
+def dropped_as_duplicate(reply: bytes) -> bool:
+    """Whether a PubAck says JetStream dropped the message as a re-send of its message id
+    (nats-server writes ``"duplicate": true``, with a space, into otherwise compact JSON)."""
+    return _DUPLICATE.search(reply) is not None
+
+
 class PublishingClient(Client):
     """nats-py's client plus :meth:`publish_acked`, and requests (those of its JetStream
     context too) that :meth:`fail_requests` ends at once; everything else is nats-py's."""
@@ -115,6 +124,13 @@ class PublishingClient(Client):
         """Publish with ``headers`` (see :func:`message_headers`) and return the stream
         sequence JetStream acknowledged; :class:`nats.errors.TimeoutError` after
         ``timeout`` seconds without an answer."""
+        return acknowledged_sequence(await self.publish_for_ack(subject, payload, headers, timeout))
+
+    async def publish_for_ack(
+        self, subject: str, payload: bytes, headers: dict[str, str], timeout: float
+    ) -> bytes:
+        """:meth:`publish_acked`, answering the PubAck itself (read it with
+        :func:`acknowledged_sequence` and :func:`dropped_as_duplicate`)."""
         if not subject or _SUBJECT_INVALID.search(subject):
             raise BadSubjectError
         loop = self._ack_loop
@@ -129,7 +145,7 @@ class PublishingClient(Client):
             raise
         if self._ack_sweep is None:
             self._ack_sweep = loop.call_later(_SWEEP_SECONDS, self._sweep_acks)
-        return acknowledged_sequence(await future)
+        return await future
 
     async def request(
         self,

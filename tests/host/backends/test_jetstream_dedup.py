@@ -16,7 +16,7 @@ import pytest
 
 from aviso_builtins.backends.jetstream.backend import JetStreamBackend
 from aviso_builtins.backends.jetstream.options import OptionsError, parse_options
-from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext
+from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext, MessageIdReused
 from tests.host.backends.jetstream_support import (
     Case,
     document,
@@ -36,8 +36,10 @@ def publish_all(
     message_ids: list[str | None],
     options: Mapping[str, Any] | None = None,
     policy: Mapping[str, Any] | None = None,
+    first_index: int = 0,
 ) -> None:
-    """Start a backend, publish one notification per id to ``<base>.<index>``, shut down."""
+    """Start a backend, publish one notification per id to ``<base>.<index % 2>``, shut
+    down (indexes count from ``first_index``)."""
     policies = {base: {"allow_duplicates": True, **(policy or {})}}
     context = BackendContext({"nats_url": nats_url, **(options or {})}, policies)
 
@@ -45,7 +47,7 @@ def publish_all(
         backend = JetStreamBackend(context)
         await backend.start()
         try:
-            for index, message_id in enumerate(message_ids):
+            for index, message_id in enumerate(message_ids, first_index):
                 metadata = {MESSAGE_ID_METADATA: message_id} if message_id else {}
                 await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
         finally:
@@ -76,11 +78,61 @@ def test_a_republished_message_id_inside_the_window_is_stored_once(
     module_nats: NatsServer,
 ) -> None:
     base = unique("dedup")
-    # Same id on different subjects too: de-duplication is per stream, not per subject.
-    publish_all(
-        module_nats.url, base, ["id-1", "id-1", "id-2", "id-1", "id-2"], {"duplicate_window": "1h"}
-    )
+    # Same id on different subjects too: de-duplication is per stream, not per subject. Each
+    # through a backend of its own: one that stored the first would refuse the re-use for
+    # another subject itself (MessageIdReused), before JetStream is asked.
+    for index, message_id in enumerate(["id-1", "id-1", "id-2", "id-1", "id-2"]):
+        publish_all(module_nats.url, base, [message_id], {"duplicate_window": "1h"}, None, index)
     assert stream_state(module_nats.url, base.upper()).messages == 2
+
+
+def test_an_instance_refuses_a_message_id_it_stored_for_another_notification(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("reuse")
+    context = BackendContext({"nats_url": module_nats.url}, {base: {"allow_duplicates": True}})
+
+    async def run() -> list[str]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        outcomes = []
+        try:
+            for topic, payload in ((".1", "1"), (".1", "1"), (".2", "1"), (".1", "2")):
+                try:
+                    await backend.publish(base + topic, payload, {MESSAGE_ID_METADATA: "k"})
+                    outcomes.append("ok")
+                except MessageIdReused as refused:
+                    outcomes.append(f"refused {refused.message_id}")
+        finally:
+            await backend.shutdown()
+        return outcomes
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["ok", "ok", "refused k", "refused k"]
+    assert stream_state(module_nats.url, base.upper()).messages == 1
+
+
+def test_a_message_id_dropped_as_a_re_send_is_not_taken_for_the_first_notification(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("reuse")
+    publish_all(module_nats.url, base, ["k"], {"duplicate_window": "1h"})
+    context = BackendContext(
+        {"nats_url": module_nats.url, "duplicate_window": "1h"}, {base: {"allow_duplicates": True}}
+    )
+
+    async def run() -> None:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        try:
+            # Another instance stored "k" first: this one's text is dropped by JetStream and
+            # not remembered, so a retry of the first notification is not refused here.
+            await backend.publish(f"{base}.1", '{"n":2}', {MESSAGE_ID_METADATA: "k"})
+            await backend.publish(f"{base}.0", '{"n":1}', {MESSAGE_ID_METADATA: "k"})
+        finally:
+            await backend.shutdown()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+    assert stream_state(module_nats.url, base.upper()).messages == 1
 
 
 def test_messages_without_an_id_are_all_stored(module_nats: NatsServer) -> None:

@@ -17,6 +17,7 @@ from aviso_builtins.backends.jetstream.backend import RequestLost, _fail_request
 from aviso_builtins.backends.jetstream.publisher import (
     PublishingClient,
     acknowledged_sequence,
+    dropped_as_duplicate,
     message_headers,
 )
 from tests.support.nats import NatsServer
@@ -147,6 +148,20 @@ def test_an_unanswered_publish_times_out_and_a_closed_client_fails_what_awaits_a
 )
 def test_the_acknowledged_sequence_is_read_from_a_pub_ack(reply: bytes) -> None:
     assert acknowledged_sequence(reply) == 42
+
+
+@pytest.mark.parametrize(
+    ("reply", "duplicate"),
+    [
+        (b'{"stream":"S","seq":42}', False),
+        # What nats-server writes (checked against a real one in test_jetstream_dedup.py).
+        (b'{"stream":"S","seq":42,"duplicate": true}', True),
+        (b'{"stream":"S","seq":42,"duplicate":true}', True),
+        (b'{"stream":"duplicate","seq":42}', False),
+    ],
+)
+def test_a_dropped_re_send_is_told_from_its_pub_ack(reply: bytes, duplicate: bool) -> None:
+    assert dropped_as_duplicate(reply) is duplicate
 
 
 def test_an_error_reply_raises_its_api_error() -> None:

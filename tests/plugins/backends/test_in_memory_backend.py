@@ -23,10 +23,14 @@ from aviso_builtins.backends.in_memory import (
 )
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
+    ACTOR_METADATA,
     MESSAGE_ID_METADATA,
     BackendContext,
+    BackendMetrics,
+    MessageIdReused,
     StartCursor,
     StoredNotification,
+    Writer,
 )
 
 T = TypeVar("T")
@@ -136,8 +140,7 @@ def test_a_resent_message_id_is_dropped_and_answered_with_the_first_sequence() -
         watcher = Collecting()
         await backend.subscribe(TopicPattern(("alpha", None)), watcher)
         first = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
-        # Same id on another subject of the same stream: still a duplicate (per stream).
-        again = await backend.publish("alpha.2", '{"n":2}', keyed("k1"))
+        again = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
         other = await backend.publish("alpha.2", '{"n":3}', keyed("k2"))
         # Same id on another stream: not a duplicate there.
         elsewhere = await backend.publish("beta.1", "null", keyed("k1"))
@@ -148,6 +151,28 @@ def test_a_resent_message_id_is_dropped_and_answered_with_the_first_sequence() -
         }
 
     assert run(scenario) == {"sequences": [1, 1, 2, 1], "stored": [1, 2], "delivered": [1, 2]}
+
+
+def test_a_remembered_id_with_another_notification_is_refused_and_nothing_stored() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[Any]:
+        await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        refused = []
+        # Another payload, another subject of the same stream, other metadata: each refused.
+        for topic, payload, metadata in (
+            ("alpha.1", '{"n":2}', keyed("k1")),
+            ("alpha.2", '{"n":1}', keyed("k1")),
+            ("alpha.1", '{"n":1}', {**keyed("k1"), "identifier": "{}"}),
+        ):
+            with pytest.raises(MessageIdReused) as error:
+                await backend.publish(topic, payload, metadata)
+            refused.append(error.value.message_id)
+        # The publisher is not part of the notification: another caller's re-send is one.
+        again = await backend.publish(
+            "alpha.1", '{"n":1}', {**keyed("k1"), ACTOR_METADATA: '"bob"'}
+        )
+        return [refused, again.sequence, await history(backend, "alpha")]
+
+    assert run(scenario) == [["k1", "k1", "k1"], 1, [1]]
 
 
 def test_the_window_outlives_the_first_message_as_on_jetstream() -> None:
@@ -181,6 +206,61 @@ def test_the_window_is_bounded_in_count() -> None:
         return [record.sequence for record in resent]
 
     assert run(scenario, duplicate_window="1h", duplicate_window_max_keys=2) == [3, 4]
+
+
+class Evictions(BackendMetrics):
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        self.reasons += [reason] * count
+
+
+def test_a_writer_over_its_budget_forgets_only_its_own_ids_and_it_is_counted() -> None:
+    evictions = Evictions()
+    options = {"duplicate_window": "1h", "duplicate_window_max_keys_per_writer": 2}
+    backend = InMemoryBackend(BackendContext(options, {}, evictions))
+    alice, mallory = Writer(username="alice"), Writer(address="127.0.0.9")
+
+    async def scenario() -> list[int]:
+        await backend.publish_from(alice, "alpha.1", "null", keyed("a"))
+        for index in range(5):
+            await backend.publish_from(mallory, "alpha.1", "null", keyed(f"m{index}"))
+        # Another stream is another budget: mallory's ids there leave its alpha ids alone.
+        await backend.publish_from(mallory, "beta.1", "null", keyed("m4"))
+        resent = [
+            await backend.publish_from(writer, "alpha.1", "null", keyed(key))
+            for writer, key in ((alice, "a"), (mallory, "m4"), (mallory, "m0"))
+        ]
+        return [record.sequence for record in resent]
+
+    # alice's id and mallory's newest are remembered; mallory's oldest was forgotten.
+    assert asyncio.run(scenario()) == [1, 6, 7]
+    assert evictions.reasons == ["writer_budget"] * 3 + ["writer_budget"]
+
+
+def test_past_the_total_the_least_recently_active_writer_loses_its_oldest_id() -> None:
+    evictions = Evictions()
+    options = {"duplicate_window": "1h", "duplicate_window_max_keys": 3}
+    backend = InMemoryBackend(BackendContext(options, {}, evictions))
+    writers = [Writer(address=f"127.0.0.{index}") for index in range(4)]
+
+    async def scenario() -> list[int]:
+        for index, writer in enumerate(writers[:3]):
+            await backend.publish_from(writer, "alpha.1", "null", keyed(f"k{index}"))
+        # A retry makes the first writer the most recently active one.
+        await backend.publish_from(writers[0], "alpha.1", "null", keyed("k0"))
+        await backend.publish_from(writers[3], "alpha.1", "null", keyed("k3"))
+        # The remembered ones first (a re-store would evict again).
+        resent = [
+            await backend.publish_from(writers[index], "alpha.1", "null", keyed(f"k{index}"))
+            for index in (3, 2, 0, 1)
+        ]
+        return [record.sequence for record in resent]
+
+    # The second writer was the least recently active: its id went, so it is stored again.
+    assert asyncio.run(scenario()) == [4, 3, 1, 5]
+    assert evictions.reasons == ["total_budget"] * 2
 
 
 @pytest.mark.parametrize(

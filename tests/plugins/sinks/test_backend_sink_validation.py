@@ -115,3 +115,20 @@ def test_notifications_without_a_plan_are_validated_by_the_sink() -> None:
     assert outcomes[0].error is None
     assert outcomes[1].error is not None
     assert outcomes[1].error.code == "INVALID_NOTIFICATION_REQUEST"
+
+
+def test_a_key_re_used_for_another_row_is_a_rejection_and_the_same_row_is_not() -> None:
+    host = runtime(CountingPlugin())
+    notifications = [
+        Notification("painted", {"colour": "red"}, {"size": size}, message_id="row-1")
+        for size in (1, 1, 2)
+    ]
+
+    outcomes = publish(host, notifications)
+
+    assert [outcome.error.code if outcome.error else None for outcome in outcomes] == [
+        None,
+        None,
+        "IDEMPOTENCY_KEY_REUSED",
+    ]
+    assert outcomes[2].retries == 0
