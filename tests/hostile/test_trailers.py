@@ -122,6 +122,31 @@ def test_trickled_trailer_fields_are_timed_out(quick_timeouts: RunningServer) ->
         assert_still_serving(client)
 
 
+def test_trickled_trailer_fields_on_a_probe_are_timed_out(quick_timeouts: RunningServer) -> None:
+    """``/health`` answers before its chunked body ends; trailer fields trickled after that
+    answer still get ``header_timeout_seconds``: then the connection is closed."""
+    stop = threading.Event()
+    with socket.create_connection(_address(quick_timeouts), timeout=30) as sock:
+        sock.sendall(
+            b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n"
+        )
+
+        def trickle() -> None:
+            while not stop.wait(0.2):
+                _send_ignoring_close(sock, b"X")
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            answer = _answer(sock)  # returns once the server closed the connection
+        finally:
+            stop.set()
+            sender.join(10)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
 def _rss(process: psutil.Process) -> int:
     return int(process.memory_info().rss)
 
