@@ -13,7 +13,10 @@ In this order it
   text) reaches the client. The routes' own exception handling gets no handlers (no
   ``starlette.exception_handlers`` in the scope): what a route raises comes here, to the
   same handlers;
-- writes the request's ``http.request`` line (:mod:`aviso_host.request_log`).
+- writes the request's ``http.request`` line (:mod:`aviso_host.request_log`); a client that
+  went away before its body was read (``ClientDisconnect``, nobody left to answer) gets
+  that line with status 499 (nginx's "client closed request") and nothing else: it is the
+  client's doing, not an error of the server's.
 
 One frame and one ``send`` wrapper per request (which stamps ``X-Request-ID`` and sees the
 status) instead of a middleware for each step: every request, and every chunk a stream
@@ -29,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
 
 from aviso_host.auth.middleware import Authentication
@@ -39,6 +42,8 @@ from aviso_host.metrics import HttpMetrics
 from aviso_host.request_id import RAW_SEND, new_request_id, with_request_id
 from aviso_host.request_log import log_request
 from aviso_host.requests import BodyTooLarge
+
+CLIENT_CLOSED_REQUEST = 499
 
 
 class NoAnswer(RuntimeError):
@@ -93,6 +98,8 @@ class EdgeMiddleware:
         header = (b"x-request-id", request_id.encode())
         status = 0
         """The answered status, 0 until the response head is sent."""
+        failed = 500
+        """The status logged when none was answered."""
 
         async def send_edge(message: Message) -> None:
             nonlocal status
@@ -125,6 +132,10 @@ class EdgeMiddleware:
                         await refuse(limit, request_id, send_edge)
                 if not status:
                     raise NoAnswer("ASGI callable returned without starting response.")
+            except ClientDisconnect:
+                if status:
+                    raise
+                failed = CLIENT_CLOSED_REQUEST
             except Exception as exc:
                 handler = exception_handler(self.handlers, exc)
                 if handler is None:
@@ -154,7 +165,7 @@ class EdgeMiddleware:
         finally:
             if observation is not None:
                 observation.end()
-            log_request(scope, status or 500, started)
+            log_request(scope, status or failed, started)
             audit_var.reset(audit_token)
         # Not reset when the app raised: uvicorn logs the exception after this returns, in
         # the request's own task, and that line should carry the id too.

@@ -221,6 +221,48 @@ def idempotency_key_reused(key: str) -> ApiError:
     )
 
 
+def request_body_timeout(seconds: float) -> ApiError:
+    return ApiError(
+        408,
+        "REQUEST_TIMEOUT",
+        "Request Timeout",
+        f"Request body not completed within {seconds:g} seconds",
+        event_name="api.request.refused",
+    )
+
+
+def too_many_client_connections(limit: int, retry_after: int) -> ApiError:
+    return ApiError(
+        429,
+        "TOO_MANY_REQUESTS",
+        "Too Many Requests",
+        f"More than {limit} open connections from this client address; retry later",
+        event_name="api.request.refused",
+        headers=(("Retry-After", str(retry_after)),),
+    )
+
+
+def malformed_request() -> ApiError:
+    """A request the HTTP parser cannot read (request line, header fields or framing)."""
+    return ApiError(
+        400,
+        "BAD_REQUEST",
+        "Bad Request",
+        "Malformed HTTP request",
+        event_name="api.request.refused",
+    )
+
+
+def http_version_not_supported(version: str) -> ApiError:
+    return ApiError(
+        505,
+        "HTTP_VERSION_NOT_SUPPORTED",
+        "HTTP Version Not Supported",
+        f"HTTP/{version} is not supported on this port; use HTTP/1.1",
+        event_name="api.request.refused",
+    )
+
+
 def internal_error() -> ApiError:
     """What an unexpected failure answers: nothing about its cause reaches the client."""
     return ApiError(

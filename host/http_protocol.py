@@ -2,12 +2,21 @@
 
 What one connection may cost (``limits`` section, docs/guarantees.md): a request head of at
 most ``max_header_bytes`` (431), finished within ``header_timeout_seconds`` of its first
-byte (408), a connection that sends nothing closed after ``idle_timeout_seconds``, and
-beyond ``max_connections`` open connections new requests answered 503 with
-``Retry-After``. The trailer fields after a chunked body are a second head: they count
+byte (408), a body finished within ``body_timeout_seconds`` of the head (408), a
+connection that sends nothing closed after ``idle_timeout_seconds``, beyond
+``max_connections`` open connections new requests answered 503 with ``Retry-After``, and
+beyond ``max_connections_per_client`` from one client address (when set) 429 with
+``Retry-After``; the probes (``GET /health``, ``/ready``) are answered over both caps, so
+that an orchestrator does not restart a service that is merely busy. A request the parser
+cannot read gets 400, one of an HTTP version other than 1.0 and 1.1 gets 505. The trailer
+fields after a chunked body are a second head: they count
 toward ``max_header_bytes`` and must arrive within ``header_timeout_seconds`` as well (then
 they are discarded: the app has its request's headers already). Every refusal is the aviso
 error object with a fresh request id.
+
+A connection dropped at once (an aborted stream, the end of a lingering close) is reset
+(``SO_LINGER`` 0): the kernel discards its send queue then, instead of holding it while it
+tries to deliver it to a client that does not read.
 
 Refusing while the client is still sending (a head, or a body nobody will read) must not
 reset the connection, or the client never reads the answer: the connection is closed
@@ -29,7 +38,11 @@ length in one piece (:class:`ConnectionTransport`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import socket
+import struct
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -45,8 +58,12 @@ from aviso_host.errors import (
     ApiError,
     error_headers,
     header_fields_too_large,
+    http_version_not_supported,
+    malformed_request,
+    request_body_timeout,
     request_head_timeout,
     send_error,
+    too_many_client_connections,
     too_many_connections,
 )
 from aviso_host.logs import log_event
@@ -57,6 +74,11 @@ DISCONNECT_EXTENSION = "aviso.on_client_gone"
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
+PROBE_PATHS = (b"/health", b"/ready")
+"""Answered whatever the connection caps: a busy service is not a dead one."""
+SUPPORTED_VERSIONS = ("1.0", "1.1")
+_RESET = struct.pack("ii", 1, 0)
+"""``SO_LINGER`` on with a timeout of 0: ``close`` resets the connection."""
 
 
 def abort_connection(scope: Scope) -> None:
@@ -88,6 +110,30 @@ def _response_bytes(error: ApiError, request_id: str) -> bytes:
         for name, value in error_headers(error, request_id, len(body))
     )
     return "".join(head).encode("latin-1") + b"\r\n" + body
+
+
+class ClientConnections:
+    """Open connections per client address, for ``limits.max_connections_per_client``:
+    one per server, shared by its connections."""
+
+    __slots__ = ("_open", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def opened(self, host: str) -> None:
+        self._open[host] = self._open.get(host, 0) + 1
+
+    def closed(self, host: str) -> None:
+        left = self._open.get(host, 0) - 1
+        if left > 0:
+            self._open[host] = left
+        else:
+            self._open.pop(host, None)
+
+    def over_limit(self, host: str) -> bool:
+        return self._open.get(host, 0) > self.limit
 
 
 class RequestCycle(Protocol):
@@ -228,7 +274,10 @@ class AvisoHttpProtocol(HttpToolsProtocol):
     __slots__ = (
         "_awaiting_head",
         "_body_fed",
+        "_body_timer",
+        "_client_connections",
         "_client_gone",
+        "_client_host",
         "_extensions",
         "_head_bytes",
         "_head_timer",
@@ -251,10 +300,16 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         *,
         limits: LimitSettings,
         max_connections: int,
+        client_connections: ClientConnections | None = None,
         **uvicorn_arguments: Any,
     ) -> None:
-        """``uvicorn_arguments``: what else uvicorn's server passes (the event loop)."""
+        """``client_connections``: the server's count per client address, ``None`` without
+        ``limits.max_connections_per_client``; ``uvicorn_arguments``: what else uvicorn's
+        server passes (the event loop)."""
         super().__init__(config, server_state, app_state, **uvicorn_arguments)
+        self._client_connections = client_connections
+        self._client_host: str | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
         self._client_gone: Callable[[], None] | None = None
         self._limits = limits
         self._max_connections = max_connections
@@ -283,10 +338,17 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         }
         self._wrapper = ConnectionTransport(transport, self)
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
+        if self._client_connections is not None and self.client is not None:
+            self._client_host = self.client[0]
+            self._client_connections.opened(self._client_host)
         self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
+        if self._client_host is not None:
+            assert self._client_connections is not None
+            self._client_connections.closed(self._client_host)
+            self._client_host = None
         super().connection_lost(exc)
         client_gone = self._client_gone
         if client_gone is not None:
@@ -308,8 +370,17 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             # What connection_lost will say anyway; said now, uvicorn does not report the
             # unfinished response of an app that returns right after this as an error.
             self.cycle.disconnected = True
-        assert self._raw is not None
-        self._raw.abort()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Drop the connection now, with a reset: the kernel frees its send queue at once."""
+        raw = self._raw
+        assert raw is not None
+        sock = raw.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already gone
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        raw.abort()
 
     def close_connection(self) -> None:
         raw = self._raw
@@ -326,7 +397,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         assert raw is not None
         self._lingering = True
         self._cancel_timers()
-        self._linger_timer = self.loop.call_later(LINGER_SECONDS, raw.abort)
+        self._linger_timer = self.loop.call_later(LINGER_SECONDS, self._reset)
         if raw.can_write_eof():
             raw.write_eof()
         raw.resume_reading()  # flow control may have paused it: the rest must be read
@@ -335,12 +406,13 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         for timer in (
             self._idle_timer,
             self._head_timer,
+            self._body_timer,
             self._linger_timer,
             self.timeout_keep_alive_task,
         ):
             if timer is not None:
                 timer.cancel()
-        self._idle_timer = self._head_timer = self._linger_timer = None
+        self._idle_timer = self._head_timer = self._body_timer = self._linger_timer = None
         self.timeout_keep_alive_task = None
 
     def _close_idle(self) -> None:
@@ -364,6 +436,17 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._head_timer = None
         if self._raw is not None and not self._raw.is_closing():
             self._refuse(request_head_timeout(self._limits.header_timeout_seconds))
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self._raw is None or self._raw.is_closing() or self._awaiting_head:
+            return
+        timeout = self._limits.body_timeout_seconds
+        if self.flow.read_paused:
+            # The app has not taken what came so far: the client waits on us.
+            self._body_timer = self.loop.call_later(timeout, self._body_timed_out)
+            return
+        self._refuse(request_body_timeout(timeout))
 
     def _refuse(self, error: ApiError) -> None:
         """Answer ``error`` from the protocol itself (no app involved) and close.
@@ -433,10 +516,18 @@ class AvisoHttpProtocol(HttpToolsProtocol):
                     )
             if self._tail_bytes > limit:
                 self._refuse(header_fields_too_large(limit))
+                return
+        if not self._awaiting_head and self._body_timer is None:
+            # The body goes on past this read: from now on it has a deadline.
+            self._body_timer = self.loop.call_later(
+                self._limits.body_timeout_seconds, self._body_timed_out
+            )
 
     def send_400_response(self, msg: str) -> None:
-        if not self._lingering:  # a refused connection gets no second answer
-            super().send_400_response(msg)
+        # What the parser could not read, answered in the aviso error shape (uvicorn's own
+        # answer is plain text without a request id); a refused connection gets no second.
+        if not self._lingering:
+            self._refuse(malformed_request())
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._awaiting_head:
@@ -463,15 +554,20 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if self._head_bytes > limit and self._head_size() > limit:
             self._refuse(header_fields_too_large(limit))
             return
+        version = self.parser.get_http_version()
+        if version not in SUPPORTED_VERSIONS:
+            self._refuse(http_version_not_supported(version))
+            return
         self._awaiting_head = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
         self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
-        if len(self.connections) <= self._max_connections:
+        refusal = self._over_a_cap()
+        if refusal is None:
             super().on_headers_complete()
         else:
-            # Over the connection cap: uvicorn serves this one request with the 503 app.
+            # Over a connection cap: uvicorn serves this one request with the refusing app.
             app = self.app
-            self.app = _service_unavailable
+            self.app = refusal
             try:
                 super().on_headers_complete()
             finally:
@@ -480,6 +576,24 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # not an upgrade
             # Its task has not run yet: nothing waits on the event it was given.
             cycle.message_event = _Signal()  # type: ignore[assignment]
+
+    def _over_a_cap(self) -> Callable[[Scope, Receive, Send], Any] | None:
+        """The app refusing this request for a connection cap it is over, ``None`` if none
+        (the probes are over none)."""
+        clients = self._client_connections
+        host = self._client_host
+        over_client_cap = host is not None and clients is not None and clients.over_limit(host)
+        if len(self.connections) <= self._max_connections and not over_client_cap:
+            return None
+        if self.url.partition(b"?")[0] in PROBE_PATHS and self.parser.get_method() in (
+            b"GET",
+            b"HEAD",
+        ):
+            return None
+        if over_client_cap:
+            assert clients is not None
+            return functools.partial(_too_many_from_client, clients.limit)
+        return _service_unavailable
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
@@ -497,6 +611,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if self._head_timer is not None:  # the trailer fields' timer
             self._head_timer.cancel()
             self._head_timer = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         super().on_message_complete()
 
     # -- output ----------------------------------------------------------------------------
@@ -516,7 +633,15 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 async def _service_unavailable(scope: Scope, receive: Receive, send: Send) -> None:
     """The app answering every request while the server holds more than
     ``max_connections`` connections."""
-    error = too_many_connections(RETRY_AFTER_SECONDS)
+    await _refuse_request(too_many_connections(RETRY_AFTER_SECONDS), send)
+
+
+async def _too_many_from_client(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+    """The app answering a request on a connection over ``max_connections_per_client``."""
+    await _refuse_request(too_many_client_connections(limit, RETRY_AFTER_SECONDS), send)
+
+
+async def _refuse_request(error: ApiError, send: Send) -> None:
     request_id = new_request_id()
     log_event(
         error.event_name, error.message, logging.WARNING, code=error.code, request_id=request_id

@@ -18,7 +18,7 @@ from types import FrameType
 import uvicorn
 
 from aviso_host.config.settings import LimitSettings
-from aviso_host.http_protocol import AvisoHttpProtocol
+from aviso_host.http_protocol import AvisoHttpProtocol, ClientConnections
 from aviso_host.logs import log_event
 from aviso_host.metrics import Exposition, metrics_app
 from aviso_host.plugins import PluginError
@@ -94,8 +94,13 @@ def connection_capacity(limits: LimitSettings, workers: int = 1) -> int:
 def install_limits(config: uvicorn.Config, limits: LimitSettings, workers: int = 1) -> None:
     """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)
     in one of ``workers`` processes."""
+    per_client = limits.max_connections_per_client
     config.http = functools.partial(
-        AvisoHttpProtocol, limits=limits, max_connections=connection_capacity(limits, workers)
+        AvisoHttpProtocol,
+        limits=limits,
+        max_connections=connection_capacity(limits, workers),
+        # Each worker sees its own connections only: the cap holds per worker.
+        client_connections=ClientConnections(per_client) if per_client else None,
     )
     # A keep-alive connection that sends nothing is an idle connection like any other.
     config.timeout_keep_alive = limits.idle_timeout_seconds  # type: ignore[assignment]

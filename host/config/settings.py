@@ -116,11 +116,19 @@ class LimitSettings:
     """All request header lines together; over it the connection gets 431."""
     header_timeout_seconds: float = 10.0
     """Time a client has to send its whole request head once it sent the first byte."""
+    body_timeout_seconds: float = 30.0
+    """Time a client has to send its whole request body once its head is complete; over
+    it: 408 (or the connection closed when the request was answered already)."""
     idle_timeout_seconds: float = 5.0
     """Time an open connection may sit without starting a request (new, or between
     keep-alive requests: uvicorn's own keep-alive default, which clients already meet)."""
     max_connections: int = 10_000
-    """Concurrent client connections; beyond it new requests are answered 503."""
+    """Concurrent client connections; beyond it new requests are answered 503 (``GET
+    /health`` and ``/ready`` excepted)."""
+    max_connections_per_client: int = 0
+    """Concurrent connections from one client address; beyond it new requests are answered
+    429 (``GET /health`` and ``/ready`` excepted). 0: no such limit (the default: behind
+    a reverse proxy every client has the proxy's address)."""
     max_identifier_value_bytes: int = 1_024
     """UTF-8 bytes of one identifier value (notify, watch, replay filters)."""
     max_payload_bytes: int = 262_144

@@ -11,9 +11,11 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import httpx
+import psutil
 import pytest
 
 from tests.hostile.support import VALID_NOTIFY, assert_still_serving
@@ -117,4 +119,84 @@ def test_trickled_trailer_fields_are_timed_out(quick_timeouts: RunningServer) ->
             sender.join(10)
     assert _status_and_code(answer) == (408, "REQUEST_TIMEOUT"), answer[:200]
     with httpx.Client(base_url=quick_timeouts.url, timeout=30) as client:
+        assert_still_serving(client)
+
+
+def test_trickled_trailer_fields_on_a_probe_are_timed_out(quick_timeouts: RunningServer) -> None:
+    """``/health`` answers before its chunked body ends; trailer fields trickled after that
+    answer still get ``header_timeout_seconds``: then the connection is closed."""
+    stop = threading.Event()
+    with socket.create_connection(_address(quick_timeouts), timeout=30) as sock:
+        sock.sendall(
+            b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n"
+        )
+
+        def trickle() -> None:
+            while not stop.wait(0.2):
+                _send_ignoring_close(sock, b"X")
+
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            answer = _answer(sock)  # returns once the server closed the connection
+        finally:
+            stop.set()
+            sender.join(10)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+def _rss(process: psutil.Process) -> int:
+    return int(process.memory_info().rss)
+
+
+def test_trailer_floods_on_a_probe_are_cut_and_their_memory_returns(
+    hostile_server: RunningServer,
+) -> None:
+    """The attack as found: ``GET /health`` with a chunked body, then megabytes of trailer
+    lines, on several connections at once. ``/health`` answers without reading the body;
+    the trailers still count toward ``max_header_bytes``, so each connection is closed
+    (after its 200, or with 431), and the server holds nothing of them afterwards."""
+    server = hostile_server
+    process = psutil.Process()
+    head = (
+        b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n"
+    )
+    flood = b"X-T: " + b"a" * 1000 + b"\r\n"
+    per_connection = 8 * MIB
+    before = _rss(process)
+
+    def attack(answers: list[bytes]) -> None:
+        with socket.create_connection(_address(server), timeout=30) as sock:
+            sock.sendall(head)
+            block = flood * 64
+            for _ in range(per_connection // len(block)):
+                try:
+                    sock.sendall(block)
+                except OSError:  # closed or reset by the server: the flood was refused
+                    break
+            answers.append(_answer(sock))
+
+    answers: list[bytes] = []
+    attackers = [threading.Thread(target=attack, args=(answers,)) for _ in range(4)]
+    for attacker in attackers:
+        attacker.start()
+    for attacker in attackers:
+        attacker.join(60)
+    assert len(answers) == 4
+    for answer in answers:
+        # Answered once (the probe's 200, or 431 if the flood came first), never twice.
+        assert answer.count(b"HTTP/1.1 ") <= 1, answer[:200]
+        assert answer == b"" or answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.1 431 ")), answer[
+            :200
+        ]
+    connections = server.server.server_state.connections
+    deadline = time.monotonic() + 30
+    while len(connections) > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(connections) == 0, "the attackers' connections are still open"
+    # Before trailers were counted, the server held every trailer line sent: 32 MiB here.
+    assert _rss(process) - before < 16 * MIB
+    with httpx.Client(base_url=server.url, timeout=30) as client:
         assert_still_serving(client)

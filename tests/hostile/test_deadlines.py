@@ -1,0 +1,271 @@
+"""Attacks that hold connections rather than send much: bodies that never come or come a
+byte at a time, connection floods from one or many addresses; and requests the HTTP parser
+cannot read.
+
+A body must be complete ``body_timeout_seconds`` after its head (408); the probes are
+answered whatever the connection caps; one client address may be capped on its own (429);
+a request the parser refuses is answered in the aviso error shape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.hostile.support import assert_client_error, assert_still_serving
+from tests.hostile.test_edge import CapturedLog
+from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.server import RunningServer, running_server
+
+NOTIFY = "/api/v1/notification"
+SCHEMAS = "/api/v1/schema"
+WAIT = 30.0
+"""Bound on any one read: every answer below comes long before."""
+
+
+def _port(server: RunningServer) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def _connect(server: RunningServer, source: str = "127.0.0.1") -> socket.socket:
+    sock = socket.socket()
+    sock.settimeout(WAIT)
+    sock.bind((source, 0))
+    sock.connect(("127.0.0.1", _port(server)))
+    return sock
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def _status_and_body(answer: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body) if body else {}
+
+
+def _client(server: RunningServer, source: str = "127.0.0.1") -> httpx.Client:
+    transport = httpx.HTTPTransport(local_address=source)
+    return httpx.Client(base_url=server.url, timeout=WAIT, transport=transport)
+
+
+def _wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _head_read(connections: Any, sock: socket.socket) -> bool:
+    """Whether the server has read the request head sent on ``sock``."""
+    port = sock.getsockname()[1]
+    return any(c.client[1] == port and c.cycle is not None for c in list(connections))
+
+
+HEAD_WITHOUT_BODY = (
+    b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 130\r\n\r\n"
+)
+
+
+# -- bodies have a deadline ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def quick_bodies() -> Iterator[RunningServer]:
+    limits = {"body_timeout_seconds": 1.0, "max_connections": 6}
+    with running_server(with_changes(API_EXAMPLE, limits=limits)) as server:
+        yield server
+
+
+def test_a_body_that_never_comes_gets_408(quick_bodies: RunningServer) -> None:
+    with _connect(quick_bodies) as sock:
+        sock.sendall(HEAD_WITHOUT_BODY)
+        answer = _read_until_closed(sock)
+    status, body = _status_and_body(answer)
+    assert (status, body["code"]) == (408, "REQUEST_TIMEOUT"), answer[:300]
+    assert "body" in body["message"]
+    with _client(quick_bodies) as client:
+        assert_still_serving(client)
+
+
+def test_a_dripped_body_is_cut_at_the_deadline(quick_bodies: RunningServer) -> None:
+    """One byte now and then keeps no connection open past the body deadline: the deadline
+    is for the whole body, not between two reads."""
+    stop = threading.Event()
+    with _connect(quick_bodies) as sock:
+        sock.sendall(HEAD_WITHOUT_BODY)
+
+        def drip() -> None:
+            for _ in range(129):  # never the whole body
+                if stop.wait(0.2):
+                    return
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")
+
+        dripper = threading.Thread(target=drip, daemon=True)
+        dripper.start()
+        try:
+            answer = _read_until_closed(sock)
+        finally:
+            stop.set()
+            dripper.join(WAIT)
+    status, body = _status_and_body(answer)
+    assert (status, body["code"]) == (408, "REQUEST_TIMEOUT"), answer[:300]
+
+
+def test_an_answered_request_whose_body_never_comes_is_closed(
+    quick_bodies: RunningServer,
+) -> None:
+    """``/health`` answers without reading a body; the connection, waiting for that body,
+    is closed at the deadline rather than held."""
+    with _connect(quick_bodies) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 130\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+def test_probes_are_answered_while_bodies_that_never_come_fill_max_connections(
+    quick_bodies: RunningServer,
+) -> None:
+    """The attack: more connections than ``max_connections`` send a complete head and no
+    body, from several addresses. Meanwhile the probes answer 200 (other requests 503),
+    and once the body deadline passed every client is served again."""
+    connections = quick_bodies.server.server_state.connections
+    held: list[socket.socket] = []
+    try:
+        for n in range(6):  # max_connections, each one's head read before the next connects
+            sock = _connect(quick_bodies, f"127.0.0.{2 + n % 3}")
+            held.append(sock)
+            sock.sendall(HEAD_WITHOUT_BODY)
+            _wait_for(lambda sock=sock: _head_read(connections, sock), "head not read")
+        with _client(quick_bodies, "127.0.0.9") as client:
+            assert_client_error(client.get(SCHEMAS), 503, "SERVICE_UNAVAILABLE")
+            assert client.get("/health").status_code == 200
+            assert client.get("/ready").status_code == 200
+            answers = [_read_until_closed(sock) for sock in held]
+            statuses = [_status_and_body(answer)[0] for answer in answers]
+            assert statuses == [408] * 6, statuses
+            _wait_for(lambda: client.get(SCHEMAS).status_code == 200, "still refusing")
+            assert_still_serving(client)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+@pytest.fixture
+def info_lines() -> Iterator[None]:
+    """aviso's logger writes its info lines (``aviso-server serve``'s default level)."""
+    aviso = logging.getLogger("aviso")
+    level = aviso.level
+    aviso.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        aviso.setLevel(level)
+
+
+@pytest.mark.usefixtures("info_lines")
+def test_a_client_gone_mid_body_makes_one_info_line(quick_bodies: RunningServer) -> None:
+    """No error-level traceback: the request's line, status 499 (client closed request)."""
+    with CapturedLog() as log:
+        with _connect(quick_bodies) as sock:
+            sock.sendall(HEAD_WITHOUT_BODY + b'{"event_type": ')
+            connections = quick_bodies.server.server_state.connections
+            _wait_for(lambda: _head_read(connections, sock), "head not read")
+        _wait_for(
+            lambda: any(line.get("status") == 499 for line in log.lines()),
+            "no line for the request",
+        )
+        lines = log.lines()
+    assert [line for line in lines if line["level"] not in ("info", "debug")] == []
+    (line,) = [line for line in lines if line.get("event_name") == "http.request"]
+    assert (line["path"], line["status"]) == (NOTIFY, 499)
+    assert "exception" not in line
+
+
+# -- one client address may be capped on its own ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def per_client_cap() -> Iterator[RunningServer]:
+    limits = {"max_connections_per_client": 2}
+    with running_server(with_changes(API_EXAMPLE, limits=limits)) as server:
+        yield server
+
+
+def test_connections_beyond_the_per_client_cap_get_429(per_client_cap: RunningServer) -> None:
+    held = [_connect(per_client_cap, "127.0.0.2") for _ in range(2)]
+    try:
+        with _client(per_client_cap, "127.0.0.2") as client:
+            answer = client.get(SCHEMAS)
+            assert_client_error(answer, 429, "TOO_MANY_REQUESTS")
+            assert answer.headers["retry-after"] == "1"
+            assert client.get("/health").status_code == 200
+        with _client(per_client_cap, "127.0.0.3") as other:
+            assert other.get(SCHEMAS).status_code == 200
+    finally:
+        for sock in held:
+            sock.close()
+    with _client(per_client_cap, "127.0.0.2") as client:
+        _wait_for(lambda: client.get(SCHEMAS).status_code == 200, "the address stayed capped")
+        assert_still_serving(client)
+
+
+# -- what the parser cannot read ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /he llo HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost x\r\n\r\n",
+        (
+            b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        ),
+    ],
+    ids=["request-line", "header-field", "smuggling"],
+)
+def test_malformed_requests_get_400_in_the_aviso_shape(
+    quick_bodies: RunningServer, request_bytes: bytes
+) -> None:
+    with _connect(quick_bodies) as sock:
+        sock.sendall(request_bytes)
+        answer = _read_until_closed(sock)
+    head = answer.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
+    status, body = _status_and_body(answer)
+    assert (status, body["code"]) == (400, "BAD_REQUEST"), answer[:300]
+    assert "content-type: application/json" in head
+    assert f"x-request-id: {body['request_id']}" in head
+
+
+def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
+    with _connect(quick_bodies) as sock:
+        sock.sendall(b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n")
+        answer = _read_until_closed(sock)
+    status, body = _status_and_body(answer)
+    assert (status, body["code"]) == (505, "HTTP_VERSION_NOT_SUPPORTED"), answer[:300]
+
+
+def test_unknown_paths_keep_the_bare_404(quick_bodies: RunningServer) -> None:
+    with _client(quick_bodies) as client:
+        answer = client.get("/no/such/path")
+    assert answer.status_code == 404
+    assert answer.content == b""
