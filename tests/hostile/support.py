@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import uuid
+from typing import Any
 
 import httpx
+
+from tests.support.server import RunningServer
 
 VALID_NOTIFY = {
     "event_type": "river_gauge",
@@ -37,3 +42,25 @@ def assert_client_error(answer: httpx.Response, status: int, code: str | None = 
         body = answer.json()
         assert body["code"] == code, body
         assert body["request_id"] == answer.headers["x-request-id"]
+
+
+def server_port(server: RunningServer) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 30.0) -> bytes:
+    """Everything the server sends until it closes the connection (EOF or reset)."""
+    sock.settimeout(timeout)
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
+
+
+def status_and_body(answer: bytes) -> tuple[int, dict[str, Any]]:
+    """The status and the JSON body (``{}`` when there is none) of a raw HTTP answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body) if body else {}

@@ -10,7 +10,6 @@ a request the parser refuses is answered in the aviso error shape.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import socket
 import threading
@@ -21,7 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.hostile.support import assert_client_error, assert_still_serving
+from tests.hostile.support import (
+    assert_client_error,
+    assert_still_serving,
+    read_until_closed,
+    server_port,
+    status_and_body,
+)
 from tests.hostile.test_edge import CapturedLog
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.server import RunningServer, running_server
@@ -32,31 +37,12 @@ WAIT = 30.0
 """Bound on any one read: every answer below comes long before."""
 
 
-def _port(server: RunningServer) -> int:
-    return int(server.url.rsplit(":", 1)[1])
-
-
 def _connect(server: RunningServer, source: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket()
     sock.settimeout(WAIT)
     sock.bind((source, 0))
-    sock.connect(("127.0.0.1", _port(server)))
+    sock.connect(("127.0.0.1", server_port(server)))
     return sock
-
-
-def _read_until_closed(sock: socket.socket) -> bytes:
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
-
-
-def _status_and_body(answer: bytes) -> tuple[int, dict[str, Any]]:
-    head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body) if body else {}
 
 
 def _client(server: RunningServer, source: str = "127.0.0.1") -> httpx.Client:
@@ -96,8 +82,8 @@ def quick_bodies() -> Iterator[RunningServer]:
 def test_a_body_that_never_comes_gets_408(quick_bodies: RunningServer) -> None:
     with _connect(quick_bodies) as sock:
         sock.sendall(HEAD_WITHOUT_BODY)
-        answer = _read_until_closed(sock)
-    status, body = _status_and_body(answer)
+        answer = read_until_closed(sock)
+    status, body = status_and_body(answer)
     assert (status, body["code"]) == (408, "REQUEST_TIMEOUT"), answer[:300]
     assert "body" in body["message"]
     with _client(quick_bodies) as client:
@@ -121,11 +107,11 @@ def test_a_dripped_body_is_cut_at_the_deadline(quick_bodies: RunningServer) -> N
         dripper = threading.Thread(target=drip, daemon=True)
         dripper.start()
         try:
-            answer = _read_until_closed(sock)
+            answer = read_until_closed(sock)
         finally:
             stop.set()
             dripper.join(WAIT)
-    status, body = _status_and_body(answer)
+    status, body = status_and_body(answer)
     assert (status, body["code"]) == (408, "REQUEST_TIMEOUT"), answer[:300]
 
 
@@ -136,7 +122,7 @@ def test_an_answered_request_whose_body_never_comes_is_closed(
     is closed at the deadline rather than held."""
     with _connect(quick_bodies) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 130\r\n\r\n")
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
     assert answer.count(b"HTTP/1.1 ") == 1
 
@@ -159,8 +145,8 @@ def test_probes_are_answered_while_bodies_that_never_come_fill_max_connections(
             assert_client_error(client.get(SCHEMAS), 503, "SERVICE_UNAVAILABLE")
             assert client.get("/health").status_code == 200
             assert client.get("/ready").status_code == 200
-            answers = [_read_until_closed(sock) for sock in held]
-            statuses = [_status_and_body(answer)[0] for answer in answers]
+            answers = [read_until_closed(sock) for sock in held]
+            statuses = [status_and_body(answer)[0] for answer in answers]
             assert statuses == [408] * 6, statuses
             _wait_for(lambda: client.get(SCHEMAS).status_code == 200, "still refusing")
             assert_still_serving(client)
@@ -248,9 +234,9 @@ def test_malformed_requests_get_400_in_the_aviso_shape(
 ) -> None:
     with _connect(quick_bodies) as sock:
         sock.sendall(request_bytes)
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     head = answer.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
-    status, body = _status_and_body(answer)
+    status, body = status_and_body(answer)
     assert (status, body["code"]) == (400, "BAD_REQUEST"), answer[:300]
     assert "content-type: application/json" in head
     assert f"x-request-id: {body['request_id']}" in head
@@ -259,8 +245,8 @@ def test_malformed_requests_get_400_in_the_aviso_shape(
 def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
     with _connect(quick_bodies) as sock:
         sock.sendall(b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n")
-        answer = _read_until_closed(sock)
-    status, body = _status_and_body(answer)
+        answer = read_until_closed(sock)
+    status, body = status_and_body(answer)
     assert (status, body["code"]) == (505, "HTTP_VERSION_NOT_SUPPORTED"), answer[:300]
 
 

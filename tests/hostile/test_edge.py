@@ -31,7 +31,14 @@ from starlette.routing import BaseRoute, Route
 from aviso_host.config.settings import LimitSettings
 from aviso_host.logs import JsonLineFormatter
 from aviso_plugins import hookimpl
-from tests.hostile.support import VALID_NOTIFY, assert_client_error, assert_still_serving
+from tests.hostile.support import (
+    VALID_NOTIFY,
+    assert_client_error,
+    assert_still_serving,
+    read_until_closed,
+    server_port,
+    status_and_body,
+)
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.process import (
     aviso_command,
@@ -44,27 +51,6 @@ from tests.support.server import RunningServer, running_server
 
 NOTIFY = "/api/v1/notification"
 MIB = 1024 * 1024
-
-
-def _port(server: RunningServer) -> int:
-    return int(server.url.rsplit(":", 1)[1])
-
-
-def _read_until_closed(sock: socket.socket, timeout: float = 30.0) -> bytes:
-    """Everything the server sends until it closes the connection (EOF or reset)."""
-    sock.settimeout(timeout)
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
-
-
-def _status_and_body(response: bytes) -> tuple[int, dict[str, Any]]:
-    head, _, body = response.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)
 
 
 def _edge_server(**limits: Any) -> Any:
@@ -83,7 +69,7 @@ def test_declared_oversize_body_is_refused_before_it_is_sent(hostile: httpx.Clie
             b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n"
             b"Content-Length: %d\r\n\r\n" % (10 * MIB)
         )
-        status, body = _status_and_body(_read_until_closed(sock))
+        status, body = status_and_body(read_until_closed(sock))
     assert status == 413
     assert body["code"] == "PAYLOAD_TOO_LARGE"
     assert "262144" in body["message"]
@@ -148,7 +134,7 @@ def test_a_client_sending_connection_close_still_reads_its_413(hostile: httpx.Cl
         )
         for _ in range(160):
             sock.sendall(b"x" * 65536)
-        status, body = _status_and_body(_read_until_closed(sock))
+        status, body = status_and_body(read_until_closed(sock))
     assert (status, body["code"]) == (413, "PAYLOAD_TOO_LARGE")
     assert_still_serving(hostile)
 
@@ -166,9 +152,9 @@ def test_the_unread_rest_of_a_refused_body_is_never_parsed_as_a_request(
     with socket.create_connection((url.host, url.port), timeout=30) as sock:
         sock.sendall(b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n\r\n")
         sock.sendall(body)
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     assert answer.count(b"HTTP/1.1 ") == 1, answer
-    status, payload = _status_and_body(answer)
+    status, payload = status_and_body(answer)
     assert (status, payload["code"]) == (413, "PAYLOAD_TOO_LARGE")
     assert_still_serving(hostile)
 
@@ -231,7 +217,7 @@ def quick_timeouts() -> Iterator[RunningServer]:
 def test_slow_request_heads_are_timed_out(quick_timeouts: RunningServer) -> None:
     """50 clients each dribbling a request head (one byte every 0.2 s) get 408 and are
     closed once ``header_timeout_seconds`` passes, however long they would go on."""
-    port = _port(quick_timeouts)
+    port = server_port(quick_timeouts)
     sockets = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(50)]
     head = b"POST /api/v1/notification HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1000
     stop = threading.Event()
@@ -247,28 +233,28 @@ def test_slow_request_heads_are_timed_out(quick_timeouts: RunningServer) -> None
     sender = threading.Thread(target=dribble, daemon=True)
     sender.start()
     try:
-        answers = [_read_until_closed(sock) for sock in sockets]
+        answers = [read_until_closed(sock) for sock in sockets]
     finally:
         stop.set()
         sender.join(10)
         for sock in sockets:
             sock.close()
     for answer in answers:
-        status, body = _status_and_body(answer)
+        status, body = status_and_body(answer)
         assert (status, body["code"]) == (408, "REQUEST_TIMEOUT")
     with httpx.Client(base_url=quick_timeouts.url, timeout=30) as client:
         assert_still_serving(client)
 
 
 def test_a_connection_that_sends_nothing_is_closed(quick_timeouts: RunningServer) -> None:
-    with socket.create_connection(("127.0.0.1", _port(quick_timeouts)), timeout=30) as sock:
-        assert _read_until_closed(sock) == b""
+    with socket.create_connection(("127.0.0.1", server_port(quick_timeouts)), timeout=30) as sock:
+        assert read_until_closed(sock) == b""
 
 
 def test_an_idle_keep_alive_connection_is_closed(quick_timeouts: RunningServer) -> None:
-    with socket.create_connection(("127.0.0.1", _port(quick_timeouts)), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", server_port(quick_timeouts)), timeout=30) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = _read_until_closed(sock)
+        answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 200 ")
 
 
@@ -285,14 +271,14 @@ def test_huge_request_heads_get_431(hostile: httpx.Client, size: int) -> None:
                 sock.sendall(line)
         except (BrokenPipeError, ConnectionResetError):
             pass  # closed after the linger: the answer was sent long before
-        status, body = _status_and_body(_read_until_closed(sock))
+        status, body = status_and_body(read_until_closed(sock))
     assert (status, body["code"]) == (431, "HEADER_FIELDS_TOO_LARGE")
     assert_still_serving(hostile)
 
 
 def test_requests_beyond_max_connections_get_503_with_retry_after() -> None:
     with _edge_server(max_connections=4) as server:
-        port = _port(server)
+        port = server_port(server)
         held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
         try:
             with httpx.Client(base_url=server.url, timeout=30) as client:
@@ -336,7 +322,7 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
     with running_server(SLOW_CONSUMER) as server:
         watcher = socket.socket()
         watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        watcher.connect(("127.0.0.1", _port(server)))
+        watcher.connect(("127.0.0.1", server_port(server)))
         body = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "slow"}})
         watcher.sendall(
             b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
@@ -370,9 +356,9 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
             assert not watcher_connected(), "the cut-off watcher's connection is still open"
             # Reset, not closed: no socket of the server's side is left (in FIN-WAIT-1,
             # holding its send queue while the kernel tries to deliver it).
-            while _server_side(_port(server), client_port) and time.monotonic() < deadline:
+            while _server_side(server_port(server), client_port) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert _server_side(_port(server), client_port) == []
+            assert _server_side(server_port(server), client_port) == []
             assert_still_serving(client)
         assert not [line for line in log.lines() if line["logger"] == "uvicorn.error"]
         watcher.close()
@@ -530,7 +516,7 @@ def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) ->
         soft, hard = _open_files_limits(pid)
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
-            assert _read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
+            assert read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
     assert soft == hard, (soft, hard)
     lines = _log_lines(tmp_path)
     assert any(

@@ -18,7 +18,12 @@ import httpx
 import psutil
 import pytest
 
-from tests.hostile.support import VALID_NOTIFY, assert_still_serving
+from tests.hostile.support import (
+    VALID_NOTIFY,
+    assert_still_serving,
+    read_until_closed,
+    status_and_body,
+)
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.server import RunningServer, running_server
 
@@ -38,34 +43,39 @@ def _address(client: httpx.Client | RunningServer) -> tuple[str, int]:
     return url.host, url.port
 
 
-def _answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection (EOF or reset)."""
-    sock.settimeout(30)
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
-
-
 def _send_ignoring_close(sock: socket.socket, data: bytes) -> None:
     # Closed after the linger: the answer was sent long before.
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         sock.sendall(data)
 
 
+def _answer_while_trickling(sock: socket.socket) -> bytes:
+    """The server's answer, read while another thread sends one byte every 0.2 s."""
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.2):
+            _send_ignoring_close(sock, b"X")
+
+    sender = threading.Thread(target=trickle, daemon=True)
+    sender.start()
+    try:
+        return read_until_closed(sock)
+    finally:
+        stop.set()
+        sender.join(10)
+
+
 def _status_and_code(answer: bytes) -> tuple[int, str]:
-    head, _, body = answer.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body)["code"]
+    status, body = status_and_body(answer)
+    return status, body["code"]
 
 
 def test_small_trailer_fields_are_accepted(hostile: httpx.Client) -> None:
     with socket.create_connection(_address(hostile), timeout=30) as sock:
         closing = HEAD.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
         sock.sendall(closing + _chunked_body() + b"X-Checksum: abc\r\nX-Other: 1\r\n\r\n")
-        answer = _answer(sock)
+        answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer
 
 
@@ -87,7 +97,7 @@ def test_trailer_fields_count_toward_max_header_bytes(
         sock.sendall(HEAD + _chunked_body())
         for start in range(0, len(trailers), 65536):
             _send_ignoring_close(sock, trailers[start : start + 65536])
-        answer = _answer(sock)
+        answer = read_until_closed(sock)
     assert _status_and_code(answer) == (431, "HEADER_FIELDS_TOO_LARGE"), answer[:200]
     assert answer.count(b"HTTP/1.1 ") == 1
     assert_still_serving(hostile)
@@ -102,21 +112,9 @@ def quick_timeouts() -> Iterator[RunningServer]:
 def test_trickled_trailer_fields_are_timed_out(quick_timeouts: RunningServer) -> None:
     """Trailer fields sent a byte at a time must end within ``header_timeout_seconds``,
     like a head: 408, however long the client would go on."""
-    stop = threading.Event()
     with socket.create_connection(_address(quick_timeouts), timeout=30) as sock:
         sock.sendall(HEAD + _chunked_body())
-
-        def trickle() -> None:
-            while not stop.wait(0.2):
-                _send_ignoring_close(sock, b"X")
-
-        sender = threading.Thread(target=trickle, daemon=True)
-        sender.start()
-        try:
-            answer = _answer(sock)
-        finally:
-            stop.set()
-            sender.join(10)
+        answer = _answer_while_trickling(sock)
     assert _status_and_code(answer) == (408, "REQUEST_TIMEOUT"), answer[:200]
     with httpx.Client(base_url=quick_timeouts.url, timeout=30) as client:
         assert_still_serving(client)
@@ -125,24 +123,12 @@ def test_trickled_trailer_fields_are_timed_out(quick_timeouts: RunningServer) ->
 def test_trickled_trailer_fields_on_a_probe_are_timed_out(quick_timeouts: RunningServer) -> None:
     """``/health`` answers before its chunked body ends; trailer fields trickled after that
     answer still get ``header_timeout_seconds``: then the connection is closed."""
-    stop = threading.Event()
     with socket.create_connection(_address(quick_timeouts), timeout=30) as sock:
         sock.sendall(
             b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5\r\nhello\r\n0\r\n"
         )
-
-        def trickle() -> None:
-            while not stop.wait(0.2):
-                _send_ignoring_close(sock, b"X")
-
-        sender = threading.Thread(target=trickle, daemon=True)
-        sender.start()
-        try:
-            answer = _answer(sock)  # returns once the server closed the connection
-        finally:
-            stop.set()
-            sender.join(10)
+        answer = _answer_while_trickling(sock)  # returns once the server closed it
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
     assert answer.count(b"HTTP/1.1 ") == 1
 
@@ -176,7 +162,7 @@ def test_trailer_floods_on_a_probe_are_cut_and_their_memory_returns(
                     sock.sendall(block)
                 except OSError:  # closed or reset by the server: the flood was refused
                     break
-            answers.append(_answer(sock))
+            answers.append(read_until_closed(sock))
 
     answers: list[bytes] = []
     attackers = [threading.Thread(target=attack, args=(answers,)) for _ in range(4)]
