@@ -7,30 +7,13 @@ and a third-party backend reporting through ``StorageBackend.ready()``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 
-from aviso_builtins.backends.in_memory import InMemoryBackend
-from aviso_plugins import hookimpl
-from aviso_plugins.types import StorageBackend
 from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.disconnected_backend import DisconnectedPlugin
 from tests.support.server import running_server
-
-
-class _DisconnectedBackend(InMemoryBackend):
-    """Serves like the in-memory backend but says its (imaginary) connection is down."""
-
-    kind: ClassVar[str] = "disconnected"
-
-    async def ready(self) -> bool:
-        return False
-
-
-class _DisconnectedPlugin:
-    @hookimpl
-    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
-        return [_DisconnectedBackend]
 
 
 def _get(
@@ -52,7 +35,7 @@ def test_the_in_memory_backend_is_always_ready() -> None:
 
 def test_a_backend_reporting_not_ready_makes_ready_503_and_health_stays_200() -> None:
     config = with_changes(API_EXAMPLE, notification_backend={"kind": "disconnected"})
-    ready, health = _get(config, "/ready", "/health", plugins=(_DisconnectedPlugin(),))
+    ready, health = _get(config, "/ready", "/health", plugins=(DisconnectedPlugin(),))
     assert ready.status_code == 503
     assert ready.content == b'{"status":"not_ready","backend_connected":false}'
     assert health.status_code == 200

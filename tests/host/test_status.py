@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 
-from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_host.service import server_version
 from aviso_host.status import NotificationRate, StatusBoard
-from aviso_plugins import hookimpl
-from aviso_plugins.types import StorageBackend
 from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.disconnected_backend import DisconnectedPlugin
 from tests.support.server import running_server
 
 
@@ -107,25 +105,12 @@ def test_status_reports_version_backend_and_notifications() -> None:
     assert body["notifications"]["per_second"] > 0
 
 
-class _DisconnectedBackend(InMemoryBackend):
-    kind: ClassVar[str] = "disconnected"
-
-    async def ready(self) -> bool:
-        return False
-
-
-class _DisconnectedPlugin:
-    @hookimpl
-    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
-        return [_DisconnectedBackend]
-
-
 def test_status_stays_200_when_the_backend_is_not_ready() -> None:
     config: dict[str, Any] = with_changes(
         API_EXAMPLE, notification_backend={"kind": "disconnected"}
     )
     with (
-        running_server(config, (_DisconnectedPlugin(),)) as server,
+        running_server(config, (DisconnectedPlugin(),)) as server,
         httpx.Client(base_url=server.url) as http,
     ):
         response = http.get("/status")
