@@ -11,21 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
 import site
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-# What the wheel is built from: the packages and the metadata, nothing of tests/ or benchmarks/.
-SOURCES = ("aviso_plugins", "host", "plugins", "loadtests", "spark")
-METADATA = ("setup.cfg", "pyproject.toml", "README.md")
-PIP_WHEEL = (sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation")
+from tests.support.wheels import ROOT, build_wheel, run
+
 # Bounded: about 25 s for the whole test (build, install, run) on a loaded 2-core machine.
 SHORT_RUN = ("--duration", "3", "--users", "4", "--baseline-duration", "1")
 
@@ -34,13 +28,6 @@ def test_the_packaged_schemas_are_the_shipped_ones() -> None:
     packaged = yaml.safe_load((ROOT / "loadtests" / "schemas.yaml").read_text())
     shipped = yaml.safe_load((ROOT / "configuration" / "config.yaml").read_text())
     assert packaged == {k: shipped["notification_schema"][k] for k in ("dissemination", "mars")}
-
-
-def run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
 
 
 def see_this_environment(venv: Path) -> None:
@@ -61,18 +48,7 @@ def see_this_environment(venv: Path) -> None:
 @pytest.mark.install
 @pytest.mark.skipif(importlib.util.find_spec("locust") is None, reason="no 'load' extra")
 def test_an_installed_wheel_runs_a_load_test_from_any_directory(tmp_path: Path) -> None:
-    source = tmp_path / "source"
-    for name in SOURCES:
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in METADATA:
-        shutil.copy(ROOT / name, source / name)
-    built = run(
-        [*PIP_WHEEL, "-w", str(tmp_path / "dist"), str(source)],
-        tmp_path,
-        180,
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "dist").glob("aviso_py-*.whl")
+    wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     base_python = getattr(sys, "_base_executable", sys.executable)
     made = run(
