@@ -24,7 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import Counter
 
 from aviso_host.config.settings import OtlpSettings
-from aviso_host.logs import audit_fields, request_id_var
+from aviso_host.logs import audit_fields, exported_record, request_id_var
 
 MAX_QUEUE_SIZE = 2048
 """Records waiting for export; beyond it the oldest are dropped (and counted)."""
@@ -126,6 +126,7 @@ class OtlpHandler(logging.Handler):
             _EXPORT_THREAD_PREFIX
         ):
             return
+        record = exported_record(record)  # the JSON log's secret masking and length cap
         try:
             TALLIES.admit(MAX_QUEUE_SIZE)
             self._logger.emit(

@@ -12,6 +12,7 @@ from starlette.requests import ClientDisconnect, Request
 from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import loads
 from aviso_host.errors import ApiError, Endpoint, parse_error
+from aviso_host.logs import echoed
 from aviso_plugins.json_depth import exceeds_json_depth
 
 DEFAULT_MAX_DEPTH = LimitSettings().max_json_depth
@@ -71,7 +72,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, float):
         return f"floating point `{value}`"
     if isinstance(value, str):
-        return f'string "{value}"'
+        return f'string "{echoed(value)}"'
     if isinstance(value, list):
         return "sequence"
     return "map"
@@ -119,7 +120,7 @@ def parse_body(
                 endpoint,
                 "UNKNOWN_FIELD",
                 "Request contains unknown fields: "
-                f"Unknown field '{unknown[0]}' in request. Allowed fields: {allowed_text}",
+                f"Unknown field '{echoed(unknown[0])}' in request. Allowed fields: {allowed_text}",
             )
     return _shape(document, endpoint, extra_fields)
 

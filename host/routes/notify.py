@@ -16,6 +16,7 @@ from aviso_host.encoding import dumps
 from aviso_host.errors import (
     Endpoint,
     JsonAnswer,
+    internal_failure,
     processing_error,
     storage_error,
     validation_error,
@@ -102,12 +103,11 @@ async def notify(request: Request) -> Response | JsonAnswer:
     except InvalidValue as exc:
         error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)
         return error_response(request, error, event_type=body.event_type)
-    except Exception as exc:
-        return error_response(
-            request,
-            processing_error(f"Failed to process notification: {exc}"),
-            event_type=body.event_type,
+    except Exception as exc:  # a field handler that crashed
+        error = internal_failure(
+            processing_error("Failed to process notification"), exc, event_type=body.event_type
         )
+        return error_response(request, error, event_type=body.event_type)
     metadata = with_actor(planned.metadata, caller)
     message_id = idempotency_key(request.scope)
     if message_id is not None:
@@ -122,9 +122,10 @@ async def notify(request: Request) -> Response | JsonAnswer:
     try:
         record = await service.backend.publish(planned.topic, planned.payload, metadata)
     except Exception as exc:
-        return error_response(
-            request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic
+        error = internal_failure(
+            storage_error(), exc, event_type=body.event_type, topic=planned.topic
         )
+        return error_response(request, error)
     if logger.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
         log_event(
             "api.notification.stored",

@@ -111,12 +111,15 @@ def heartbeat(topic: str) -> bytes:
     return _control(HEARTBEAT, {"timestamp": now_whole_seconds(), "topic": topic})
 
 
-def batch_failed(topic: str, message: str, request_id: str) -> bytes:
+BATCH_FAILED_MESSAGE = "Failed to read notification history"
+
+
+def batch_failed(topic: str, request_id: str) -> bytes:
     return _control(
         ERROR,
         {
             "error": "stream_processing_failed",
-            "message": message,
+            "message": BATCH_FAILED_MESSAGE,
             "topic": topic,
             "request_id": request_id,
         },

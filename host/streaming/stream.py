@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
+from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection, on_client_gone
 from aviso_host.logs import log_event
@@ -359,13 +360,9 @@ class EventStream:
             await self._pause(settings.replay_batch_delay_ms / 1000)
 
     def _replay_failed(self, exc: Exception) -> None:
-        log_event(
-            "stream.replay.batch_failed",
-            f"history batch failed: {exc}",
-            logging.ERROR,
-            topic=self._topic,
-        )
-        self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
+        log_failure("stream.replay.batch_failed", "history batch failed", exc, topic=self._topic)
+        # The client gets the event's code and a generic message, never the exception's text.
+        self._out += frames.batch_failed(self._topic, self._control.request_id)
         self._metrics.stream_error()
 
     def _deliverable(self, records: Iterator[StoredNotification]) -> bool:
