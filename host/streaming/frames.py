@@ -114,12 +114,12 @@ def heartbeat(topic: str) -> bytes:
 BATCH_FAILED_MESSAGE = "Failed to read notification history"
 
 
-def batch_failed(topic: str, request_id: str) -> bytes:
+def batch_failed(topic: str, request_id: str, message: str = BATCH_FAILED_MESSAGE) -> bytes:
     return _control(
         ERROR,
         {
             "error": "stream_processing_failed",
-            "message": BATCH_FAILED_MESSAGE,
+            "message": message,
             "topic": topic,
             "request_id": request_id,
         },

@@ -44,6 +44,12 @@ from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification,
 RESOLVE_TIMEOUT_SECONDS = 5.0
 """How long the history bound and end point may take to resolve before the stream fails."""
 
+
+class ResolveTimeout(TimeoutError):
+    """The bounds took longer than ``RESOLVE_TIMEOUT_SECONDS``: the host's own words, which
+    the client's ``error`` event repeats."""
+
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -272,7 +278,7 @@ class EventStream:
                 return await self._resolve_end(replay), None
         except TimeoutError:
             message = f"resolving the replay bounds took over {RESOLVE_TIMEOUT_SECONDS:g} s"
-            return None, TimeoutError(message)
+            return None, ResolveTimeout(message)
         except Exception as exc:
             return None, exc
 
@@ -361,8 +367,10 @@ class EventStream:
 
     def _replay_failed(self, exc: Exception) -> None:
         log_failure("stream.replay.batch_failed", "history batch failed", exc, topic=self._topic)
-        # The client gets the event's code and a generic message, never the exception's text.
-        self._out += frames.batch_failed(self._topic, self._control.request_id)
+        # The client gets the event's code and a generic message, never the text of an
+        # exception raised below the host (only the host's own timeout says what it is).
+        message = str(exc) if isinstance(exc, ResolveTimeout) else frames.BATCH_FAILED_MESSAGE
+        self._out += frames.batch_failed(self._topic, self._control.request_id, message)
         self._metrics.stream_error()
 
     def _deliverable(self, records: Iterator[StoredNotification]) -> bool:
