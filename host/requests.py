@@ -3,6 +3,7 @@ pipeline)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,16 @@ async def read_body(request: Request) -> bytes:
             raise ClientDisconnect
 
 
+def _reason(exc: ValueError) -> str:
+    """Why a body is not JSON, in aviso's words: the parser's and the codec's own messages
+    are not shown to clients (:func:`aviso_host.encoding.loads` words the rest itself)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the body is not valid UTF-8 (byte {exc.start})"
+    return echoed(str(exc))
+
+
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
@@ -110,7 +121,7 @@ def parse_body(
     try:
         document = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise parse_error(endpoint, "INVALID_JSON", f"JSON parsing failed: {exc}") from exc
+        raise parse_error(endpoint, "INVALID_JSON", f"JSON parsing failed: {_reason(exc)}") from exc
     if isinstance(document, dict) and not _ALLOWED_SET.issuperset(document):
         allowed = ALLOWED_FIELDS + extra_fields
         unknown = sorted(set(document) - set(allowed))

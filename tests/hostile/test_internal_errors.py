@@ -310,3 +310,33 @@ def test_the_otlp_export_masks_and_caps_as_the_json_log() -> None:
     assert secret not in exported.fields["details"]
     assert len(exported.fields["details"]) < 4_200
     assert record.getMessage() == secret, "the original record is left as it was"
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/schema", "/api/v1/schema/crashy", "/api-docs/openapi.json"]
+)
+def test_the_public_schema_views_mask_a_handlers_secret_option(
+    aviso: AvisoClient, path: str
+) -> None:
+    answer = aviso.get(path)
+    assert answer.status_code == 200
+    assert HANDLER_KEY not in answer.text
+    if path == "/api/v1/schema/crashy":
+        assert answer.json()["schema"]["identifier"]["name"]["api_key"] == "[REDACTED]"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"[1,]", b'{"event_type": "\xff"}', b'{"event_type": 1' + b"0" * 5_000 + b"}"],
+    ids=["empty", "syntax", "not-utf-8", "digits"],
+)
+def test_a_body_that_is_not_json_is_refused_in_avisos_words(
+    aviso: AvisoClient, body: bytes
+) -> None:
+    """Not the JSON parser's, the codec's or int()'s own messages."""
+    answer = aviso.post("/api/v1/notification", content=body)
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["message"]
+    assert message.startswith("JSON parsing failed: "), message
+    for text in ("Expecting", "codec", "Exceeds the limit", "(char "):
+        assert text not in answer.text, answer.text
