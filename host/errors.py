@@ -55,11 +55,12 @@ class ApiError(Exception):
         self.event_name = event_name
         # Extra response header fields; a name may repeat (``WWW-Authenticate``).
         self.headers = tuple(headers)
+        # Set by internal_failure, which has logged the failure already.
         self.logged = False
-        """Set by :func:`internal_failure`, which has logged the failure already."""
 
     def body(self, request_id: str) -> dict[str, Any]:
-        """The error object; configured secrets in its texts are masked as in the log."""
+        """The error object; configured secrets in its texts are masked as in the log, and
+        each text is cut to ``TEXT_LIMIT`` characters."""
         body: dict[str, Any] = {
             "code": self.code,
             "error": self.error,
@@ -70,13 +71,14 @@ class ApiError(Exception):
         if self.with_details:
             body["details"] = self.details
         return {
-            name: masked(value) if isinstance(value, str) else value for name, value in body.items()
+            name: _shown(value) if isinstance(value, str) else value for name, value in body.items()
         }
 
 
 TEXT_LIMIT = 1_024
 """Backstop for one text member of an error object: messages that repeat client input cut
-it to ``ECHO_LIMIT`` characters themselves; nothing sent may still make a huge answer."""
+it to ``ECHO_LIMIT`` characters themselves, and whatever a message repeats, no answer is
+huge."""
 
 
 def _shown(text: str) -> str:
