@@ -151,8 +151,14 @@ def _check_count(vertices: int, max_vertices: int | None) -> None:
 def _json_array(text: str, what: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{what} string starting with '[' is not valid JSON: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        # The parser's own wording is not for clients: say where, in our words.
+        where = f" (at line {exc.lineno}, column {exc.colno})"
+    except ValueError:  # an integer beyond Python's digit limit
+        where = " (a number has too many digits)"
+    except RecursionError:
+        where = " (nested too deeply)"
+    raise ValueError(f"{what} string starting with '[' is not valid JSON{where}")
 
 
 def _kind(value: Any) -> str:
@@ -171,7 +177,8 @@ def _pairs(items: list[Any]) -> list[Coordinate]:
     """Validated pairs: vectorised for the common case (10,000 pairs in about a
     millisecond), pair by pair when something is wrong, to name the first culprit."""
     if (
-        all(type(item) is list and len(item) == 2 for item in items)
+        items
+        and all(type(item) is list and len(item) == 2 for item in items)
         and {type(number) for item in items for number in item} <= _NUMBER_TYPES
     ):
         try:

@@ -12,6 +12,8 @@ import re
 import time
 from datetime import UTC, datetime, timedelta
 
+from aviso_host.logs import echoed
+
 _FROM_ID = re.compile(r"\+?[0-9]+", re.ASCII)
 _EPOCH = re.compile(r"\+?([0-9]+)", re.ASCII)
 _NEGATIVE_EPOCH = re.compile(r"-[0-9]+", re.ASCII)
@@ -56,7 +58,7 @@ def _parse_id(raw: str, name: str) -> int:
         or int(raw) > _U64_MAX
     ):
         raise CursorError(
-            f"{name} must be a valid positive integer. Got: '{raw}'. "
+            f"{name} must be a valid positive integer. Got: '{echoed(raw)}'. "
             "Valid examples: '1', '123', '9999'"
         )
     return int(raw)
@@ -81,7 +83,7 @@ def _parse_date(raw: str, name: str) -> datetime:
         return _parse_date_text(text)
     except ValueError as exc:
         raise CursorError(
-            f"{name} must be a valid datetime/timestamp. Got: '{raw}'. Error: {exc}. "
+            f"{name} must be a valid datetime/timestamp. Got: '{echoed(raw)}'. Error: {exc}. "
             f"{_DATE_EXAMPLES}"
         ) from exc
 
@@ -98,7 +100,7 @@ def rfc3339(moment: datetime) -> str:
 
 def _parse_date_text(text: str) -> datetime:
     if _NEGATIVE_EPOCH.fullmatch(text):
-        raise ValueError(f"negative unix timestamps are not supported: '{text}'")
+        raise ValueError(f"negative unix timestamps are not supported: '{echoed(text)}'")
     epoch = _EPOCH.fullmatch(text)
     if epoch:
         return _from_epoch(text, epoch.group(1))
@@ -108,7 +110,10 @@ def _parse_date_text(text: str) -> datetime:
             "expected ISO-8601 datetime (RFC3339/space-separated with optional timezone) "
             "or unix epoch seconds/milliseconds"
         )
-    moment = datetime.strptime(f"{match['date']} {match['time']}", "%Y-%m-%d %H:%M:%S")
+    try:
+        moment = datetime.strptime(f"{match['date']} {match['time']}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:  # the calendar's own wording is not for clients
+        raise ValueError("the date or time is not a valid calendar date or time") from None
     fraction = (match["fraction"] or "")[:6].ljust(6, "0")
     moment = moment.replace(microsecond=int(fraction))
     offset = match["offset"]
@@ -126,7 +131,7 @@ def _parse_date_text(text: str) -> datetime:
 
 def _from_epoch(text: str, digits: str) -> datetime:
     if len(digits.lstrip("0")) > _I64_DIGITS or int(digits) > _I64_MAX:
-        raise ValueError(f"failed to parse unix timestamp '{text}': number too large")
+        raise ValueError("failed to parse unix timestamp: number too large")
     value = int(digits)
     significant = len(digits.lstrip("0")) or 1
     try:
@@ -135,7 +140,7 @@ def _from_epoch(text: str, digits: str) -> datetime:
         return _EPOCH_START + timedelta(milliseconds=value)
     except OverflowError as exc:
         unit = "seconds" if significant <= 11 else "milliseconds"
-        raise ValueError(f"invalid unix {unit} timestamp '{text}'") from exc
+        raise ValueError(f"invalid unix {unit} timestamp: out of range") from exc
 
 
 _last_formatted: tuple[int, str] = (-1, "")

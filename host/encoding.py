@@ -66,7 +66,14 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_MAX_FINITE_INT_DIGITS = 309
+"""Digits of the largest integer a double holds (about 1.8e308)."""
+
+
 def _bounded_int(text: str) -> int:
+    # Counted first: int() refuses thousands of digits with a message of its own.
+    if len(text.lstrip("-")) > _MAX_FINITE_INT_DIGITS:
+        raise ValueError("number out of range")
     value = int(text)
     if not -(2**63) <= value < 2**64 and not math.isfinite(float(text)):
         raise ValueError("number out of range")

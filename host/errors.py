@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -10,6 +11,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from aviso_host.encoding import dumps, dumps_texts
+from aviso_host.logs import echoed, log_event, masked
 
 
 class Endpoint(Enum):
@@ -53,8 +55,12 @@ class ApiError(Exception):
         self.event_name = event_name
         # Extra response header fields; a name may repeat (``WWW-Authenticate``).
         self.headers = tuple(headers)
+        # Set by internal_failure, which has logged the failure already.
+        self.logged = False
 
     def body(self, request_id: str) -> dict[str, Any]:
+        """The error object; configured secrets in its texts are masked as in the log, and
+        each text is cut to ``TEXT_LIMIT`` characters."""
         body: dict[str, Any] = {
             "code": self.code,
             "error": self.error,
@@ -64,7 +70,19 @@ class ApiError(Exception):
         }
         if self.with_details:
             body["details"] = self.details
-        return body
+        return {
+            name: _shown(value) if isinstance(value, str) else value for name, value in body.items()
+        }
+
+
+TEXT_LIMIT = 1_024
+"""Backstop for one text member of an error object: messages that repeat client input cut
+it to ``ECHO_LIMIT`` characters themselves, and whatever a message repeats, no answer is
+huge."""
+
+
+def _shown(text: str) -> str:
+    return masked(echoed(text, TEXT_LIMIT))
 
 
 def parse_error(endpoint: Endpoint, code: str, message: str) -> ApiError:
@@ -83,7 +101,7 @@ def unknown_event_type(event_type: str, configured: list[str]) -> ApiError:
         400,
         UNKNOWN_EVENT_TYPE_CODE,
         "unknown_event_type",
-        f"unknown event type '{event_type}'",
+        f"unknown event type '{echoed(event_type)}'",
         extra={"configured_event_types": configured},
         with_details=False,
     )
@@ -100,7 +118,7 @@ def processing_error(message: str, details: str | None = None) -> ApiError:
     )
 
 
-def storage_error(details: str) -> ApiError:
+def storage_error(details: str | None = None) -> ApiError:
     return ApiError(
         500,
         "NOTIFICATION_STORAGE_FAILED",
@@ -273,6 +291,27 @@ def internal_error() -> ApiError:
         with_details=False,
         event_name="api.request.unhandled",
     )
+
+
+def log_failure(event_name: str, message: str, exc: BaseException, **log_fields: Any) -> None:
+    """Log an internal failure once, at error level, with the exception's text and
+    traceback (secrets masked by the formatter); what the client gets says none of it."""
+    log_event(
+        event_name,
+        f"{message}: {type(exc).__name__}: {exc}",
+        logging.ERROR,
+        exc_info=exc,
+        **log_fields,
+    )
+
+
+def internal_failure(error: ApiError, exc: BaseException, **log_fields: Any) -> ApiError:
+    """``error``, a 5xx whose texts are generic, once ``exc`` is logged (:func:`log_failure`):
+    an exception's text, which may hold anything (a plugin's credentials, a library's
+    internals), never reaches the client."""
+    log_failure(error.event_name, error.message, exc, code=error.code, **log_fields)
+    error.logged = True
+    return error
 
 
 def error_headers(error: ApiError, request_id: str, length: int) -> list[tuple[str, str]]:

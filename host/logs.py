@@ -60,10 +60,16 @@ def register_secrets(values: Iterable[str]) -> None:
     _secrets = _secrets.union(values)
 
 
+def masked(text: str) -> str:
+    """``text`` with every configured secret masked, as log lines show it (error bodies and
+    stream error events use it too)."""
+    return mask_secrets(text, _secrets) if _secrets else text
+
+
 class JsonLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = self._format(record)
-        return mask_secrets(line, _secrets) if _secrets else line
+        return masked(line)
 
     def _format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -96,9 +102,18 @@ def configure_logging(level: str) -> None:
         logging.getLogger(name).propagate = True
 
 
-def log_event(event_name: str, message: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log a named event; ``fields`` (event_type, topic, ...) become top-level JSON keys."""
-    logger.log(level, message, extra={"fields": {"event_name": event_name, **fields}})
+def log_event(
+    event_name: str,
+    message: str,
+    level: int = logging.INFO,
+    exc_info: BaseException | None = None,
+    **fields: Any,
+) -> None:
+    """Log a named event; ``fields`` (event_type, topic, ...) become top-level JSON keys,
+    ``exc_info`` an ``exception`` member with its traceback."""
+    logger.log(
+        level, message, exc_info=exc_info, extra={"fields": {"event_name": event_name, **fields}}
+    )
 
 
 def audit_fields() -> dict[str, str]:

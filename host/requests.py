@@ -3,6 +3,7 @@ pipeline)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import loads
 from aviso_host.errors import ApiError, Endpoint, parse_error
+from aviso_host.logs import echoed
 from aviso_plugins.json_depth import exceeds_json_depth
 
 DEFAULT_MAX_DEPTH = LimitSettings().max_json_depth
@@ -61,6 +63,16 @@ async def read_body(request: Request) -> bytes:
             raise ClientDisconnect
 
 
+def _reason(exc: ValueError) -> str:
+    """Why a body is not JSON, in aviso's words: the parser's and the codec's own messages
+    are not shown to clients (:func:`aviso_host.encoding.loads` words the rest itself)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON at line {exc.lineno} column {exc.colno}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the body is not valid UTF-8 (byte {exc.start})"
+    return echoed(str(exc))
+
+
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
@@ -71,7 +83,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, float):
         return f"floating point `{value}`"
     if isinstance(value, str):
-        return f'string "{value}"'
+        return f'string "{echoed(value)}"'
     if isinstance(value, list):
         return "sequence"
     return "map"
@@ -109,7 +121,7 @@ def parse_body(
     try:
         document = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise parse_error(endpoint, "INVALID_JSON", f"JSON parsing failed: {exc}") from exc
+        raise parse_error(endpoint, "INVALID_JSON", f"JSON parsing failed: {_reason(exc)}") from exc
     if isinstance(document, dict) and not _ALLOWED_SET.issuperset(document):
         allowed = ALLOWED_FIELDS + extra_fields
         unknown = sorted(set(document) - set(allowed))
@@ -119,7 +131,7 @@ def parse_body(
                 endpoint,
                 "UNKNOWN_FIELD",
                 "Request contains unknown fields: "
-                f"Unknown field '{unknown[0]}' in request. Allowed fields: {allowed_text}",
+                f"Unknown field '{echoed(unknown[0])}' in request. Allowed fields: {allowed_text}",
             )
     return _shape(document, endpoint, extra_fields)
 

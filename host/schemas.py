@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from aviso_host.config.redact import redact
 from aviso_host.config.settings import SchemaSettings, Settings
 from aviso_plugins.topics import TopicDecodeError, decode_token, encode_token
 from aviso_plugins.types import FieldHandler
@@ -98,9 +99,16 @@ class EventSchema:
     def describe(self) -> dict[str, Any]:
         payload = self.settings.payload_required
         return {
-            "identifier": {name: handler.describe() for name, handler in self.fields.items()},
+            "identifier": {name: _public(handler) for name, handler in self.fields.items()},
             "payload": None if payload is None else {"required": payload},
         }
+
+
+def _public(handler: FieldHandler) -> dict[str, Any]:
+    """The handler's view with its secret options (``writeOnly`` or a secret key name, such
+    as a lookup service's ``api_key``) masked: the schema API is public."""
+    secret = {(name,) for name, option in handler.options.items() if option.get("writeOnly")}
+    return redact(handler.describe(), secret)
 
 
 def _plain_name(name: str) -> bool:

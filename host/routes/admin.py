@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aviso_host.encoding import loads
-from aviso_host.errors import json_response
+from aviso_host.errors import json_response, log_failure
 from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
 from aviso_host.logs import log_event
 from aviso_host.requests import read_body
@@ -45,6 +45,17 @@ def _is_configured(catalog: SchemaCatalog, key: str) -> bool:
     return key.lower() in {schema.base.lower() for schema in catalog.schemas.values()}
 
 
+def _sequence(text: str) -> int | None:
+    """A sequence (``+`` and leading zeros allowed) up to the largest u64, or ``None``."""
+    if not _SEQUENCE.fullmatch(text):
+        return None
+    digits = text.lstrip("+").lstrip("0") or "0"
+    # Counting digits first keeps int() away from Python's integer-string limit.
+    if len(digits) > len(str(_U64_MAX)) or int(digits) > _U64_MAX:
+        return None
+    return int(digits)
+
+
 def _admin_body(
     request: Request, success: bool, message: str, **extra: object
 ) -> dict[str, object]:
@@ -63,9 +74,9 @@ async def delete_notification(request: Request) -> Response:
     name, separator, sequence_text = raw.strip().partition("@")
     if not separator or not name or not sequence_text:
         return answer(400, False, "notification_id must be in '<stream>@<sequence>' format")
-    if not _SEQUENCE.fullmatch(sequence_text) or int(sequence_text) > _U64_MAX:
+    sequence = _sequence(sequence_text)
+    if sequence is None:
         return answer(400, False, "notification_id sequence must be a positive integer")
-    sequence = int(sequence_text)
     if sequence == 0:
         return answer(400, False, "notification_id sequence must be greater than zero")
     key = _stream_key(service.catalog, name)
@@ -74,8 +85,8 @@ async def delete_notification(request: Request) -> Response:
     try:
         deleted = await service.backend.delete_message(key, sequence)
     except Exception as exc:
-        log_event("admin.delete.failed", str(exc), logging.ERROR)
-        return answer(500, False, f"Failed to delete notification: {exc}")
+        log_failure("admin.delete.failed", "Failed to delete notification", exc)
+        return answer(500, False, "Failed to delete notification")
     if not deleted:
         return answer(404, False, "Notification not found")
     log_event("admin.notification.deleted", "notification deleted", notification_id=raw)
@@ -94,7 +105,10 @@ async def _stream_name(request: Request) -> str:
     limit = service_of(request).settings.limits.max_json_depth
     if exceeds_json_depth(text, limit):
         raise ValueError(f"the body nests deeper than {limit} levels (limits.max_json_depth)")
-    document = loads(text)
+    try:
+        document = loads(text)
+    except ValueError:
+        raise ValueError("the body is not valid JSON") from None
     if not isinstance(document, dict) or "stream_name" not in document:
         raise ValueError("the body must be an object with a stream_name member")
     name = document["stream_name"]
@@ -124,8 +138,8 @@ async def wipe_stream(request: Request) -> Response:
         if not _is_configured(service.catalog, key):
             return refused(404, "Stream not found")
     except Exception as exc:
-        log_event("admin.wipe_stream.failed", str(exc), logging.ERROR, stream=name)
-        body = _admin_body(request, False, f"Failed to wipe stream: {exc}")
+        log_failure("admin.wipe_stream.failed", "Failed to wipe stream", exc, stream=name)
+        body = _admin_body(request, False, "Failed to wipe stream")
         return json_response(body, 500, sort_keys=False)
     log_event("admin.stream.wiped", "stream wiped", logging.WARNING, stream=name)
     body = _admin_body(request, True, f"Successfully wiped stream: {name}")
@@ -138,8 +152,8 @@ async def wipe_all(request: Request) -> Response:
     try:
         await service.backend.wipe_all()
     except Exception as exc:
-        log_event("admin.wipe_all.failed", str(exc), logging.ERROR)
-        body = _admin_body(request, False, f"Failed to wipe all data: {exc}")
+        log_failure("admin.wipe_all.failed", "Failed to wipe all data", exc)
+        body = _admin_body(request, False, "Failed to wipe all data")
         return json_response(body, 500, sort_keys=False)
     log_event("admin.all.wiped", "all data wiped", logging.WARNING)
     return json_response(_admin_body(request, True, "Successfully wiped all data"), sort_keys=False)

@@ -5,13 +5,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp
 
-from aviso_host.errors import ApiError, Endpoint, json_response, unknown_event_type
+from aviso_host.errors import (
+    ApiError,
+    Endpoint,
+    internal_error,
+    internal_failure,
+    json_response,
+    unknown_event_type,
+)
 from aviso_host.logs import echoed, log_event
-from aviso_host.requests import RequestBody, parse_body, read_body
+from aviso_host.requests import BodyTooLarge, RequestBody, parse_body, read_body
 from aviso_host.schemas import EventSchema
 from aviso_host.service import Service
 from aviso_plugins.types import Caller
@@ -47,17 +54,19 @@ def schema_for(service: Service, body: RequestBody) -> EventSchema | None:
 
 
 def error_response(request: Request, error: ApiError, **log_fields: str) -> Response:
-    level = logging.ERROR if error.status >= 500 else logging.WARNING
-    # Messages echo the rejected input: the line carries it once, and only its start.
-    if error.details != error.message:
-        log_fields = {"details": echoed(error.details), **log_fields}
-    log_event(error.event_name, echoed(error.message), level, code=error.code, **log_fields)
+    if not error.logged:
+        level = logging.ERROR if error.status >= 500 else logging.WARNING
+        # Messages echo the rejected input: the line carries it once, and only its start.
+        if error.details != error.message:
+            log_fields = {"details": echoed(error.details), **log_fields}
+        log_event(error.event_name, echoed(error.message), level, code=error.code, **log_fields)
     return json_response(error.body(request_id_of(request)), error.status, headers=error.headers)
 
 
 def api_endpoint(handler: Handler) -> Handler:
     """Turn ApiError into the aviso error object (oversize bodies are answered by the
-    body-limit middleware around the app)."""
+    body-limit middleware around the app), and any other failure (a plugin that crashed)
+    into the generic 500, logged here while the request's caller is still known."""
 
     async def endpoint(request: Request) -> ASGIApp:
         await service_of(request).ensure_started()
@@ -65,5 +74,9 @@ def api_endpoint(handler: Handler) -> Handler:
             return await handler(request)
         except ApiError as error:
             return error_response(request, error)
+        except (BodyTooLarge, ClientDisconnect):
+            raise  # the edge answers or logs these
+        except Exception as exc:
+            return error_response(request, internal_failure(internal_error(), exc))
 
     return endpoint

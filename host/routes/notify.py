@@ -17,6 +17,7 @@ from aviso_host.errors import (
     Endpoint,
     JsonAnswer,
     idempotency_key_reused,
+    internal_failure,
     processing_error,
     storage_error,
     validation_error,
@@ -119,12 +120,11 @@ async def notify(request: Request) -> Response | JsonAnswer:
     except InvalidValue as exc:
         error = validation_error(Endpoint.NOTIFY, exc.message, exc.details)
         return error_response(request, error, event_type=body.event_type)
-    except Exception as exc:
-        return error_response(
-            request,
-            processing_error(f"Failed to process notification: {exc}"),
-            event_type=body.event_type,
+    except Exception as exc:  # a field handler that crashed
+        error = internal_failure(
+            processing_error("Failed to process notification"), exc, event_type=body.event_type
         )
+        return error_response(request, error, event_type=body.event_type)
     metadata = with_actor(planned.metadata, caller)
     message_id = idempotency_key(request.scope)
     if message_id is not None:
@@ -148,9 +148,10 @@ async def notify(request: Request) -> Response | JsonAnswer:
             topic=planned.topic,
         )
     except Exception as exc:
-        return error_response(
-            request, storage_error(str(exc)), event_type=body.event_type, topic=planned.topic
+        error = internal_failure(
+            storage_error(), exc, event_type=body.event_type, topic=planned.topic
         )
+        return error_response(request, error)
     service.notification_rate.record()
     if logger.isEnabledFor(logging.DEBUG):  # the line's fields are not built for nothing
         log_event(

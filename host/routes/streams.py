@@ -20,7 +20,7 @@ from aviso_host.cursors import (
     rfc3339,
     to_ns,
 )
-from aviso_host.errors import Endpoint, stream_setup_error, validation_error
+from aviso_host.errors import Endpoint, internal_failure, stream_setup_error, validation_error
 from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
@@ -185,12 +185,10 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
             live, subscription = await open_live(service, control, stream_filter.pattern)
         except Exception as exc:
             if replay is None:
-                return error_response(
-                    request,
-                    stream_setup_error(str(exc), stream_filter.pattern.display),
-                    event_type=body.event_type,
-                    topic=stream_filter.pattern.display,
-                )
+                display = stream_filter.pattern.display
+                error = stream_setup_error("Failed to create stream consumer", display)
+                internal_failure(error, exc, event_type=body.event_type, topic=display)
+                return error_response(request, error)
             # A cursor watch still gets its replay, then ends with end_of_stream.
             live = None
     return EventStream(

@@ -26,6 +26,7 @@ from aviso_host.config.settings import WatchSettings
 from aviso_host.cursors import now_whole_seconds
 from aviso_host.encoding import dumps
 from aviso_host.filtering import StreamFilter, stored_identifier
+from aviso_host.logs import echoed
 from aviso_host.metrics import SseConnection
 from aviso_host.schemas import EventSchema
 from aviso_host.streaming import frames
@@ -161,7 +162,7 @@ def plan_group_counts(
     for index, field in enumerate(group_by):
         if field not in allowed:
             raise InvalidValue(
-                f"group_by field '{field}' is not an identifier field of {owner}. "
+                f"group_by field '{echoed(field)}' is not an identifier field of {owner}. "
                 f"Allowed fields: {', '.join(allowed)}"
             )
         if field in group_by[:index]:

@@ -111,7 +111,10 @@ def heartbeat(topic: str) -> bytes:
     return _control(HEARTBEAT, {"timestamp": now_whole_seconds(), "topic": topic})
 
 
-def batch_failed(topic: str, message: str, request_id: str) -> bytes:
+BATCH_FAILED_MESSAGE = "Failed to read notification history"
+
+
+def batch_failed(topic: str, request_id: str, message: str = BATCH_FAILED_MESSAGE) -> bytes:
     return _control(
         ERROR,
         {

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
+from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection, on_client_gone
 from aviso_host.logs import log_event
@@ -42,6 +43,12 @@ from aviso_plugins.types import StartCursor, StorageBackend, StoredNotification,
 
 RESOLVE_TIMEOUT_SECONDS = 5.0
 """How long the history bound and end point may take to resolve before the stream fails."""
+
+
+class ResolveTimeout(TimeoutError):
+    """The bounds took longer than ``RESOLVE_TIMEOUT_SECONDS``: the host's own words, which
+    the client's ``error`` event repeats."""
+
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -271,7 +278,7 @@ class EventStream:
                 return await self._resolve_end(replay), None
         except TimeoutError:
             message = f"resolving the replay bounds took over {RESOLVE_TIMEOUT_SECONDS:g} s"
-            return None, TimeoutError(message)
+            return None, ResolveTimeout(message)
         except Exception as exc:
             return None, exc
 
@@ -359,13 +366,11 @@ class EventStream:
             await self._pause(settings.replay_batch_delay_ms / 1000)
 
     def _replay_failed(self, exc: Exception) -> None:
-        log_event(
-            "stream.replay.batch_failed",
-            f"history batch failed: {exc}",
-            logging.ERROR,
-            topic=self._topic,
-        )
-        self._out += frames.batch_failed(self._topic, str(exc), self._control.request_id)
+        log_failure("stream.replay.batch_failed", "history batch failed", exc, topic=self._topic)
+        # The client gets the event's code and a generic message, never the text of an
+        # exception raised below the host (only the host's own timeout says what it is).
+        message = str(exc) if isinstance(exc, ResolveTimeout) else frames.BATCH_FAILED_MESSAGE
+        self._out += frames.batch_failed(self._topic, self._control.request_id, message)
         self._metrics.stream_error()
 
     def _deliverable(self, records: Iterator[StoredNotification]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_host.streaming.frames import BATCH_FAILED_MESSAGE
 from aviso_host.streaming.stream import RESOLVE_TIMEOUT_SECONDS
 from tests.conformance.helpers import (
     NOTIFY,
@@ -27,7 +28,7 @@ from tests.conformance.helpers import (
     unique_basin,
 )
 from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
-from tests.support.failing_history import FAILURE, FailingHistoryPlugin, with_failing_history
+from tests.support.failing_history import FailingHistoryPlugin, with_failing_history
 from tests.support.server import RunningServer, running_server
 
 AGGREGATE = "/api/v1/aggregate"
@@ -309,7 +310,7 @@ def test_a_failed_history_read_ends_the_stream(failing: httpx.Client, path: str,
     error = events[kinds.index("error")].data
     assert error == {
         "error": "stream_processing_failed",
-        "message": FAILURE,
+        "message": BATCH_FAILED_MESSAGE,
         "topic": f"gauge.{basin}.*.*",
         "request_id": result.events[0].data["request_id"],
     }

@@ -165,7 +165,8 @@ def test_live_only_watch_gets_setup_500(refusing: httpx.Client) -> None:
         keys=SSE_SETUP_ERROR_KEYS,
     )
     assert error["topic"] == f"gauge.{basin}.*.*"
-    assert error["details"] == "connection refused"
+    # The backend's reason ("connection refused") goes to the log, not to the client.
+    assert error["details"] == "Failed to create stream consumer"
 
 
 def test_cursor_watch_replays_then_ends(refusing: httpx.Client) -> None:

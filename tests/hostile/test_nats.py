@@ -9,14 +9,21 @@ the client's timeout, and the very next valid requests succeed on the same proce
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import socket
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from aviso_builtins.backends.jetstream.backend import JetStreamBackend
+from aviso_plugins.types import BackendContext
 from tests.hostile.support import VALID_NOTIFY, assert_still_serving
 from tests.support.configs import API_EXAMPLE, jetstream_variant, with_changes
-from tests.support.nats import NatsServer
+from tests.support.nats import NatsServer, nats_server
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import Stream
 
@@ -95,3 +102,33 @@ def test_a_5000_byte_filter_on_a_history_reading_stream_does_not_break_the_nats_
                 break
     assert "error" in names, names
     assert_still_serving(nats_hostile)
+
+
+def test_a_reconnect_attempt_that_times_out_logs_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nats-server replaced by a listener that never answers: each reconnect attempt times
+    out, and its log line says so (a timeout's exception has no text of its own)."""
+    caplog.set_level(logging.WARNING, logger="aviso.jetstream")
+
+    def reasons() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("NATS error")]
+
+    async def run(nats: NatsServer) -> None:
+        options = {"nats_url": nats.url, "reconnect_delay_ms": 100, "timeout_seconds": 1}
+        backend = JetStreamBackend(BackendContext(options, {}))
+        await backend.start()
+        try:
+            port = int(nats.url.rsplit(":", 1)[1])
+            nats.stop()
+            with socket.create_server(("127.0.0.1", port)):  # accepts, never answers
+                deadline = time.monotonic() + 20
+                while "NATS error: TimeoutError" not in reasons():
+                    assert time.monotonic() < deadline, reasons()
+                    await asyncio.sleep(0.1)
+        finally:
+            await backend.shutdown()
+
+    with nats_server(tmp_path) as nats:
+        asyncio.run(asyncio.wait_for(run(nats), 60))
+    assert all(reason.removeprefix("NATS error: ").strip() for reason in reasons()), reasons()

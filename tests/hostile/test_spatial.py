@@ -130,6 +130,85 @@ def test_filter_polygon_over_the_vertex_cap_is_refused(
     assert_still_serving(client)
 
 
+DEGENERATE_SHAPES = [
+    [],
+    [[]],
+    [[1]],
+    [[1, 2]],
+    [[[]]],
+    [[]] * 4,
+    [[1, 2]] * 3,
+    [[1e308, 1e308]] * 4,
+    [[-(10**30), 10**30]] * 4,
+    "[]",
+    "[[NaN, 1], [1, 1], [1, 1], [NaN, 1]]",
+    "[[Infinity, 1], [1, 1], [1, 1], [Infinity, 1]]",
+    "[[1" + "0" * 5000 + ", 1]]",
+    "[[1, 2]",
+    "[" * 5000,
+    "",
+    "()",
+]
+"""Empty and broken coordinate lists, nested empties, NaN, infinities, huge numbers, numbers
+beyond Python's integer-string limit, text that is no JSON. (A number beyond a double in the
+request itself makes the body invalid JSON, answered before any field is read.)"""
+STREAM_CODES = {
+    "/api/v1/watch": "INVALID_WATCH_REQUEST",
+    "/api/v1/replay": "INVALID_REPLAY_REQUEST",
+    "/api/v1/aggregate": "INVALID_AGGREGATE_REQUEST",
+}
+# What a library's own error text would show (numpy, json, int()).
+LIBRARY_TEXTS = (
+    "too many indices",
+    "Expecting",
+    "Exceeds the limit",
+    "set_int_max_str_digits",
+    "char ",
+)
+
+
+def assert_refused_naming(answer: httpx.Response, code: str, field: str) -> None:
+    assert_client_error(answer, 400, code)
+    message = answer.json()["message"]
+    assert f"'{field}'" in message, message
+    assert not any(text in answer.text for text in LIBRARY_TEXTS), answer.text
+
+
+@pytest.mark.parametrize("shape", DEGENERATE_SHAPES, ids=range(len(DEGENERATE_SHAPES)))
+def test_a_degenerate_polygon_is_a_400_naming_the_field_everywhere(
+    client: httpx.Client, shape: Any
+) -> None:
+    identifier = {"date": "20260402", "time": "0", "polygon": shape}
+    assert_refused_naming(
+        notify(client, "storm_cell", identifier), "INVALID_NOTIFICATION_REQUEST", "polygon"
+    )
+    for path, code in STREAM_CODES.items():
+        for event_type, filter_ in [
+            ("storm_cell", {"polygon": shape}),
+            ("swath", {"tag": "t", "polygon": shape}),
+        ]:
+            body: dict[str, Any] = {"event_type": event_type, "identifier": filter_}
+            if path != "/api/v1/watch":
+                body["from_id"] = "1"
+            if path == "/api/v1/aggregate":
+                body["group_by"] = ["time" if event_type == "storm_cell" else "tag"]
+            answer = client.post(path, content=json.dumps(body))
+            assert_refused_naming(answer, code, "polygon")
+    assert_still_serving(client)
+
+
+DEGENERATE_CLOUDS = [shape for shape in DEGENERATE_SHAPES if shape not in ([[1, 2]], [[1, 2]] * 3)]
+"""The same, less the one- and three-point lists: those are clouds."""
+
+
+@pytest.mark.parametrize("shape", DEGENERATE_CLOUDS, ids=range(len(DEGENERATE_CLOUDS)))
+def test_a_degenerate_point_cloud_is_a_400_naming_the_field(
+    client: httpx.Client, shape: Any
+) -> None:
+    answer = notify(client, "swath", {"tag": "t", "point_cloud": shape})
+    assert_refused_naming(answer, "INVALID_NOTIFICATION_REQUEST", "point_cloud")
+
+
 def test_point_cloud_over_its_caps_is_refused(client: httpx.Client) -> None:
     too_many = [[45.0, 10.0]] * (MAX_POINTS + 1)
     answer = notify(client, "swath", {"tag": "t", "point_cloud": too_many})

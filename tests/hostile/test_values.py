@@ -337,6 +337,8 @@ def test_delete_refuses_what_cannot_name_a_stream(hostile: httpx.Client, name: s
     ("sequence", "message"),
     [
         ("9" * 50, "notification_id sequence must be a positive integer"),
+        ("9" * 5_000, "notification_id sequence must be a positive integer"),
+        ("0" * 5_000 + "7" * 5_000, "notification_id sequence must be a positive integer"),
         (str(2**64), "notification_id sequence must be a positive integer"),
         ("-1", "notification_id sequence must be a positive integer"),
         ("1e3", "notification_id sequence must be a positive integer"),
@@ -422,3 +424,43 @@ def test_the_guarded_server_still_serves(guarded: httpx.Client) -> None:
     notify = {"event_type": "public_feed", "identifier": {"name": name}}
     assert guarded.post(NOTIFY, json=notify, headers=_bearer(token)).status_code == 200
     assert guarded.get("/health").status_code == 200
+
+
+LONG = 100_000
+ECHO_LIMIT = 200  # characters of a rejected value an answer repeats
+
+
+def _echo_cases() -> list[tuple[str, str, dict[str, Any]]]:
+    base = {"event_type": "river_gauge", "identifier": {"basin": "x"}}
+    long_text, long_digits = "q" * LONG, "9" * LONG
+    cases = [
+        (REPLAY, f"{name}-{kind}", {**base, "from_id": "1", name: value})
+        for name in ("from_id", "from_date", "to_id", "to_date")
+        for kind, value in (("text", long_text), ("digits", long_digits))
+    ]
+    return [
+        *cases,
+        (REPLAY, "unknown-member", {**base, "from_id": "1", long_text: 1}),
+        (REPLAY, "unknown-event-type", {**base, "from_id": "1", "event_type": long_text}),
+        (AGGREGATE, "group-by", {**base, "group_by": [long_text]}),
+        (AGGREGATE, "debounce", {**base, "group_by": ["basin"], "debounce_ms": long_text}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [(path, body) for path, _, body in _echo_cases()],
+    ids=[label for _, label, _ in _echo_cases()],
+)
+def test_a_long_rejected_value_is_echoed_cut_short(
+    hostile: httpx.Client, path: str, body: dict[str, Any]
+) -> None:
+    """A 100,000-character value is refused with at most its first 200 characters in the
+    message (and ``details``, which repeats it), never the whole value again."""
+    answer = hostile.post(path, content=json.dumps(body))
+    assert answer.status_code == 400, answer.text[:500]
+    assert len(answer.content) < 3_000, len(answer.content)
+    message = answer.json()["message"]
+    assert ("q" * ECHO_LIMIT in message) or ("9" * ECHO_LIMIT in message), message
+    assert "more characters]" in message, message
+    assert_still_serving(hostile)

@@ -231,7 +231,12 @@ class JetStreamBackend(StorageBackend):
         return client
 
     async def _on_error(self, exc: Exception) -> None:
-        logger.warning("NATS error: %s", exc or type(exc).__name__)
+        # Also called for each failed reconnect attempt, whose exception (a timeout) may
+        # have no text: its type is always written.
+        text = str(exc)
+        logger.warning(
+            "NATS error: %s", f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        )
 
     async def _on_disconnected(self) -> None:
         if not self._closing:
