@@ -9,6 +9,7 @@ wire carries nothing that says which process answered. Every wait is a bounded p
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -320,3 +321,21 @@ def test_refusals(tmp_path: Path) -> None:
     crashing = refusals["unreachable"]
     crashing.assert_refused("Error: workers keep failing at startup: 3 in a row exited")
     assert crashing.output.strip().splitlines()[-1].startswith("Error: "), crashing.output
+
+
+@pytest.mark.parametrize("workers", [1, WORKERS])
+def test_a_terminal_ctrl_c_reaches_aviso_not_its_embedded_nats_server(
+    tmp_path: Path, workers: int
+) -> None:
+    """A terminal sends SIGINT to its whole foreground process group: the nats-server must be
+    outside it, or it exits under the draining workers and is "restarted" at error level."""
+    with embedded(tmp_path, workers) as server:
+        (nats,) = nats_children(server)
+        assert os.getpgid(nats.pid) != os.getpgid(server.process.pid)
+        server.process.send_signal(signal.SIGINT)
+        status = server.process.wait(STOP_TIMEOUT + 30)
+        if workers > 1:  # one process ends by the signal re-raised, as uvicorn has it
+            assert status == 0, server.log()
+        assert not nats.is_running() or nats.status() == psutil.STATUS_ZOMBIE
+    assert "embedded nats-server exited" not in server.log()
+    assert '"level":"error"' not in server.log()
