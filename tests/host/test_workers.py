@@ -21,9 +21,11 @@ import httpx
 import psutil
 import pytest
 
+from aviso_host.config import ConfigError, load_settings, loader
 from aviso_host.config.settings import LimitSettings
+from aviso_host.plugins import discover
 from aviso_host.server import connection_capacity
-from aviso_host.supervisor import worker_count
+from aviso_host.supervisor import refuse_process_local_backend, worker_count
 from tests.host.backends.jetstream_support import (
     STOP_TIMEOUT,
     Aviso,
@@ -41,6 +43,8 @@ from tests.host.backends.jetstream_support import (
 )
 
 pytestmark = pytest.mark.heavy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 WORKERS = 2
 WATCHES = 20
@@ -339,3 +343,17 @@ def test_a_terminal_ctrl_c_reaches_aviso_not_its_embedded_nats_server(
         assert not nats.is_running() or nats.status() == psutil.STATUS_ZOMBIE
     assert "embedded nats-server exited" not in server.log()
     assert '"level":"error"' not in server.log()
+
+
+def test_workers_auto_refused_on_in_memory_says_what_auto_became(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``auto`` is a number only on the machine at hand: the refusal says which."""
+    monkeypatch.setattr(loader, "SYSTEM_CONFIG", tmp_path / "absent.yaml")
+    registry = discover()
+    environ = {"AVISOSERVER_APPLICATION__WORKERS": "auto"}
+    settings = load_settings(registry, environ=environ, cwd=ROOT, home=tmp_path)
+    assert settings.backend.kind == "in_memory"
+    refuse_process_local_backend(settings, registry, 1)  # one core: auto is one worker
+    with pytest.raises(ConfigError, match=r"^application\.workers: auto \(4 workers on this"):
+        refuse_process_local_backend(settings, registry, 4)
