@@ -565,7 +565,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if refusal is None:
             super().on_headers_complete()
         else:
-            # Over a connection cap: uvicorn serves this one request with the refusing app.
+            # Over a connection cap: uvicorn serves this one request with the refusing app
+            # (a probe's with the app itself).
             app = self.app
             self.app = refusal
             try:
@@ -576,10 +577,14 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # not an upgrade
             # Its task has not run yet: nothing waits on the event it was given.
             cycle.message_event = _Signal()  # type: ignore[assignment]
+            if refusal is not None:
+                # Closed once answered, probes included: else connections that only ever
+                # ask /health would stay open past the caps, for as long as a client likes.
+                cycle.keep_alive = False
 
     def _over_a_cap(self) -> Callable[[Scope, Receive, Send], Any] | None:
-        """The app refusing this request for a connection cap it is over, ``None`` if none
-        (the probes are over none)."""
+        """The app answering this request over a connection cap, ``None`` if under them: a
+        refusing app, or for a probe the app itself (probes are answered over the caps)."""
         clients = self._client_connections
         host = self._client_host
         over_client_cap = host is not None and clients is not None and clients.over_limit(host)
@@ -589,7 +594,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             b"GET",
             b"HEAD",
         ):
-            return None
+            return self.app
         if over_client_cap:
             assert clients is not None
             return functools.partial(_too_many_from_client, clients.limit)

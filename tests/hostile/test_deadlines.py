@@ -228,6 +228,35 @@ def test_connections_beyond_the_per_client_cap_get_429(per_client_cap: RunningSe
         assert_still_serving(client)
 
 
+def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer) -> None:
+    """The attack: connections past the cap that only ever ask ``/health`` (answered over
+    the caps) would stay open for as long as the client keeps asking. Each is answered,
+    then closed; under the cap a probe keeps its connection."""
+    probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    held = [_connect(per_client_cap, "127.0.0.4") for _ in range(4)]
+    connections = per_client_cap.server.server_state.connections
+    try:
+        _wait_for(
+            lambda: sum(c.client[0] == "127.0.0.4" for c in list(connections)) == 4,
+            "connections not accepted",
+        )
+        for sock in held:
+            sock.sendall(probe)
+        for sock in held:
+            answer = _read_until_closed(sock)
+            assert _status_and_body(answer) == (200, {"status": "ok"}), answer
+            assert b"connection: close" in answer.lower(), answer
+    finally:
+        for sock in held:
+            sock.close()
+    with _connect(per_client_cap, "127.0.0.4") as sock:
+        for _ in range(2):  # one connection of the address: kept alive
+            sock.sendall(probe)
+            head = sock.recv(65536)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert b"connection: close" not in head.lower(), head
+
+
 # -- what the parser cannot read ----------------------------------------------------------------
 
 
