@@ -179,12 +179,13 @@ class ConnectionTransport:
     transport's methods, rarely called, go through a ``__getattr__`` fallback rather than
     cost every open connection a bound method each."""
 
-    __slots__ = ("_connection", "_held", "_raw", "is_closing", "write")
+    __slots__ = ("_connection", "_held", "_raw", "_refused", "is_closing", "write")
 
     def __init__(self, raw: asyncio.Transport, connection: Connection) -> None:
         self._raw = raw
         self._connection = connection
         self._held: bytes | None = None
+        self._refused = False
         self.is_closing = raw.is_closing
         self.write: Callable[[bytes], None] = self._write_head
 
@@ -218,7 +219,18 @@ class ConnectionTransport:
     def response_complete(self) -> None:
         """The next write is the next response's (or a 100 Continue's)."""
         self._held = None
-        self.write = self._write_head
+        self.write = self._discard if self._refused else self._write_head
+
+    def refused(self) -> None:
+        """The protocol answered the connection itself and ended its output: what a request
+        still running on it (one pipelined before the refused head) writes is dropped,
+        as after a disconnect, instead of failing on the ended stream."""
+        self._refused = True
+        self._held = None
+        self.write = self._discard
+
+    def _discard(self, data: bytes) -> None:
+        pass
 
     def close(self) -> None:
         # A held head is dropped: the app failed before its body, and half an answer is worse
@@ -472,6 +484,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         if not answered:
             self._raw.write(_response_bytes(error, request_id))
+        if self._wrapper is not None:
+            self._wrapper.refused()
         self._linger()
 
     # -- input -----------------------------------------------------------------------------

@@ -15,13 +15,14 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.hostile.support import assert_client_error, assert_still_serving
+from tests.hostile.support import VALID_NOTIFY, assert_client_error, assert_still_serving
 from tests.hostile.test_edge import CapturedLog
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.server import RunningServer, running_server
@@ -283,6 +284,31 @@ def test_malformed_requests_get_400_in_the_aviso_shape(
     assert (status, body["code"]) == (400, "BAD_REQUEST"), answer[:300]
     assert "content-type: application/json" in head
     assert f"x-request-id: {body['request_id']}" in head
+
+
+def test_a_malformed_request_after_a_watch_ends_it_without_an_error(
+    quick_bodies: RunningServer,
+) -> None:
+    """The attack: a watch is streaming when the client sends a head the parser refuses.
+    The refusal ends the connection's output; the watch, still running, has its next
+    event dropped as after a disconnect, not logged as an application error."""
+    basin = f"cut{uuid.uuid4().hex[:12]}"
+    watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": basin}}).encode()
+    with CapturedLog() as log, _connect(quick_bodies) as sock:
+        sock.sendall(
+            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(watch), watch)
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200"), "the watch did not start"
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        answer = _read_until_closed(sock)  # the 400, then the end of the connection's output
+        assert b'"code":"BAD_REQUEST"' in answer, answer[-300:]
+        with _client(quick_bodies) as client:
+            body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "basin": basin}}
+            assert client.post(NOTIFY, json=body).status_code == 200  # the watch writes it
+            assert_still_serving(client)
+    errors = [line for line in log.lines() if line["level"] == "error"]
+    assert errors == [], errors
 
 
 def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
