@@ -75,6 +75,10 @@ LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
 PROBE_PATHS = (b"/health", b"/ready")
+MAX_PIPELINED_REQUESTS = 64
+"""Requests read ahead of the one being answered on a connection; past it the connection is
+reset. Every request in one read is parsed and waits with its own scope: unbounded, one read
+of tiny requests behind a watch held ~7 MiB per connection."""
 """Answered whatever the connection caps: a busy service is not a dead one."""
 SUPPORTED_VERSIONS = ("1.0", "1.1")
 _RESET = struct.pack("ii", 1, 0)
@@ -571,6 +575,20 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         version = self.parser.get_http_version()
         if version not in SUPPORTED_VERSIONS:
             self._refuse(http_version_not_supported(version))
+            return
+        if len(self.pipeline) >= MAX_PIPELINED_REQUESTS:
+            # Reset, not answered: an answer would go out ahead of those of the requests
+            # before it, still unwritten, and be read as theirs.
+            log_event(
+                "api.request.refused",
+                f"more than {MAX_PIPELINED_REQUESTS} pipelined requests waiting on one "
+                "connection: connection reset",
+                logging.WARNING,
+            )
+            self._lingering = True  # the rest of what was read is dropped
+            if self._wrapper is not None:
+                self._wrapper.refused()
+            self._reset()
             return
         self._awaiting_head = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0

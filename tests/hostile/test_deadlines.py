@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_host.http_protocol import MAX_PIPELINED_REQUESTS
 from tests.hostile.support import VALID_NOTIFY, assert_client_error, assert_still_serving
 from tests.hostile.test_edge import CapturedLog
 from tests.support.configs import API_EXAMPLE, with_changes
@@ -309,6 +310,36 @@ def test_a_malformed_request_after_a_watch_ends_it_without_an_error(
             assert_still_serving(client)
     errors = [line for line in log.lines() if line["level"] == "error"]
     assert errors == [], errors
+
+
+def test_a_deep_pipeline_behind_a_watch_is_reset(quick_bodies: RunningServer) -> None:
+    """The attack: a watch, then one read full of tiny pipelined requests; each would wait
+    parsed, with its scope, behind the watch that never ends (~7 MiB per connection). Past
+    ``MAX_PIPELINED_REQUESTS`` the connection is reset; a shorter pipeline is answered."""
+    watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "rhine"}}).encode()
+    probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    connections = quick_bodies.server.server_state.connections
+    with CapturedLog() as log, _connect(quick_bodies) as sock:
+        sock.sendall(
+            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s"
+            % (len(watch), watch)
+            + probe * (MAX_PIPELINED_REQUESTS * 4)
+        )
+        # Bounded: unrefused, the watch's heartbeats would keep the connection open.
+        deadline = time.monotonic() + WAIT
+        with contextlib.suppress(ConnectionResetError):
+            while sock.recv(65536):
+                assert time.monotonic() < deadline, "the connection was not reset"
+        port = sock.getsockname()[1]
+        _wait_for(lambda: all(c.client[1] != port for c in list(connections)), "still open")
+    refused = [line for line in log.lines() if "pipelined" in line["message"]]
+    assert [line["level"] for line in refused] == ["warn"], log.lines()
+    assert [line for line in log.lines() if line["level"] == "error"] == []
+    depth = 32  # the project's own load generators pipeline this many
+    with _connect(quick_bodies) as sock:
+        sock.sendall(probe * (depth - 1) + probe.replace(b"Host: x", b"Connection: close"))
+        assert _read_until_closed(sock).count(b"HTTP/1.1 200 OK") == depth
 
 
 def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
