@@ -75,6 +75,10 @@ LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 RETRY_AFTER_SECONDS = 1
 PROBE_PATHS = (b"/health", b"/ready")
+MAX_PIPELINED_REQUESTS = 64
+"""Requests read ahead of the one being answered on a connection; past it the connection is
+reset. Every request in one read is parsed and waits with its own scope: unbounded, one read
+of tiny requests behind a watch held ~7 MiB per connection."""
 """Answered whatever the connection caps: a busy service is not a dead one."""
 SUPPORTED_VERSIONS = ("1.0", "1.1")
 _RESET = struct.pack("ii", 1, 0)
@@ -179,12 +183,13 @@ class ConnectionTransport:
     transport's methods, rarely called, go through a ``__getattr__`` fallback rather than
     cost every open connection a bound method each."""
 
-    __slots__ = ("_connection", "_held", "_raw", "is_closing", "write")
+    __slots__ = ("_connection", "_held", "_raw", "_refused", "is_closing", "write")
 
     def __init__(self, raw: asyncio.Transport, connection: Connection) -> None:
         self._raw = raw
         self._connection = connection
         self._held: bytes | None = None
+        self._refused = False
         self.is_closing = raw.is_closing
         self.write: Callable[[bytes], None] = self._write_head
 
@@ -218,7 +223,18 @@ class ConnectionTransport:
     def response_complete(self) -> None:
         """The next write is the next response's (or a 100 Continue's)."""
         self._held = None
-        self.write = self._write_head
+        self.write = self._discard if self._refused else self._write_head
+
+    def refused(self) -> None:
+        """The protocol answered the connection itself and ended its output: what a request
+        still running on it (one pipelined before the refused head) writes is dropped,
+        as after a disconnect, instead of failing on the ended stream."""
+        self._refused = True
+        self._held = None
+        self.write = self._discard
+
+    def _discard(self, data: bytes) -> None:
+        pass
 
     def close(self) -> None:
         # A held head is dropped: the app failed before its body, and half an answer is worse
@@ -472,6 +488,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             cycle.message_event.set()
         if not answered:
             self._raw.write(_response_bytes(error, request_id))
+        if self._wrapper is not None:
+            self._wrapper.refused()
         self._linger()
 
     # -- input -----------------------------------------------------------------------------
@@ -558,6 +576,20 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if version not in SUPPORTED_VERSIONS:
             self._refuse(http_version_not_supported(version))
             return
+        if len(self.pipeline) >= MAX_PIPELINED_REQUESTS:
+            # Reset, not answered: an answer would go out ahead of those of the requests
+            # before it, still unwritten, and be read as theirs.
+            log_event(
+                "api.request.refused",
+                f"more than {MAX_PIPELINED_REQUESTS} pipelined requests waiting on one "
+                "connection: connection reset",
+                logging.WARNING,
+            )
+            self._lingering = True  # the rest of what was read is dropped
+            if self._wrapper is not None:
+                self._wrapper.refused()
+            self._reset()
+            return
         self._awaiting_head = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
         self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
@@ -565,7 +597,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if refusal is None:
             super().on_headers_complete()
         else:
-            # Over a connection cap: uvicorn serves this one request with the refusing app.
+            # Over a connection cap: uvicorn serves this one request with the refusing app
+            # (a probe's with the app itself).
             app = self.app
             self.app = refusal
             try:
@@ -576,10 +609,14 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # not an upgrade
             # Its task has not run yet: nothing waits on the event it was given.
             cycle.message_event = _Signal()  # type: ignore[assignment]
+            if refusal is not None:
+                # Closed once answered, probes included: else connections that only ever
+                # ask /health would stay open past the caps, for as long as a client likes.
+                cycle.keep_alive = False
 
     def _over_a_cap(self) -> Callable[[Scope, Receive, Send], Any] | None:
-        """The app refusing this request for a connection cap it is over, ``None`` if none
-        (the probes are over none)."""
+        """The app answering this request over a connection cap, ``None`` if under them: a
+        refusing app, or for a probe the app itself (probes are answered over the caps)."""
         clients = self._client_connections
         host = self._client_host
         over_client_cap = host is not None and clients is not None and clients.over_limit(host)
@@ -589,7 +626,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             b"GET",
             b"HEAD",
         ):
-            return None
+            return self.app
         if over_client_cap:
             assert clients is not None
             return functools.partial(_too_many_from_client, clients.limit)

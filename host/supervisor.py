@@ -65,8 +65,12 @@ def refuse_process_local_backend(
     """``ConfigError`` when several workers would each keep a history of their own."""
     kind = settings.backend.kind
     if workers > 1 and not registry.backends[kind].shared_between_processes:
+        # "auto" resolves per machine: say what it became, or the refusal seems arbitrary.
+        count = f"{workers} workers"
+        if settings.application.workers == AUTO:
+            count = f"auto ({count} on this machine)"
         raise ConfigError(
-            f"application.workers: {workers} workers, but the {kind!r} backend keeps its "
+            f"application.workers: {count}, but the {kind!r} backend keeps its "
             "notifications inside each process (every worker would have its own history); "
             "use 1 worker, or a backend shared between processes such as jetstream"
         )

@@ -9,6 +9,7 @@ wire carries nothing that says which process answered. Every wait is a bounded p
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 from collections.abc import Iterator
@@ -20,9 +21,11 @@ import httpx
 import psutil
 import pytest
 
+from aviso_host.config import ConfigError, load_settings, loader
 from aviso_host.config.settings import LimitSettings
+from aviso_host.plugins import discover
 from aviso_host.server import connection_capacity
-from aviso_host.supervisor import worker_count
+from aviso_host.supervisor import refuse_process_local_backend, worker_count
 from tests.host.backends.jetstream_support import (
     STOP_TIMEOUT,
     Aviso,
@@ -40,6 +43,8 @@ from tests.host.backends.jetstream_support import (
 )
 
 pytestmark = pytest.mark.heavy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 WORKERS = 2
 WATCHES = 20
@@ -320,3 +325,35 @@ def test_refusals(tmp_path: Path) -> None:
     crashing = refusals["unreachable"]
     crashing.assert_refused("Error: workers keep failing at startup: 3 in a row exited")
     assert crashing.output.strip().splitlines()[-1].startswith("Error: "), crashing.output
+
+
+@pytest.mark.parametrize("workers", [1, WORKERS])
+def test_a_terminal_ctrl_c_reaches_aviso_not_its_embedded_nats_server(
+    tmp_path: Path, workers: int
+) -> None:
+    """A terminal sends SIGINT to its whole foreground process group: the nats-server must be
+    outside it, or it exits under the draining workers and is "restarted" at error level."""
+    with embedded(tmp_path, workers) as server:
+        (nats,) = nats_children(server)
+        assert os.getpgid(nats.pid) != os.getpgid(server.process.pid)
+        server.process.send_signal(signal.SIGINT)
+        status = server.process.wait(STOP_TIMEOUT + 30)
+        if workers > 1:  # one process ends by the signal re-raised, as uvicorn has it
+            assert status == 0, server.log()
+        assert not nats.is_running() or nats.status() == psutil.STATUS_ZOMBIE
+    assert "embedded nats-server exited" not in server.log()
+    assert '"level":"error"' not in server.log()
+
+
+def test_workers_auto_refused_on_in_memory_says_what_auto_became(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``auto`` is a number only on the machine at hand: the refusal says which."""
+    monkeypatch.setattr(loader, "SYSTEM_CONFIG", tmp_path / "absent.yaml")
+    registry = discover()
+    environ = {"AVISOSERVER_APPLICATION__WORKERS": "auto"}
+    settings = load_settings(registry, environ=environ, cwd=ROOT, home=tmp_path)
+    assert settings.backend.kind == "in_memory"
+    refuse_process_local_backend(settings, registry, 1)  # one core: auto is one worker
+    with pytest.raises(ConfigError, match=r"^application\.workers: auto \(4 workers on this"):
+        refuse_process_local_backend(settings, registry, 4)

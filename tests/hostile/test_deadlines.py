@@ -10,17 +10,21 @@ a request the parser refuses is answered in the aviso error shape.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from aviso_host.http_protocol import MAX_PIPELINED_REQUESTS
 from tests.hostile.support import (
+    VALID_NOTIFY,
     assert_client_error,
     assert_still_serving,
     read_until_closed,
@@ -214,6 +218,40 @@ def test_connections_beyond_the_per_client_cap_get_429(per_client_cap: RunningSe
         assert_still_serving(client)
 
 
+def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer) -> None:
+    """The attack: connections past the cap that only ever ask ``/health`` (answered over
+    the caps) would stay open for as long as the client keeps asking. Each is answered,
+    then closed; under the cap a probe keeps its connection."""
+    probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    # Two silent connections fill the address's cap for the whole test, so every probe is
+    # over it however the probing connections' own closes interleave.
+    held = [_connect(per_client_cap, "127.0.0.4") for _ in range(4)]
+    probing = held[2:]
+    connections = per_client_cap.server.server_state.connections
+
+    def open_from_address() -> int:
+        return sum(c.client[0] == "127.0.0.4" for c in list(connections))
+
+    try:
+        _wait_for(lambda: open_from_address() == 4, "connections not accepted")
+        for sock in probing:
+            sock.sendall(probe)
+        for sock in probing:
+            answer = read_until_closed(sock)
+            assert status_and_body(answer) == (200, {"status": "ok"}), answer
+            assert b"connection: close" in answer.lower(), answer
+    finally:
+        for sock in held:
+            sock.close()
+    _wait_for(lambda: open_from_address() == 0, "connections not closed")
+    with _connect(per_client_cap, "127.0.0.4") as sock:
+        for _ in range(2):  # one connection of the address: kept alive
+            sock.sendall(probe)
+            head = sock.recv(65536)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert b"connection: close" not in head.lower(), head
+
+
 # -- what the parser cannot read ----------------------------------------------------------------
 
 
@@ -240,6 +278,61 @@ def test_malformed_requests_get_400_in_the_aviso_shape(
     assert (status, body["code"]) == (400, "BAD_REQUEST"), answer[:300]
     assert "content-type: application/json" in head
     assert f"x-request-id: {body['request_id']}" in head
+
+
+def test_a_malformed_request_after_a_watch_ends_it_without_an_error(
+    quick_bodies: RunningServer,
+) -> None:
+    """The attack: a watch is streaming when the client sends a head the parser refuses.
+    The refusal ends the connection's output; the watch, still running, has its next
+    event dropped as after a disconnect, not logged as an application error."""
+    basin = f"cut{uuid.uuid4().hex[:12]}"
+    watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": basin}}).encode()
+    with CapturedLog() as log, _connect(quick_bodies) as sock:
+        sock.sendall(
+            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(watch), watch)
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200"), "the watch did not start"
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        answer = read_until_closed(sock)  # the 400, then the end of the connection's output
+        assert b'"code":"BAD_REQUEST"' in answer, answer[-300:]
+        with _client(quick_bodies) as client:
+            body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "basin": basin}}
+            assert client.post(NOTIFY, json=body).status_code == 200  # the watch writes it
+            assert_still_serving(client)
+    errors = [line for line in log.lines() if line["level"] == "error"]
+    assert errors == [], errors
+
+
+def test_a_deep_pipeline_behind_a_watch_is_reset(quick_bodies: RunningServer) -> None:
+    """The attack: a watch, then one read full of tiny pipelined requests; each would wait
+    parsed, with its scope, behind the watch that never ends (~7 MiB per connection). Past
+    ``MAX_PIPELINED_REQUESTS`` the connection is reset; a shorter pipeline is answered."""
+    watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "rhine"}}).encode()
+    probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    connections = quick_bodies.server.server_state.connections
+    with CapturedLog() as log, _connect(quick_bodies) as sock:
+        sock.sendall(
+            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s"
+            % (len(watch), watch)
+            + probe * (MAX_PIPELINED_REQUESTS * 4)
+        )
+        # Bounded: unrefused, the watch's heartbeats would keep the connection open.
+        deadline = time.monotonic() + WAIT
+        with contextlib.suppress(ConnectionResetError):
+            while sock.recv(65536):
+                assert time.monotonic() < deadline, "the connection was not reset"
+        port = sock.getsockname()[1]
+        _wait_for(lambda: all(c.client[1] != port for c in list(connections)), "still open")
+    refused = [line for line in log.lines() if "pipelined" in line["message"]]
+    assert [line["level"] for line in refused] == ["warn"], log.lines()
+    assert [line for line in log.lines() if line["level"] == "error"] == []
+    depth = 32  # the project's own load generators pipeline this many
+    with _connect(quick_bodies) as sock:
+        sock.sendall(probe * (depth - 1) + probe.replace(b"Host: x", b"Connection: close"))
+        assert read_until_closed(sock).count(b"HTTP/1.1 200 OK") == depth
 
 
 def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:

@@ -123,8 +123,14 @@ class EmbeddedNatsServer:
             if self._stopping.is_set():
                 return None
             with self.log_path.open("ab") as log:
+                # A process group of its own: a Ctrl-C in a terminal reaches aviso alone, which
+                # drains, then stops the server (else it would exit, be "restarted" mid-drain).
                 self._process = subprocess.Popen(
-                    command, stdout=log, stderr=log, preexec_fn=_die_with_parent
+                    command,
+                    stdout=log,
+                    stderr=log,
+                    preexec_fn=_die_with_parent,
+                    process_group=0,
                 )
             return self._process
 
