@@ -192,6 +192,9 @@ def uvicorn_config(app: object, host: str, port: int, lifespan: bool = True) -> 
         timeout_graceful_shutdown=30,
         loop="auto",
         http="auto",
+        # aviso serves no WebSocket route: without a WebSocket protocol an upgrade request is
+        # an ordinary HTTP request under aviso's limits, not a hand-over to wsproto's code.
+        ws="none",
         lifespan="on" if lifespan else "off",
         # The client address is the connection's peer, as auth providers are promised
         # (AuthRequest.client): trusting X-Forwarded-For is a provider's decision, not

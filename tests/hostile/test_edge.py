@@ -96,6 +96,22 @@ def _read_response(sock: socket.socket) -> int:
     return int(head.split()[1])
 
 
+def test_a_websocket_upgrade_is_answered_as_plain_http(
+    hostile_server: RunningServer, hostile: httpx.Client
+) -> None:
+    """No WebSocket route, so no WebSocket protocol: an upgrade request is an HTTP request
+    like any other (answered by the route, on a connection that stays HTTP)."""
+    upgrade = (
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server_port(hostile_server)), timeout=30) as sock:
+        for _ in range(2):  # the connection stays an HTTP keep-alive connection
+            sock.sendall(upgrade)
+            assert _read_response(sock) == 200
+    assert_still_serving(hostile)
+
+
 def test_a_pipelined_request_whose_body_is_still_arriving_keeps_its_connection(
     hostile: httpx.Client,
 ) -> None:
