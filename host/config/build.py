@@ -37,7 +37,7 @@ from aviso_host.config.settings import (
     WatchSettings,
 )
 from aviso_host.config.shape import validate_shape
-from aviso_host.config.unknown_keys import unknown_key_warnings
+from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
 
 LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
@@ -55,7 +55,7 @@ def settings_from_document(
     schema = document_schema(registry)
     written = drop_nulls(document)
     # Found before any check, so that no error message can quote a secret value.
-    secret_paths = frozenset(path for path, _ in secret_locations(written, schema))
+    secret_paths = _secret_paths(written, schema)
     named = frozenset(section.path for section in selected_sections(written, registry))
     secrets = secret_values(written, secret_paths, named)
     try:
@@ -75,7 +75,7 @@ def _settings(
     validate_shape(effective, schema)
     effective = without_empty_sections(effective, written, sections)
     # Again on the effective document: defaults may hold secrets too.
-    secret_paths = frozenset(path for path, _ in secret_locations(effective, schema))
+    secret_paths = _secret_paths(effective, schema)
     named = frozenset(section.path for section in sections)
     secrets |= secret_values(effective, secret_paths, named)
     unknown = unknown_key_warnings(effective, schema, overrides)
@@ -109,6 +109,13 @@ def _settings(
         plugin_sections=named,
         secrets=secrets,
     )
+
+
+def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
+    """Where ``document`` holds secrets: values marked ``writeOnly`` and unknown keys' values
+    (nobody reads them, so nothing is lost by never showing them)."""
+    marked = frozenset(path for path, _ in secret_locations(document, schema))
+    return marked | unknown_key_paths(document, schema)
 
 
 def _known(section: Mapping[str, Any], cls: type) -> dict[str, Any]:

@@ -47,6 +47,13 @@ def unknown_key_warnings(
     return warnings
 
 
+def unknown_key_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
+    """The key path of every unknown key of ``document``, however it was set (file or
+    variable). Their values are treated as secrets: a misspelled ``admin_pasword`` or
+    ``credentails`` is no less secret for not matching a secret key name."""
+    return frozenset(path for path, _ in _unknown_in_document(document, schema, ()))
+
+
 def _unknown_in_document(
     value: Any, schema: Any, path: KeyPath
 ) -> Iterable[tuple[KeyPath, Iterable[str]]]:
