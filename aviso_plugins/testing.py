@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -50,6 +51,7 @@ from aviso_plugins.types import Notification, SinkOutcome, SinkRejected
 START_TIMEOUT = 15.0
 READ_TIMEOUT = 10.0
 NOTIFICATION_EVENTS = ("live-notification", "replay")
+_OPENING_EVENTS = ("connection_established", "replay_started")
 TEST_DEFAULTS: Mapping[str, Any] = {
     "application": {"host": "127.0.0.1", "port": 0},
     "notification_backend": {"kind": "in_memory"},
@@ -181,7 +183,14 @@ class Event:
 
 
 class EventStream:
-    """An open SSE response, read event by event (every read bounded by ``READ_TIMEOUT``)."""
+    """An open SSE response, read event by event; every wait is bounded by its timeout
+    (``READ_TIMEOUT`` unless given).
+
+    Chunks are read one at a time, only when an event is wanted, by a thread of the
+    stream's own: a blocking socket read cannot be given a deadline per call, while a
+    thread's answer can be waited for with one. A read that times out stays pending and
+    answers the next wait, so nothing is lost or read ahead of the test.
+    """
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
@@ -189,13 +198,21 @@ class EventStream:
         self.events: list[Event] = []
         self.ended = False
         self._parser = SSEParser()
-        self._chunks = response.iter_bytes()
         self._ready: list[Event] = []
+        self._wanted = threading.Semaphore(0)
+        self._read: queue.SimpleQueue[bytes | Exception | None] = queue.SimpleQueue()
+        self._pending = False
+        self._closed = False
+        self._reader: threading.Thread | None = None
 
-    def next(self) -> Event | None:
-        """The next event, or None when the server ended the body."""
+    def next(self, timeout: float = READ_TIMEOUT) -> Event | None:
+        """The next event, or None when the server ended the body; AssertionError when
+        none comes within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
         while not self._ready:
-            chunk = next(self._chunks, None)
+            if self.ended:
+                return None
+            chunk = self._chunk(deadline)
             if chunk is None:
                 self.ended = True
                 return None
@@ -212,15 +229,60 @@ class EventStream:
         if an ``event: error`` comes first."""
         matches = wanted if callable(wanted) else (lambda event: event.kind == wanted)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            event = self.next()
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                event = self.next(left)
+            except AssertionError:
+                break
             if event is None:
                 break
             if matches(event):
                 return event
             if event.name == "error":
                 raise StreamError(self.path, event)
-        raise AssertionError(f"no {wanted!r} event; got {[e.kind for e in self.events]}")
+        raise AssertionError(
+            f"no {wanted!r} event within {timeout} s; got {[e.kind for e in self.events]}"
+        )
+
+    def close(self) -> None:
+        """Let the reader thread end (the response itself is closed by its owner)."""
+        self._closed = True
+        self._wanted.release()
+
+    def _chunk(self, deadline: float) -> bytes | None:
+        if self._reader is None:
+            self._reader = threading.Thread(
+                target=self._read_chunks, name=f"aviso-testing-read {self.path}", daemon=True
+            )
+            self._reader.start()
+        if not self._pending:
+            self._pending = True
+            self._wanted.release()
+        try:
+            chunk = self._read.get(timeout=max(deadline - time.monotonic(), 0))
+        except queue.Empty:
+            raise AssertionError(
+                f"{self.path}: no event in time; got {[e.kind for e in self.events]}"
+            ) from None
+        self._pending = False
+        if isinstance(chunk, Exception):
+            raise chunk
+        return chunk
+
+    def _read_chunks(self) -> None:
+        chunks = self.response.iter_bytes()
+        while True:
+            self._wanted.acquire()
+            if self._closed:
+                return
+            try:
+                chunk = next(chunks, None)
+            except Exception as exc:  # handed to the test's thread, raised there
+                self._read.put(exc)
+                return
+            self._read.put(chunk)
+            if chunk is None:
+                return
 
     def to_end(self) -> list[Event]:
         """Every event up to the end of the body (a replay's ``connection-closing``);
@@ -280,11 +342,12 @@ class AvisoClient(httpx.Client):
         headers: Mapping[str, str] | None = None,
         **extra: Any,
     ) -> Iterator[EventStream]:
-        """POST /api/v1/watch; the stream is open (``connection_established`` read) on entry,
-        so a notification sent inside the block is delivered to it. A refused request raises
-        AssertionError with the status and body."""
+        """POST /api/v1/watch; the stream is open on entry (its first control event read:
+        ``connection_established``, or ``replay_started`` for a watch that resumes from
+        ``from_id=...`` or ``from_date=...``), so a notification sent inside the block is
+        delivered to it. A refused request raises AssertionError with the status and body."""
         with self._stream("/api/v1/watch", event_type, identifier, headers, extra) as stream:
-            stream.until(lambda event: event.data.get("type") == "connection_established")
+            stream.until(lambda event: event.data.get("type") in _OPENING_EVENTS)
             yield stream
 
     def replay(
@@ -318,7 +381,11 @@ class AvisoClient(httpx.Client):
             if response.status_code != 200:
                 response.read()
                 raise AssertionError(f"{path}: {response.status_code} {response.text}")
-            yield EventStream(response)
+            stream = EventStream(response)
+            try:
+                yield stream
+            finally:
+                stream.close()
 
 
 # -- the server ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ a client that reads notify/watch/replay, and the pytest fixture."""
 from __future__ import annotations
 
 import importlib.metadata
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -13,7 +14,14 @@ from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_host.config import ConfigError
 from aviso_host.plugins import PluginError
 from aviso_plugins import hookimpl
-from aviso_plugins.testing import EventStream, StreamError, build_app, run_sink, serve
+from aviso_plugins.testing import (
+    READ_TIMEOUT,
+    EventStream,
+    StreamError,
+    build_app,
+    run_sink,
+    serve,
+)
 from aviso_plugins.types import (
     FieldHandler,
     InvalidValue,
@@ -105,6 +113,33 @@ def test_until_fails_when_the_stream_ends_first() -> None:
         replay = aviso.replay("shout", {"word": "a"})
     with pytest.raises(AssertionError, match="no 'live-notification' event"):
         replay.until("live-notification")
+
+
+def test_a_watch_resuming_from_a_sequence_opens_and_follows_history_then_live() -> None:
+    with serve(CONFIG, plugins=[UpperPlugin()]) as aviso:
+        assert aviso.notify("shout", {"word": "word"}, {"n": 1}).status_code == 200
+        with aviso.watch("shout", {"word": "word"}, from_id="1") as live:
+            assert live.events[0].kind == "replay-control/replay_started"
+            assert aviso.notify("shout", {"word": "word"}, {"n": 2}).status_code == 200
+            live.until(lambda event: event.is_notification and event.data["sequence"] == 2)
+        payloads = [event.data["data"]["payload"] for event in live.notifications()]
+        assert payloads == [{"n": 1}, {"n": 2}]
+
+
+def test_until_gives_up_at_its_own_timeout_and_loses_nothing_by_it() -> None:
+    quiet = {**CONFIG, "watch_endpoint": {"sse_heartbeat_interval_sec": 3600}}
+    with (
+        serve(quiet, plugins=[UpperPlugin()]) as aviso,
+        aviso.watch("shout", {"word": "late"}) as live,
+    ):
+        started = time.monotonic()
+        with pytest.raises(AssertionError, match=r"no 'live-notification' event within 0\.2 s"):
+            live.until("live-notification", timeout=0.2)
+        # Well inside the client's own read timeout: the wait was the one asked for.
+        assert time.monotonic() - started < READ_TIMEOUT
+        assert aviso.notify("shout", {"word": "late"}).status_code == 200
+        event = live.until("live-notification")
+    assert event.data["data"]["identifier"] == {"word": "LATE"}
 
 
 def test_the_fixture_is_registered_with_pytest() -> None:
