@@ -16,7 +16,12 @@ import pytest
 
 from aviso_builtins.backends.jetstream.backend import JetStreamBackend
 from aviso_builtins.backends.jetstream.options import OptionsError, parse_options
-from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext, MessageIdReused
+from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
+    BackendContext,
+    MessageIdRefused,
+    MessageIdReused,
+)
 from tests.host.backends.jetstream_support import (
     Case,
     document,
@@ -37,23 +42,31 @@ def publish_all(
     options: Mapping[str, Any] | None = None,
     policy: Mapping[str, Any] | None = None,
     first_index: int = 0,
-) -> None:
+) -> list[str]:
     """Start a backend, publish one notification per id to ``<base>.<index % 2>``, shut
-    down (indexes count from ``first_index``)."""
+    down (indexes count from ``first_index``); each outcome: ``stored``, ``replayed`` or
+    the refusal's code."""
     policies = {base: {"allow_duplicates": True, **(policy or {})}}
     context = BackendContext({"nats_url": nats_url, **(options or {})}, policies)
 
-    async def run() -> None:
+    async def run() -> list[str]:
         backend = JetStreamBackend(context)
         await backend.start()
+        outcomes = []
         try:
             for index, message_id in enumerate(message_ids, first_index):
                 metadata = {MESSAGE_ID_METADATA: message_id} if message_id else {}
-                await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
+                try:
+                    record = await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
+                except MessageIdRefused as refused:
+                    outcomes.append(refused.code)
+                else:
+                    outcomes.append("replayed" if record.replayed else "stored")
         finally:
             await backend.shutdown()
+        return outcomes
 
-    asyncio.run(asyncio.wait_for(run(), 30))
+    return asyncio.run(asyncio.wait_for(run(), 30))
 
 
 def window_of(nats_url: str, base: str) -> float:
@@ -78,11 +91,16 @@ def test_a_republished_message_id_inside_the_window_is_stored_once(
     module_nats: NatsServer,
 ) -> None:
     base = unique("dedup")
-    # Same id on different subjects too: de-duplication is per stream, not per subject. Each
-    # through a backend of its own: one that stored the first would refuse the re-use for
-    # another subject itself (MessageIdReused), before JetStream is asked.
-    for index, message_id in enumerate(["id-1", "id-1", "id-2", "id-1", "id-2"]):
+    # Same id on different subjects too: de-duplication is per stream, not per subject, and
+    # a notification on another subject is another notification. Each through a backend of
+    # its own, so that the broker's answer is what decides, not what an instance remembers.
+    outcomes = [
         publish_all(module_nats.url, base, [message_id], {"duplicate_window": "1h"}, None, index)
+        for index, message_id in enumerate(["id-1", "id-1", "id-2", "id-1", "id-2", "id-1", "id-1"])
+    ]
+    reused = ["IDEMPOTENCY_KEY_REUSED"]
+    replayed = ["replayed"]
+    assert outcomes == [["stored"], reused, ["stored"], reused, replayed, reused, replayed]
     assert stream_state(module_nats.url, base.upper()).messages == 2
 
 
@@ -111,7 +129,7 @@ def test_an_instance_refuses_a_message_id_it_stored_for_another_notification(
     assert stream_state(module_nats.url, base.upper()).messages == 1
 
 
-def test_a_message_id_dropped_as_a_re_send_is_not_taken_for_the_first_notification(
+def test_a_message_id_another_instance_stored_is_checked_against_the_stored_message(
     module_nats: NatsServer,
 ) -> None:
     base = unique("reuse")
@@ -120,18 +138,27 @@ def test_a_message_id_dropped_as_a_re_send_is_not_taken_for_the_first_notificati
         {"nats_url": module_nats.url, "duplicate_window": "1h"}, {base: {"allow_duplicates": True}}
     )
 
-    async def run() -> None:
+    async def run() -> list[str]:
         backend = JetStreamBackend(context)
         await backend.start()
+        outcomes = []
         try:
-            # Another instance stored "k" first: this one's text is dropped by JetStream and
-            # not remembered, so a retry of the first notification is not refused here.
-            await backend.publish(f"{base}.1", '{"n":2}', {MESSAGE_ID_METADATA: "k"})
-            await backend.publish(f"{base}.0", '{"n":1}', {MESSAGE_ID_METADATA: "k"})
+            # Another instance stored "k" first: this one remembers nothing of it, and the
+            # broker drops both sends. Each is compared with the message the broker keeps.
+            for topic, payload in ((".1", '{"n":2}'), (".0", '{"n":2}'), (".0", '{"n":1}')):
+                try:
+                    record = await backend.publish(
+                        base + topic, payload, {MESSAGE_ID_METADATA: "k"}
+                    )
+                except MessageIdReused as refused:
+                    outcomes.append(f"refused {refused.message_id}")
+                else:
+                    outcomes.append(f"replayed {record.sequence}" if record.replayed else "stored")
         finally:
             await backend.shutdown()
+        return outcomes
 
-    asyncio.run(asyncio.wait_for(run(), 30))
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["refused k", "refused k", "replayed 1"]
     assert stream_state(module_nats.url, base.upper()).messages == 1
 
 
