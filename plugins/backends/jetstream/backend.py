@@ -73,8 +73,8 @@ _ACK_TIMEOUT = 5.0
 """Seconds any other publish waits for its acknowledgement (nats-py's JetStream default)."""
 _SERVER_DUPLICATE_WINDOW = 120
 """nats-server's default duplicate window, in seconds."""
-_SEEN_IDS = 100_000
-_SEEN_IDS_PER_WRITER = 10_000
+SEEN_IDS = 100_000
+SEEN_IDS_PER_WRITER = 10_000
 """Bounds of the message ids one instance remembers to refuse a re-use for another
 notification (the in-memory backend's defaults)."""
 
@@ -141,8 +141,8 @@ class JetStreamBackend(StorageBackend):
         # differs without asking the broker (a fast path: the broker's answer is the same).
         self._seen_ids = RememberedIds(
             _fingerprint_window(self.options, context),
-            _SEEN_IDS,
-            _SEEN_IDS_PER_WRITER,
+            SEEN_IDS,
+            SEEN_IDS_PER_WRITER,
             context.metrics.message_ids_evicted_early,
         )
 

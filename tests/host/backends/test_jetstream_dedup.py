@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 
-from aviso_builtins.backends.jetstream.backend import JetStreamBackend
+from aviso_builtins.backends.jetstream.backend import SEEN_IDS_PER_WRITER, JetStreamBackend
 from aviso_builtins.backends.jetstream.options import OptionsError, parse_options
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     BackendContext,
+    BackendMetrics,
+    MessageIdNotRetained,
     MessageIdRefused,
     MessageIdReused,
+    Writer,
 )
 from tests.host.backends.jetstream_support import (
     Case,
@@ -160,6 +163,110 @@ def test_a_message_id_another_instance_stored_is_checked_against_the_stored_mess
 
     assert asyncio.run(asyncio.wait_for(run(), 30)) == ["refused k", "refused k", "replayed 1"]
     assert stream_state(module_nats.url, base.upper()).messages == 1
+
+
+def test_a_re_send_whose_message_is_no_longer_retained_is_refused(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("gone")
+    # One message per subject (JetStream's default here): a newer one replaces the first.
+    context = BackendContext({"nats_url": module_nats.url}, {base: {"allow_duplicates": False}})
+
+    async def run() -> list[str]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        refused = []
+        try:
+            await backend.publish(f"{base}.1", "null", {MESSAGE_ID_METADATA: "replaced"})
+            await backend.publish(f"{base}.1", '{"n":2}', {})
+            deleted = await backend.publish(f"{base}.2", "null", {MESSAGE_ID_METADATA: "deleted"})
+            assert await backend.delete_message(base, deleted.sequence)
+            for key, topic in (("replaced", ".1"), ("deleted", ".2")):
+                with pytest.raises(MessageIdNotRetained) as error:
+                    await backend.publish(base + topic, "null", {MESSAGE_ID_METADATA: key})
+                refused.append(error.value.message_id)
+            # A purge empties the stream but not the broker's memory of the ids.
+            await backend.publish(f"{base}.3", "null", {MESSAGE_ID_METADATA: "purged"})
+            await backend.wipe_stream(base)
+            with pytest.raises(MessageIdNotRetained) as error:
+                await backend.publish(f"{base}.3", "null", {MESSAGE_ID_METADATA: "purged"})
+            refused.append(error.value.message_id)
+        finally:
+            await backend.shutdown()
+        return refused
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["replaced", "deleted", "purged"]
+    assert stream_state(module_nats.url, base.upper()).messages == 0
+
+
+def test_a_re_send_with_text_beyond_ascii_is_recognised_by_another_instance(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("text")
+    context = BackendContext({"nats_url": module_nats.url}, {base: {"allow_duplicates": True}})
+    # Header values as the host writes them: JSON text, here with accents, an encoded-word
+    # look-alike and quotes, which an e-mail header parser would not give back as sent.
+    metadata = {
+        "identifier": '{"name":"Zürich =?utf-8?q?x?= \\"q\\""}',
+        MESSAGE_ID_METADATA: "k",
+    }
+
+    async def publish_through_new_instance(payload: str) -> tuple[int, bool]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        try:
+            record = await backend.publish(f"{base}.1", payload, metadata)
+            return record.sequence, record.replayed
+        finally:
+            await backend.shutdown()
+
+    async def run() -> list[tuple[int, bool]]:
+        return [
+            await publish_through_new_instance('{"city":"Zürich"}'),
+            await publish_through_new_instance('{"city":"Zürich"}'),
+        ]
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == [(1, False), (1, True)]
+
+
+class Evictions(BackendMetrics):
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        self.reasons += [reason] * count
+
+
+def test_the_instance_s_remembered_ids_report_their_early_evictions(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("evict")
+    evictions = Evictions()
+    context = BackendContext(
+        {"nats_url": module_nats.url}, {base: {"allow_duplicates": True}}, evictions
+    )
+    writer = Writer(address="127.0.0.9")
+    budget = SEEN_IDS_PER_WRITER
+
+    async def run() -> None:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        try:
+            for first in range(0, budget + 1, 500):
+                await asyncio.gather(
+                    *(
+                        backend.publish_from(
+                            writer, f"{base}.1", "null", {MESSAGE_ID_METADATA: f"k{n}"}
+                        )
+                        for n in range(first, min(first + 500, budget + 1))
+                    )
+                )
+        finally:
+            await backend.shutdown()
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+    # One id past the writer's budget: its own oldest was forgotten, and reported.
+    assert evictions.reasons == ["writer_budget"]
 
 
 def test_messages_without_an_id_are_all_stored(module_nats: NatsServer) -> None:
