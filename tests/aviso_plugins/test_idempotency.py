@@ -16,7 +16,7 @@ WINDOW = 3600.0
 
 def test_evictions_take_the_oldest_id_of_a_writer_holding_the_most() -> None:
     evicted: list[str] = []
-    ids = RememberedIds(WINDOW, 50, 20, lambda reason, count: evicted.extend([reason] * count))
+    ids = RememberedIds(WINDOW, 50, 8, lambda reason, count: evicted.extend([reason] * count))
     writers = [Writer(address=f"10.0.0.{index}") for index in range(40)]
     streams = ("alpha", "beta")
     model: dict[tuple[str, str], Writer] = {}  # remembered ids, oldest first
