@@ -1,13 +1,15 @@
 """Message ids (``Idempotency-Key``) remembered for a duplicate window, budgeted per writer.
 
 A backend that de-duplicates re-sends itself (in-memory), or that checks re-sends against
-what it saw (JetStream, best effort per instance), remembers each id with the sequence it
-was stored under and a fingerprint of its notification. Memory is bounded twice:
+what it saw (JetStream, a fast path per instance before the broker is asked), remembers each
+id with the sequence it was stored under and a fingerprint of its notification. Memory is
+bounded twice:
 
 - each writer (:class:`~aviso_plugins.types.Writer`) has its own budget per stream, so a
   writer sending more ids than that forgets its own oldest ones, never anyone else's;
 - all ids together are bounded too (the number of writers is the client's to choose: any
-  address may be one): beyond it the least recently active writer's oldest id goes first.
+  address may be one): beyond it the writer holding the most ids forgets its oldest, so a
+  flooding writer pays for its flood and a quiet one keeps its ids.
 
 An id forgotten before its window ended is an early eviction, reported through
 :meth:`~aviso_plugins.types.BackendMetrics.message_ids_evicted_early`.
@@ -56,11 +58,14 @@ class RememberedId:
     fingerprint: bytes
     expires: float
     """When the window ends, on the clock the caller passes (``time.monotonic()``)."""
-    bucket: tuple[str, Writer]
+    writer: Writer
 
 
 class RememberedIds:
-    """The message ids of a duplicate window: (stream, id) -> :class:`RememberedId`."""
+    """The message ids of a duplicate window: (stream, id) -> :class:`RememberedId`.
+
+    Every operation is O(1) whatever the number of writers: writers are kept in levels by
+    how many ids they hold, so the one holding the most is found without a search."""
 
     def __init__(
         self,
@@ -75,29 +80,21 @@ class RememberedIds:
         self._evicted_early = evicted_early
         # All ids, oldest first: the window is the same for all, so this is expiry order.
         self._ids: OrderedDict[tuple[str, str], RememberedId] = OrderedDict()
-        # (stream, writer) -> its ids oldest first; the least recently active writer first.
-        self._buckets: OrderedDict[tuple[str, Writer], OrderedDict[tuple[str, str], None]] = (
-            OrderedDict()
-        )
+        # A writer's ids on one stream (its budget there), and on all streams, oldest first.
+        self._per_stream: dict[tuple[str, Writer], OrderedDict[tuple[str, str], None]] = {}
+        self._per_writer: dict[Writer, OrderedDict[tuple[str, str], None]] = {}
+        # Writers by the number of ids they hold, each level in the order they reached it;
+        # ``_most`` is the highest level held (counts only move by one).
+        self._levels: dict[int, dict[Writer, None]] = {}
+        self._most = 0
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    @property
-    def writers(self) -> int:
-        """(stream, writer) pairs with at least one remembered id."""
-        return len(self._buckets)
-
     def get(self, stream: str, message_id: str, now: float) -> RememberedId | None:
-        """The id as remembered on ``stream``, ``None`` once its window has passed.
-
-        A hit counts as activity of the writer who stored the id: a producer retrying keeps
-        its ids ahead of idle writers' for the total bound."""
+        """The id as remembered on ``stream``, ``None`` once its window has passed."""
         self._expire(now)
-        remembered = self._ids.get((stream, message_id))
-        if remembered is not None:
-            self._buckets.move_to_end(remembered.bucket)
-        return remembered
+        return self._ids.get((stream, message_id))
 
     def remember(
         self,
@@ -108,36 +105,56 @@ class RememberedIds:
         fingerprint: bytes,
         now: float,
     ) -> None:
-        """Remember an id ``writer`` just had stored, within the writer's budget and the total."""
+        """Remember an id ``writer`` just had stored, within the writer's budget and the total.
+
+        Past the writer's budget on ``stream`` its own oldest id there is forgotten; past
+        the total, the oldest id of the writer holding the most (this one when it is among
+        them), so that a writer holding few ids never loses one to a flood."""
         self._expire(now)
         key = (stream, message_id)
         if key in self._ids:
             self._drop(key)
-        bucket_key = (stream, writer)
-        bucket = self._buckets.get(bucket_key)
-        if bucket is None:
-            bucket = self._buckets[bucket_key] = OrderedDict()
-        else:
-            self._buckets.move_to_end(bucket_key)
-        if len(bucket) >= self.max_ids_per_writer:
+        bucket = self._per_stream.get((stream, writer))
+        if bucket is not None and len(bucket) >= self.max_ids_per_writer:
             self._drop(next(iter(bucket)))
             self._evicted_early(WRITER_BUDGET, 1)
         elif len(self._ids) >= self.max_ids:
-            # The least recently active writer (never this one: it was just moved last,
-            # unless it is the only one) loses its oldest id.
-            oldest = next(iter(self._buckets.values()))
-            self._drop(next(iter(oldest)))
+            holding = len(self._per_writer.get(writer, ()))
+            loser = writer if holding == self._most else next(iter(self._levels[self._most]))
+            self._drop(next(iter(self._per_writer[loser])))
             self._evicted_early(TOTAL_BUDGET, 1)
-        bucket = self._buckets.setdefault(bucket_key, OrderedDict())
-        bucket[key] = None
-        self._ids[key] = RememberedId(sequence, fingerprint, now + self.window_seconds, bucket_key)
+        self._ids[key] = RememberedId(sequence, fingerprint, now + self.window_seconds, writer)
+        self._per_stream.setdefault((stream, writer), OrderedDict())[key] = None
+        mine = self._per_writer.setdefault(writer, OrderedDict())
+        mine[key] = None
+        self._moved(writer, len(mine) - 1, len(mine))
 
     def _drop(self, key: tuple[str, str]) -> None:
-        remembered = self._ids.pop(key)
-        bucket = self._buckets[remembered.bucket]
+        writer = self._ids.pop(key).writer
+        bucket_key = (key[0], writer)
+        bucket = self._per_stream[bucket_key]
         del bucket[key]
         if not bucket:
-            del self._buckets[remembered.bucket]
+            del self._per_stream[bucket_key]
+        mine = self._per_writer[writer]
+        del mine[key]
+        if not mine:
+            del self._per_writer[writer]
+        self._moved(writer, len(mine) + 1, len(mine))
+
+    def _moved(self, writer: Writer, before: int, after: int) -> None:
+        """``writer`` now holds ``after`` ids instead of ``before`` (one more or one less)."""
+        if before:
+            level = self._levels[before]
+            del level[writer]
+            if not level:
+                del self._levels[before]
+                if before == self._most:
+                    # Its holders were only this writer, now one below.
+                    self._most = after
+        if after:
+            self._levels.setdefault(after, {})[writer] = None
+            self._most = max(self._most, after)
 
     def _expire(self, now: float) -> None:
         ids = self._ids

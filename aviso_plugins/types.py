@@ -154,6 +154,10 @@ class StoredNotification:
     """Storage time, nanoseconds since the Unix epoch (UTC)."""
     metadata: Mapping[str, str] = field(default_factory=dict)
     rendered: bytes | None = None
+    replayed: bool = False
+    """Set by ``publish`` only: nothing was stored, because this very notification (same
+    topic, payload and metadata) is the one already stored under its message id. The host
+    answers the notify 200 with ``Idempotent-Replayed: true``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +224,7 @@ class BackendMetrics:
         """``count`` remembered message ids (``Idempotency-Key``) were forgotten before
         their duplicate window ended: ``writer_budget`` (the writer's own budget for the
         stream was full) or ``total_budget`` (all remembered ids were at their bound, and
-        the least recently active writer's went first)."""
+        the writer holding the most gave up its oldest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,22 +264,47 @@ def publishing_writer() -> Writer:
     return _PUBLISHING_WRITER.get() or _NOBODY
 
 
-class MessageIdReused(ValueError):
-    """A message id seen on the stream within the duplicate window came back with a
-    different notification (topic, payload or metadata); nothing was stored.
+class MessageIdRefused(ValueError):
+    """A message id seen on the stream within the duplicate window came back, and the
+    notification cannot be confirmed as the one stored under it; nothing was stored.
 
-    Raised by ``StorageBackend.publish``/``publish_from``; the host answers 422
-    ``IDEMPOTENCY_KEY_REUSED`` naming the key.
+    Raised (as one of its subclasses) by ``StorageBackend.publish``/``publish_from``; the
+    host answers 422 with ``code``, naming the client's key.
     """
 
-    code: ClassVar[str] = "IDEMPOTENCY_KEY_REUSED"
+    code: ClassVar[str]
     """The error code the API answers (sinks reject the row with it)."""
+
+    def __init__(self, message_id: str, message: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
+class MessageIdReused(MessageIdRefused):
+    """The message id was stored with a different notification (topic, payload or
+    metadata)."""
+
+    code: ClassVar[str] = "IDEMPOTENCY_KEY_REUSED"
 
     def __init__(self, message_id: str) -> None:
         super().__init__(
-            f"Idempotency-Key '{message_id}' was already used for a different notification"
+            message_id,
+            f"Idempotency-Key '{message_id}' was already used for a different notification",
         )
-        self.message_id = message_id
+
+
+class MessageIdNotRetained(MessageIdRefused):
+    """The notification stored under the message id is no longer retained (replaced by a
+    newer one on its topic, deleted, purged or expired), so it cannot be compared."""
+
+    code: ClassVar[str] = "IDEMPOTENCY_KEY_NOT_RETAINED"
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(
+            message_id,
+            f"The notification stored under Idempotency-Key '{message_id}' is no longer "
+            "retained, so this one cannot be confirmed as its re-send",
+        )
 
 
 class StorageBackend(ABC):
@@ -318,9 +347,12 @@ class StorageBackend(ABC):
         """Store durably, fan out, and return the stored record; raise on failure.
 
         With a message id (:data:`MESSAGE_ID_METADATA`) seen on the stream within the
-        backend's duplicate window, a backend that de-duplicates stores nothing and returns
-        the first record's sequence, or raises :class:`MessageIdReused` when the
-        notification differs from the first one.
+        backend's duplicate window, a backend that de-duplicates stores nothing. It returns
+        the stored record with ``replayed`` set only when that record is still retained and
+        is this same notification (topic, payload and metadata, the message id and
+        :data:`ACTOR_METADATA` aside); otherwise it raises :class:`MessageIdReused` (a
+        different notification) or :class:`MessageIdNotRetained` (the record is gone). A
+        2xx to a notify promises that its notification is the one stored under its key.
         """
 
     async def publish_from(

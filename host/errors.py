@@ -167,16 +167,23 @@ class JsonAnswer:
     """What :func:`json_response` answers for a typed body (keys in the order given),
     without Starlette's ``Response`` (its header building shows on the notify path)."""
 
-    __slots__ = ("body", "status_code")
+    __slots__ = ("body", "headers", "status_code")
 
-    def __init__(self, body: Mapping[str, Any], status: int = 200) -> None:
+    def __init__(
+        self,
+        body: Mapping[str, Any],
+        status: int = 200,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
         self.body = dumps_texts(body)
         self.status_code = status
+        self.headers = headers  # extra fields, lower-case names
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
             (b"content-length", str(len(self.body)).encode()),
             (b"content-type", b"application/json"),
+            *self.headers,
         ]
         await send({"type": "http.response.start", "status": self.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": self.body})
@@ -235,6 +242,19 @@ def idempotency_key_reused(key: str) -> ApiError:
         "IDEMPOTENCY_KEY_REUSED",
         "Idempotency Key Reused",
         f"Idempotency-Key '{key}' was already used for a different notification",
+        event_name="api.request.validation.failed",
+    )
+
+
+def idempotency_key_not_retained(key: str) -> ApiError:
+    """A notify re-using an ``Idempotency-Key`` of the duplicate window whose notification
+    is no longer stored: it cannot be confirmed as a re-send, and is not stored either."""
+    return ApiError(
+        422,
+        "IDEMPOTENCY_KEY_NOT_RETAINED",
+        "Idempotency Key Not Retained",
+        f"The notification stored under Idempotency-Key '{key}' is no longer retained; "
+        "nothing was stored (send a new notification with a new key)",
         event_name="api.request.validation.failed",
     )
 

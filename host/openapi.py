@@ -373,27 +373,46 @@ def _notify_operation(examples: RequestExamples) -> Doc:
                 "required": False,
                 "description": (
                     "A producer's id for this notification (1 to 128 printable ASCII "
-                    "characters). With the JetStream backend a re-send with the same key "
-                    "inside the stream's duplicate window (2 minutes by default) is answered "
-                    "200 but not stored again, so retries cannot duplicate a notification. "
-                    "The in-memory backend does the same within "
-                    "notification_backend.in_memory.duplicate_window (2 minutes by default). "
-                    "A key re-used inside the window for a different notification is refused "
-                    "with 422 IDEMPOTENCY_KEY_REUSED (in-memory: always; JetStream: when the "
-                    "instance answering stored the first one)."
+                    "characters). Inside the stream's duplicate window (JetStream: the "
+                    "stream's, in-memory: notification_backend.in_memory.duplicate_window; 2 "
+                    "minutes by default) a key stores one notification: a re-send of the same "
+                    "notification is answered 200 with `Idempotent-Replayed: true` and not "
+                    "stored again, so retries cannot duplicate a notification. A key re-used "
+                    "for a different notification is refused with 422 "
+                    "IDEMPOTENCY_KEY_REUSED, and a re-send whose notification is no longer "
+                    "stored (replaced by a newer one on its topic, deleted, purged) with 422 "
+                    "IDEMPOTENCY_KEY_NOT_RETAINED; nothing is stored either way, whichever "
+                    "instance or worker answers. Keys are scoped per event type and writer: "
+                    "an authenticated user's keys are its own, anonymous writers share one "
+                    "scope."
                 ),
                 "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,128}$"},
             }
         ],
         "requestBody": _request_body("StreamRequest", examples.notify),
         "responses": {
-            "200": _json_response(
-                "Stored.",
+            "200": _response(
+                "Stored: this notification is the one stored (under its Idempotency-Key, "
+                "if it has one).",
+                JSON,
                 _schema("NotificationAccepted"),
-                accepted={
-                    "status": "success",
-                    "request_id": _RID_NOTIFY,
-                    "processed_at": "2026-04-02T07:31:09Z",
+                _examples(
+                    accepted={
+                        "status": "success",
+                        "request_id": _RID_NOTIFY,
+                        "processed_at": "2026-04-02T07:31:09Z",
+                    }
+                ),
+                headers={
+                    "Idempotent-Replayed": {
+                        "description": (
+                            "`true` when nothing new was stored because this same "
+                            "notification already is, under its Idempotency-Key (a re-send); "
+                            "absent otherwise."
+                        ),
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["true"]},
+                    }
                 },
             ),
             "400": _bad_request(
@@ -415,12 +434,21 @@ def _notify_operation(examples: RequestExamples) -> Doc:
             "413": _ref("responses", "PayloadTooLarge"),
             "422": _json_response(
                 "The Idempotency-Key was used inside the duplicate window for a different "
-                "notification (another topic, payload or identifier); nothing was stored.",
+                "notification (another topic, payload or identifier), or the notification "
+                "stored under it is no longer retained, so this one cannot be confirmed as "
+                "its re-send; nothing was stored.",
                 _schema("RequestError"),
                 key_reused=_request_error(
                     "IDEMPOTENCY_KEY_REUSED",
                     "Idempotency Key Reused",
                     "Idempotency-Key 'order-42' was already used for a different notification",
+                    _RID_NOTIFY,
+                ),
+                key_not_retained=_request_error(
+                    "IDEMPOTENCY_KEY_NOT_RETAINED",
+                    "Idempotency Key Not Retained",
+                    "The notification stored under Idempotency-Key 'order-42' is no longer "
+                    "retained; nothing was stored (send a new notification with a new key)",
                     _RID_NOTIFY,
                 ),
             ),
@@ -893,6 +921,7 @@ def _error_schemas() -> Doc:
                         "NOTIFICATION_PROCESSING_FAILED",
                         "NOTIFICATION_STORAGE_FAILED",
                         "IDEMPOTENCY_KEY_REUSED",
+                        "IDEMPOTENCY_KEY_NOT_RETAINED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
                         "PAYLOAD_TOO_LARGE",
                         "HEADER_FIELDS_TOO_LARGE",

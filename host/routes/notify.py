@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from aviso_host.encoding import dumps
 from aviso_host.errors import (
     Endpoint,
     JsonAnswer,
+    idempotency_key_not_retained,
     idempotency_key_reused,
     internal_failure,
     processing_error,
@@ -41,13 +43,16 @@ from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     Caller,
     InvalidValue,
-    MessageIdReused,
+    MessageIdNotRetained,
+    MessageIdRefused,
     Writer,
 )
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_FIELD = IDEMPOTENCY_HEADER.lower().encode("latin-1")
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+REPLAYED_HEADER = "Idempotent-Replayed"
+_REPLAYED = ((REPLAYED_HEADER.lower().encode("latin-1"), b"true"),)
 
 
 def idempotency_key(scope: Scope) -> str | None:
@@ -57,6 +62,22 @@ def idempotency_key(scope: Scope) -> str | None:
         if name == _IDEMPOTENCY_FIELD:
             return value.decode("latin-1")
     return None
+
+
+def scoped_message_id(key: str, caller: Caller | None) -> str:
+    """The message id an ``Idempotency-Key`` is stored under, on any backend: the key itself
+    for an anonymous writer (all of them share one scope per stream), and for an
+    authenticated one ``user `` and a digest of username and key. No key holds a space, so
+    no writer can send another user's id, and two users' equal keys are two ids."""
+    if caller is None:
+        return key
+    digest = hashlib.sha256()
+    for part in (caller.username, key):
+        data = part.encode()
+        # Length-prefixed: no two (username, key) pairs hash the same text.
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return f"user {digest.hexdigest()}"
 
 
 def writer_of(scope: Scope, caller: Caller | None) -> Writer:
@@ -133,20 +154,22 @@ async def notify(request: Request) -> Response | JsonAnswer:
                 Endpoint.NOTIFY,
                 f"{IDEMPOTENCY_HEADER} header must be 1 to 128 printable ASCII characters",
             )
-        # Stored as the message id: a backend that de-duplicates (JetStream, within its
-        # duplicate window) keeps the first notification sent with a key and drops re-sends.
-        metadata = {**metadata, MESSAGE_ID_METADATA: message_id}
+        # Stored as the message id: a backend that de-duplicates (within its duplicate
+        # window) keeps the first notification sent with a key and drops re-sends.
+        metadata = {**metadata, MESSAGE_ID_METADATA: scoped_message_id(message_id, caller)}
     try:
         record = await service.backend.publish_from(
             writer_of(request.scope, caller), planned.topic, planned.payload, metadata
         )
-    except MessageIdReused as exc:
-        return error_response(
-            request,
-            idempotency_key_reused(exc.message_id),
-            event_type=body.event_type,
-            topic=planned.topic,
+    except MessageIdRefused as exc:
+        # Named by the client's key, never the scoped id the backend saw.
+        key = exc.message_id if message_id is None else message_id
+        refused = (
+            idempotency_key_not_retained(key)
+            if isinstance(exc, MessageIdNotRetained)
+            else idempotency_key_reused(key)
         )
+        return error_response(request, refused, event_type=body.event_type, topic=planned.topic)
     except Exception as exc:
         error = internal_failure(
             storage_error(), exc, event_type=body.event_type, topic=planned.topic
@@ -167,5 +190,7 @@ async def notify(request: Request) -> Response | JsonAnswer:
             "status": "success",
             "request_id": request_id_of(request),
             "processed_at": now_whole_seconds(),
-        }
+        },
+        # A re-send: nothing new was stored, the same notification already was.
+        headers=_REPLAYED if record.replayed else (),
     )

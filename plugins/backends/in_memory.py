@@ -13,11 +13,12 @@ compacted away lazily. Live subscribers are indexed by their pattern's literal l
 tokens (``aviso_plugins.fanout``) so a publish only looks at the watchers that could match it.
 
 A publish carrying a message id (``Nats-Msg-Id``) already seen on the same stream within
-``duplicate_window`` is dropped and answered with the first one's sequence, as JetStream
-does, or refused (:class:`MessageIdReused`) when its notification differs from the first.
-The remembered ids are bounded in time, per writer and stream
-(``duplicate_window_max_keys_per_writer``: a writer only ever evicts its own) and in total
-(``duplicate_window_max_keys``: the least recently active writer's go first).
+``duplicate_window`` is dropped and answered with the stored record (``replayed``) when it
+is the same notification and that record is still retained, refused otherwise
+(:class:`MessageIdReused`, :class:`MessageIdNotRetained`). The remembered ids are bounded
+in time, per writer and stream (``duplicate_window_max_keys_per_writer``: a writer only
+ever evicts its own) and in total (``duplicate_window_max_keys``: the writer holding the
+most gives up its oldest).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
@@ -39,6 +41,7 @@ from aviso_plugins.types import (
     BackendContext,
     Batch,
     LiveSink,
+    MessageIdNotRetained,
     MessageIdReused,
     StartCursor,
     StorageBackend,
@@ -226,9 +229,13 @@ class InMemoryBackend(StorageBackend):
             if seen is not None:
                 if seen.fingerprint != fingerprint:
                     raise MessageIdReused(message_id)
-                # As JetStream: the re-send is dropped (not stored, not fanned out) and
-                # acknowledged with the sequence of the first one, even if that is gone.
-                return StoredNotification(seen.sequence, topic, payload, time.time_ns(), metadata)
+                stored = log.alive.get(seen.sequence)
+                if stored is None:
+                    # Replaced, deleted or wiped: the re-send is not stored again (as on
+                    # JetStream, whose window outlives the message), nor acknowledged.
+                    raise MessageIdNotRetained(message_id)
+                # The re-send is dropped (not stored, not fanned out).
+                return replace(stored, rendered=None, replayed=True)
         log.last_sequence += 1
         # Storage times never go backwards (even if the wall clock does) so that a stream's
         # log stays sorted by time as well as by sequence.

@@ -18,7 +18,7 @@ from aviso_builtins.sinks.common import backoff_seconds, int_option, publish_all
 from aviso_plugins import hookimpl
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
-    MessageIdReused,
+    MessageIdRefused,
     Notification,
     NotificationPlanner,
     Sink,
@@ -77,8 +77,9 @@ class BackendSink(Sink):
                 await asyncio.sleep(backoff_seconds(self.backoff_ms, attempt - 1))
             try:
                 await self._backend.publish(planned.topic, planned.payload, metadata)
-            except MessageIdReused as exc:
-                # The row's key already stored another row: a rejection, as over HTTP.
+            except MessageIdRefused as exc:
+                # The row's key already stored another row, or one no longer retained: a
+                # rejection with the API's code, as over HTTP.
                 return SinkOutcome(retries=attempt, error=SinkRejected(exc.code, str(exc)))
             except Exception as exc:  # any storage failure is what the API answers 500 for
                 failure = f"{type(exc).__name__}: {exc}"

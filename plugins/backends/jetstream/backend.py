@@ -20,7 +20,7 @@ from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from aviso_builtins.backends.jetstream.embedded import EmbeddedNatsServer
 from aviso_builtins.backends.jetstream.live import LiveFeeds
-from aviso_builtins.backends.jetstream.messages import filter_subject
+from aviso_builtins.backends.jetstream.messages import filter_subject, read_stored
 from aviso_builtins.backends.jetstream.options import (
     OPTIONS_SCHEMA,
     JetStreamOptions,
@@ -33,6 +33,7 @@ from aviso_builtins.backends.jetstream.publisher import (
     acknowledged_sequence,
     dropped_as_duplicate,
     message_headers,
+    sent_metadata,
 )
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
@@ -45,6 +46,7 @@ from aviso_plugins.types import (
     BackendContext,
     Batch,
     LiveSink,
+    MessageIdNotRetained,
     MessageIdReused,
     StartCursor,
     StorageBackend,
@@ -71,8 +73,8 @@ _ACK_TIMEOUT = 5.0
 """Seconds any other publish waits for its acknowledgement (nats-py's JetStream default)."""
 _SERVER_DUPLICATE_WINDOW = 120
 """nats-server's default duplicate window, in seconds."""
-_SEEN_IDS = 100_000
-_SEEN_IDS_PER_WRITER = 10_000
+SEEN_IDS = 100_000
+SEEN_IDS_PER_WRITER = 10_000
 """Bounds of the message ids one instance remembers to refuse a re-use for another
 notification (the in-memory backend's defaults)."""
 
@@ -134,12 +136,14 @@ class JetStreamBackend(StorageBackend):
         """Why the connection ended as configured; ``None`` while it is kept alive."""
         self._probe: asyncio.Future[bool] | None = None
         self._supervisor: asyncio.Task[None] | None = None
-        # JetStream drops a re-send without comparing it: what this instance stored under
-        # each message id lets it refuse one that differs (best effort, per instance).
+        # JetStream drops a re-send without comparing it; the stored message is read back to
+        # compare. What this instance stored under each message id lets it refuse one that
+        # differs without asking the broker (a fast path: the broker's answer is the same).
         self._seen_ids = RememberedIds(
             _fingerprint_window(self.options, context),
-            _SEEN_IDS,
-            _SEEN_IDS_PER_WRITER,
+            SEEN_IDS,
+            SEEN_IDS_PER_WRITER,
+            context.metrics.message_ids_evicted_early,
         )
 
     # -- connection --------------------------------------------------------------------------
@@ -409,23 +413,45 @@ class JetStreamBackend(StorageBackend):
         if message_id is None:
             return (await self._publish(base, topic, payload, metadata))[0]
         stream = base.lower()
-        fingerprint = notification_fingerprint(topic, payload, metadata)
+        # What the broker will hold: the headers as sent (stripped, no CR/LF), so that the
+        # fingerprint of a stored message read back compares equal.
+        fingerprint = notification_fingerprint(topic, payload, sent_metadata(metadata))
         seen = self._seen_ids.get(stream, message_id, time.monotonic())
         if seen is not None and seen.fingerprint != fingerprint:
+            # This instance stored another notification under the id: the broker would
+            # drop this one, so it is not even sent.
             raise MessageIdReused(message_id)
         record, duplicate = await self._publish(base, topic, payload, metadata)
-        if not duplicate:
-            # Only what this instance had stored: a dropped re-send's own text says nothing
-            # about the notification stored first (perhaps through another instance).
-            self._seen_ids.remember(
-                stream,
-                message_id,
-                publishing_writer(),
-                record.sequence,
-                fingerprint,
-                time.monotonic(),
-            )
+        if duplicate:
+            # Dropped as a re-send: acknowledged only if the message the broker keeps under
+            # the id is this notification, whichever instance stored it.
+            return await self._stored_under(base, record, message_id, fingerprint)
+        self._seen_ids.remember(
+            stream, message_id, publishing_writer(), record.sequence, fingerprint, time.monotonic()
+        )
         return record
+
+    async def _stored_under(
+        self, base: str, dropped: StoredNotification, message_id: str, fingerprint: bytes
+    ) -> StoredNotification:
+        """The stored message whose sequence the broker answered a re-send with, as a
+        replayed record if it is the same notification; raise otherwise."""
+        js, _ = self._require()
+        try:
+            stored = await js.get_msg(stream_name(base), dropped.sequence)
+        except NotFoundError as exc:
+            raise MessageIdNotRetained(message_id) from exc
+        except APIError as exc:
+            if exc.err_code in _NO_MESSAGE:
+                raise MessageIdNotRetained(message_id) from exc
+            raise
+        read = read_stored(stored)
+        if read is None or notification_fingerprint(*read) != fingerprint:
+            raise MessageIdReused(message_id)
+        topic, payload, metadata = read
+        return StoredNotification(
+            dropped.sequence, topic, payload, time.time_ns(), metadata, replayed=True
+        )
 
     async def _publish(
         self, base: str, topic: str, payload: str, metadata: Mapping[str, str]

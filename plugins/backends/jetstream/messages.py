@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping
 
 from nats.aio.msg import Msg
+from nats.js.api import Header, RawStreamMsg
 
 from aviso_plugins.topics import TopicPattern, encode_token
 from aviso_plugins.types import StoredNotification
@@ -20,6 +23,39 @@ def to_record(msg: Msg) -> StoredNotification:
         time_ns=stored_time_ns(msg.reply),
         metadata=dict(headers),
     )
+
+
+_HEADER_LINE = "NATS/1.0"
+_EXPECTED_STREAM = Header.EXPECTED_STREAM.value
+
+
+def read_stored(msg: RawStreamMsg) -> tuple[str, str, dict[str, str]] | None:
+    """A message read by sequence (``get_msg``) as (topic, payload, metadata), the metadata
+    as it was sent (:func:`~aviso_builtins.backends.jetstream.publisher.sent_metadata`);
+    ``None`` when aviso cannot have written it (text that is not UTF-8, a header twice).
+
+    The headers are read from the raw block the broker returned (``hdrs``, base64):
+    nats-py's parsed ``headers`` turn a value that is not ASCII into an ``email`` header
+    object, which would never compare equal to the text that was sent.
+    """
+    try:
+        payload = (msg.data or b"").decode()
+        block = base64.b64decode(msg.hdrs) if msg.hdrs else b""
+        lines = block.decode().split("\r\n")
+    except (UnicodeDecodeError, binascii.Error):
+        return None
+    metadata: dict[str, str] = {}
+    if lines[0] and not lines[0].startswith(_HEADER_LINE):
+        return None
+    for line in lines[1:]:
+        if not line:
+            break
+        name, colon, value = line.partition(":")
+        if not colon or name in metadata:
+            return None
+        metadata[name] = value.strip()
+    metadata.pop(_EXPECTED_STREAM, None)
+    return msg.subject or "", payload, metadata
 
 
 # JetStream's ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>

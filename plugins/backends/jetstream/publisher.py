@@ -55,10 +55,16 @@ def _header_name(key: str) -> str | None:
 
 
 def message_headers(metadata: Mapping[str, str], stream: str) -> dict[str, str]:
-    """The metadata as message headers (keys and values stripped, an empty key skipped,
-    CR/LF in a value turned into spaces, a key with other than token characters refused
-    with ``ValueError``),
-    then the stream JetStream must store the message in."""
+    """:func:`sent_metadata`, then the stream JetStream must store the message in."""
+    headers = sent_metadata(metadata)
+    headers[_EXPECTED_STREAM] = stream
+    return headers
+
+
+def sent_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """The metadata as message headers carry it: keys and values stripped, an empty key
+    skipped, CR/LF in a value turned into spaces, a key with other than token characters
+    refused with ``ValueError``."""
     headers: dict[str, str] = {}
     for key, value in metadata.items():
         name = _header_name(key)
@@ -68,7 +74,6 @@ def message_headers(metadata: Mapping[str, str], stream: str) -> dict[str, str]:
         if "\r" in value or "\n" in value:
             value = value.translate(_VALUE_NEWLINES)
         headers[name] = value
-    headers[_EXPECTED_STREAM] = stream
     return headers
 
 

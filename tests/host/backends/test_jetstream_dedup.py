@@ -14,9 +14,17 @@ from typing import Any
 
 import pytest
 
-from aviso_builtins.backends.jetstream.backend import JetStreamBackend
+from aviso_builtins.backends.jetstream.backend import SEEN_IDS_PER_WRITER, JetStreamBackend
 from aviso_builtins.backends.jetstream.options import OptionsError, parse_options
-from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext, MessageIdReused
+from aviso_plugins.types import (
+    MESSAGE_ID_METADATA,
+    BackendContext,
+    BackendMetrics,
+    MessageIdNotRetained,
+    MessageIdRefused,
+    MessageIdReused,
+    Writer,
+)
 from tests.host.backends.jetstream_support import (
     Case,
     document,
@@ -37,23 +45,31 @@ def publish_all(
     options: Mapping[str, Any] | None = None,
     policy: Mapping[str, Any] | None = None,
     first_index: int = 0,
-) -> None:
+) -> list[str]:
     """Start a backend, publish one notification per id to ``<base>.<index % 2>``, shut
-    down (indexes count from ``first_index``)."""
+    down (indexes count from ``first_index``); each outcome: ``stored``, ``replayed`` or
+    the refusal's code."""
     policies = {base: {"allow_duplicates": True, **(policy or {})}}
     context = BackendContext({"nats_url": nats_url, **(options or {})}, policies)
 
-    async def run() -> None:
+    async def run() -> list[str]:
         backend = JetStreamBackend(context)
         await backend.start()
+        outcomes = []
         try:
             for index, message_id in enumerate(message_ids, first_index):
                 metadata = {MESSAGE_ID_METADATA: message_id} if message_id else {}
-                await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
+                try:
+                    record = await backend.publish(f"{base}.{index % 2}", '{"n":1}', metadata)
+                except MessageIdRefused as refused:
+                    outcomes.append(refused.code)
+                else:
+                    outcomes.append("replayed" if record.replayed else "stored")
         finally:
             await backend.shutdown()
+        return outcomes
 
-    asyncio.run(asyncio.wait_for(run(), 30))
+    return asyncio.run(asyncio.wait_for(run(), 30))
 
 
 def window_of(nats_url: str, base: str) -> float:
@@ -78,11 +94,16 @@ def test_a_republished_message_id_inside_the_window_is_stored_once(
     module_nats: NatsServer,
 ) -> None:
     base = unique("dedup")
-    # Same id on different subjects too: de-duplication is per stream, not per subject. Each
-    # through a backend of its own: one that stored the first would refuse the re-use for
-    # another subject itself (MessageIdReused), before JetStream is asked.
-    for index, message_id in enumerate(["id-1", "id-1", "id-2", "id-1", "id-2"]):
+    # Same id on different subjects too: de-duplication is per stream, not per subject, and
+    # a notification on another subject is another notification. Each through a backend of
+    # its own, so that the broker's answer is what decides, not what an instance remembers.
+    outcomes = [
         publish_all(module_nats.url, base, [message_id], {"duplicate_window": "1h"}, None, index)
+        for index, message_id in enumerate(["id-1", "id-1", "id-2", "id-1", "id-2", "id-1", "id-1"])
+    ]
+    reused = ["IDEMPOTENCY_KEY_REUSED"]
+    replayed = ["replayed"]
+    assert outcomes == [["stored"], reused, ["stored"], reused, replayed, reused, replayed]
     assert stream_state(module_nats.url, base.upper()).messages == 2
 
 
@@ -111,7 +132,7 @@ def test_an_instance_refuses_a_message_id_it_stored_for_another_notification(
     assert stream_state(module_nats.url, base.upper()).messages == 1
 
 
-def test_a_message_id_dropped_as_a_re_send_is_not_taken_for_the_first_notification(
+def test_a_message_id_another_instance_stored_is_checked_against_the_stored_message(
     module_nats: NatsServer,
 ) -> None:
     base = unique("reuse")
@@ -120,19 +141,132 @@ def test_a_message_id_dropped_as_a_re_send_is_not_taken_for_the_first_notificati
         {"nats_url": module_nats.url, "duplicate_window": "1h"}, {base: {"allow_duplicates": True}}
     )
 
+    async def run() -> list[str]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        outcomes = []
+        try:
+            # Another instance stored "k" first: this one remembers nothing of it, and the
+            # broker drops both sends. Each is compared with the message the broker keeps.
+            for topic, payload in ((".1", '{"n":2}'), (".0", '{"n":2}'), (".0", '{"n":1}')):
+                try:
+                    record = await backend.publish(
+                        base + topic, payload, {MESSAGE_ID_METADATA: "k"}
+                    )
+                except MessageIdReused as refused:
+                    outcomes.append(f"refused {refused.message_id}")
+                else:
+                    outcomes.append(f"replayed {record.sequence}" if record.replayed else "stored")
+        finally:
+            await backend.shutdown()
+        return outcomes
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["refused k", "refused k", "replayed 1"]
+    assert stream_state(module_nats.url, base.upper()).messages == 1
+
+
+def test_a_re_send_whose_message_is_no_longer_retained_is_refused(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("gone")
+    # One message per subject (JetStream's default here): a newer one replaces the first.
+    context = BackendContext({"nats_url": module_nats.url}, {base: {"allow_duplicates": False}})
+
+    async def run() -> list[str]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        refused = []
+        try:
+            await backend.publish(f"{base}.1", "null", {MESSAGE_ID_METADATA: "replaced"})
+            await backend.publish(f"{base}.1", '{"n":2}', {})
+            deleted = await backend.publish(f"{base}.2", "null", {MESSAGE_ID_METADATA: "deleted"})
+            assert await backend.delete_message(base, deleted.sequence)
+            for key, topic in (("replaced", ".1"), ("deleted", ".2")):
+                with pytest.raises(MessageIdNotRetained) as error:
+                    await backend.publish(base + topic, "null", {MESSAGE_ID_METADATA: key})
+                refused.append(error.value.message_id)
+            # A purge empties the stream but not the broker's memory of the ids.
+            await backend.publish(f"{base}.3", "null", {MESSAGE_ID_METADATA: "purged"})
+            await backend.wipe_stream(base)
+            with pytest.raises(MessageIdNotRetained) as error:
+                await backend.publish(f"{base}.3", "null", {MESSAGE_ID_METADATA: "purged"})
+            refused.append(error.value.message_id)
+        finally:
+            await backend.shutdown()
+        return refused
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == ["replaced", "deleted", "purged"]
+    assert stream_state(module_nats.url, base.upper()).messages == 0
+
+
+def test_a_re_send_with_text_beyond_ascii_is_recognised_by_another_instance(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("text")
+    context = BackendContext({"nats_url": module_nats.url}, {base: {"allow_duplicates": True}})
+    # Header values as the host writes them: JSON text, here with accents, an encoded-word
+    # look-alike and quotes, which an e-mail header parser would not give back as sent.
+    metadata = {
+        "identifier": '{"name":"Zürich =?utf-8?q?x?= \\"q\\""}',
+        MESSAGE_ID_METADATA: "k",
+    }
+
+    async def publish_through_new_instance(payload: str) -> tuple[int, bool]:
+        backend = JetStreamBackend(context)
+        await backend.start()
+        try:
+            record = await backend.publish(f"{base}.1", payload, metadata)
+            return record.sequence, record.replayed
+        finally:
+            await backend.shutdown()
+
+    async def run() -> list[tuple[int, bool]]:
+        return [
+            await publish_through_new_instance('{"city":"Zürich"}'),
+            await publish_through_new_instance('{"city":"Zürich"}'),
+        ]
+
+    assert asyncio.run(asyncio.wait_for(run(), 30)) == [(1, False), (1, True)]
+
+
+class Evictions(BackendMetrics):
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def message_ids_evicted_early(self, reason: str, count: int = 1) -> None:
+        self.reasons += [reason] * count
+
+
+def test_the_instance_s_remembered_ids_report_their_early_evictions(
+    module_nats: NatsServer,
+) -> None:
+    base = unique("evict")
+    evictions = Evictions()
+    context = BackendContext(
+        {"nats_url": module_nats.url}, {base: {"allow_duplicates": True}}, evictions
+    )
+    writer = Writer(address="127.0.0.9")
+    budget = SEEN_IDS_PER_WRITER
+
     async def run() -> None:
         backend = JetStreamBackend(context)
         await backend.start()
         try:
-            # Another instance stored "k" first: this one's text is dropped by JetStream and
-            # not remembered, so a retry of the first notification is not refused here.
-            await backend.publish(f"{base}.1", '{"n":2}', {MESSAGE_ID_METADATA: "k"})
-            await backend.publish(f"{base}.0", '{"n":1}', {MESSAGE_ID_METADATA: "k"})
+            for first in range(0, budget + 1, 500):
+                await asyncio.gather(
+                    *(
+                        backend.publish_from(
+                            writer, f"{base}.1", "null", {MESSAGE_ID_METADATA: f"k{n}"}
+                        )
+                        for n in range(first, min(first + 500, budget + 1))
+                    )
+                )
         finally:
             await backend.shutdown()
 
-    asyncio.run(asyncio.wait_for(run(), 30))
-    assert stream_state(module_nats.url, base.upper()).messages == 1
+    asyncio.run(asyncio.wait_for(run(), 120))
+    # One id past the writer's budget: its own oldest was forgotten, and reported.
+    assert evictions.reasons == ["writer_budget"]
 
 
 def test_messages_without_an_id_are_all_stored(module_nats: NatsServer) -> None:

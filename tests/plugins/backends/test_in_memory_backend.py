@@ -27,6 +27,7 @@ from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     BackendContext,
     BackendMetrics,
+    MessageIdNotRetained,
     MessageIdReused,
     StartCursor,
     StoredNotification,
@@ -175,16 +176,35 @@ def test_a_remembered_id_with_another_notification_is_refused_and_nothing_stored
     assert run(scenario) == [["k1", "k1", "k1"], 1, [1]]
 
 
-def test_the_window_outlives_the_first_message_as_on_jetstream() -> None:
-    async def scenario(backend: InMemoryBackend) -> tuple[int, int, list[int]]:
-        await backend.publish("alpha.1", "null", keyed("k1"))
-        assert await backend.delete_message("alpha", 1)
-        after_delete = (await backend.publish("alpha.1", "null", keyed("k1"))).sequence
-        await backend.wipe_all()
-        after_wipe = (await backend.publish("alpha.1", "null", keyed("k1"))).sequence
-        return after_delete, after_wipe, await history(backend, "alpha")
+def test_a_re_send_is_answered_with_the_stored_record_marked_replayed() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[Any]:
+        first = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        again = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        return [first.replayed, again.replayed, again.sequence, again.time_ns == first.time_ns]
 
-    assert run(scenario) == (1, 1, [])
+    assert run(scenario) == [False, True, 1, True]
+
+
+def test_a_re_send_of_a_notification_no_longer_retained_is_refused_not_stored() -> None:
+    async def scenario(backend: InMemoryBackend) -> tuple[list[str], list[int]]:
+        refused = []
+        # Replaced by a newer notification on its topic (one kept per topic), deleted,
+        # wiped: the id outlives its message, as on JetStream, and the re-send of each is
+        # neither acknowledged nor stored again.
+        await backend.publish("alpha.1", "null", keyed("replaced"))
+        await backend.publish("alpha.1", '{"n":2}', {})
+        await backend.publish("alpha.2", "null", keyed("deleted"))
+        assert await backend.delete_message("alpha", 3)
+        await backend.publish("alpha.3", "null", keyed("wiped"))
+        await backend.wipe_all()
+        for topic, key in (("alpha.1", "replaced"), ("alpha.2", "deleted"), ("alpha.3", "wiped")):
+            with pytest.raises(MessageIdNotRetained) as error:
+                await backend.publish(topic, "null", keyed(key))
+            refused.append(error.value.message_id)
+        return refused, await history(backend, "alpha")
+
+    backend = InMemoryBackend(BackendContext({"max_history_per_topic": 1}, {}))
+    assert asyncio.run(scenario(backend)) == (["replaced", "deleted", "wiped"], [])
 
 
 def test_an_id_is_forgotten_once_the_window_has_passed() -> None:
@@ -218,7 +238,11 @@ class Evictions(BackendMetrics):
 
 def test_a_writer_over_its_budget_forgets_only_its_own_ids_and_it_is_counted() -> None:
     evictions = Evictions()
-    options = {"duplicate_window": "1h", "duplicate_window_max_keys_per_writer": 2}
+    options = {
+        "max_history_per_topic": 1000,
+        "duplicate_window": "1h",
+        "duplicate_window_max_keys_per_writer": 2,
+    }
     backend = InMemoryBackend(BackendContext(options, {}, evictions))
     alice, mallory = Writer(username="alice"), Writer(address="127.0.0.9")
 
@@ -239,28 +263,36 @@ def test_a_writer_over_its_budget_forgets_only_its_own_ids_and_it_is_counted() -
     assert evictions.reasons == ["writer_budget"] * 3 + ["writer_budget"]
 
 
-def test_past_the_total_the_least_recently_active_writer_loses_its_oldest_id() -> None:
+def test_past_the_total_the_writer_holding_the_most_ids_gives_up_its_oldest() -> None:
     evictions = Evictions()
-    options = {"duplicate_window": "1h", "duplicate_window_max_keys": 3}
+    options = {
+        "max_history_per_topic": 1000,
+        "duplicate_window": "1h",
+        "duplicate_window_max_keys": 4,
+    }
     backend = InMemoryBackend(BackendContext(options, {}, evictions))
-    writers = [Writer(address=f"127.0.0.{index}") for index in range(4)]
+    quiet, other, flood = Writer(address="127.0.0.2"), Writer(username="bob"), Writer()
 
-    async def scenario() -> list[int]:
-        for index, writer in enumerate(writers[:3]):
-            await backend.publish_from(writer, "alpha.1", "null", keyed(f"k{index}"))
-        # A retry makes the first writer the most recently active one.
-        await backend.publish_from(writers[0], "alpha.1", "null", keyed("k0"))
-        await backend.publish_from(writers[3], "alpha.1", "null", keyed("k3"))
-        # The remembered ones first (a re-store would evict again).
+    async def scenario() -> list[tuple[int, bool]]:
+        await backend.publish_from(quiet, "alpha.1", "null", keyed("q"))
+        await backend.publish_from(other, "beta.1", "null", keyed("o"))
+        # The flood fills the total, then goes on: each new id of its own costs its oldest.
+        for index in range(6):
+            await backend.publish_from(flood, "alpha.1", "null", keyed(f"f{index}"))
         resent = [
-            await backend.publish_from(writers[index], "alpha.1", "null", keyed(f"k{index}"))
-            for index in (3, 2, 0, 1)
+            await backend.publish_from(writer, topic, "null", keyed(key))
+            for writer, topic, key in (
+                (quiet, "alpha.1", "q"),
+                (other, "beta.1", "o"),
+                (flood, "alpha.1", "f5"),
+                (flood, "alpha.1", "f0"),
+            )
         ]
-        return [record.sequence for record in resent]
+        return [(record.sequence, record.replayed) for record in resent]
 
-    # The second writer was the least recently active: its id went, so it is stored again.
-    assert asyncio.run(scenario()) == [4, 3, 1, 5]
-    assert evictions.reasons == ["total_budget"] * 2
+    # The quiet writers' ids and the flood's newest are remembered; its oldest was not.
+    assert asyncio.run(scenario()) == [(1, True), (1, True), (7, True), (8, False)]
+    assert evictions.reasons == ["total_budget"] * 5
 
 
 @pytest.mark.parametrize(
