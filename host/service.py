@@ -10,6 +10,7 @@ from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
+from aviso_host.consumers import ConsumerRunner
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
@@ -70,6 +71,9 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
+        self.consumers = ConsumerRunner(
+            settings, registry, self.catalog, self.backend, self.renderer
+        )
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
@@ -90,12 +94,18 @@ class Service:
                     self.registry.describe("backends", kind),
                     self.settings.secrets,
                 )
-                if self.auth is not None:
-                    try:
+                try:
+                    if self.auth is not None:
                         await self.auth.start()
+                    try:
+                        await self.consumers.start()
                     except BaseException:
-                        await self.backend.shutdown()
+                        if self.auth is not None:
+                            await self.auth.close()
                         raise
+                except BaseException:
+                    await self.backend.shutdown()
+                    raise
                 self._started = True
                 log_event(
                     "service.started",
@@ -123,6 +133,7 @@ class Service:
     async def close(self) -> None:
         if self._started:
             self._started = False
+            await self.consumers.close()
             if self.auth is not None:
                 await self.auth.close()
             await self.backend.shutdown()
