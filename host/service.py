@@ -17,6 +17,7 @@ from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
+from aviso_host.subscriptions import SubscriptionStore
 from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
@@ -71,6 +72,12 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
+        # Kept in this process: offered only where the backend's history is too.
+        self.subscriptions: SubscriptionStore | None = (
+            SubscriptionStore()
+            if settings.subscriptions.enabled and not type(self.backend).shared_between_processes
+            else None
+        )
         self.consumers = ConsumerRunner(
             settings, registry, self.catalog, self.backend, self.renderer
         )
@@ -113,6 +120,13 @@ class Service:
                     backend=self.settings.backend.kind,
                     event_types=self.catalog.event_types,
                 )
+                if self.settings.subscriptions.enabled and self.subscriptions is None:
+                    log_event(
+                        "subscriptions.unavailable",
+                        f"subscriptions are not available on the '{kind}' backend yet: "
+                        "their routes are not served",
+                        logging.WARNING,
+                    )
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""
