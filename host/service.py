@@ -125,7 +125,6 @@ class Service:
                         "subscriptions.unavailable",
                         f"subscriptions are not available on the '{kind}' backend yet: "
                         "their routes are not served",
-                        logging.WARNING,
                     )
 
     async def begin_shutdown(self) -> None:
