@@ -15,7 +15,9 @@ from starlette.routing import BaseRoute
 from aviso_plugins import hookspec
 from aviso_plugins.types import (
     AuthProvider,
+    DeliveryKind,
     FieldHandler,
+    NotificationConsumer,
     SharedResources,
     Sink,
     StorageBackend,
@@ -78,6 +80,34 @@ def aviso_stream_authorisers() -> Iterable[type[StreamAuthoriser]]:
 @hookspec
 def aviso_sinks() -> Iterable[type[Sink]]:
     """Return sink classes that publish notifications on behalf of producers (e.g. Spark)."""
+
+
+# -- consumers of stored notifications ----------------------------------------------------
+
+
+@hookspec
+def aviso_notification_consumers() -> Iterable[type[NotificationConsumer]]:
+    """Return notification consumer classes; each is selected by its ``name``.
+
+    The host constructs every consumer once per deployment with a ``ConsumerContext``
+    (through which it may publish notifications itself), starts it after the backend, and
+    feeds it the stored notifications of its event types from the position the host keeps
+    under its ``name``, in sequence order per event type (see ``NotificationConsumer``).
+    Positions live with the backend: process-local on ``in_memory``. On a backend shared
+    between processes (``jetstream``) consumers are not supported yet: a registered
+    consumer fails startup there rather than run once per worker.
+    """
+
+
+@hookspec
+def aviso_delivery_kinds() -> Iterable[type[DeliveryKind]]:
+    """Return delivery kind classes; one is selected by a subscription's ``delivery.kind``.
+
+    A subscription without ``delivery`` is pulled over Server-Sent Events. The host
+    registers delivery kinds (refusing two of one ``kind``) but does not push yet: a
+    subscription naming a ``delivery`` is refused with 400 ``UNSUPPORTED_DELIVERY``, so
+    ``prepare`` and ``deliver`` are not called in this version.
+    """
 
 
 # -- the web application -----------------------------------------------------------------

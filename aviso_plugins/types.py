@@ -897,3 +897,178 @@ class Sink(ABC):
         raised as :class:`SinkUnavailable` for the whole batch (the caller re-sends it;
         message ids make the re-send harmless).
         """
+
+
+# -- notification consumers -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedNotification:
+    """One stored notification handed to a :class:`NotificationConsumer`."""
+
+    event_type: str
+    record: StoredNotification
+    """The record as the backend stored it (``sequence`` counts within its event type)."""
+    cloudevent: bytes
+    """The CloudEvent JSON a watch delivers for it, byte for byte."""
+    identifier: Mapping[str, Any]
+    """``data.identifier`` of that CloudEvent: every field the notification named."""
+    payload: Any
+    """``data.payload`` of that CloudEvent (``None`` when it had none)."""
+
+
+class NotificationPublisher(Protocol):
+    """Publishes notifications on a consumer's behalf; implemented by the host."""
+
+    async def publish(
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        payload: Any = None,
+        message_id: str | None = None,
+    ) -> StoredNotification:
+        """Validate and store exactly as ``POST /api/v1/notification`` does, and return the
+        stored record. Raise :class:`SinkRejected` (with the API's error code) for a
+        notification the API would refuse; any other exception is a storage failure.
+        ``message_id`` is passed to the backend as :data:`MESSAGE_ID_METADATA`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerContext:
+    """What the host hands a consumer at construction."""
+
+    publisher: NotificationPublisher
+    event_types: tuple[str, ...]
+    """The event types this consumer is fed: its ``event_types``, or every configured one."""
+
+
+CONSUMER_STARTS = frozenset({"end", "beginning"})
+"""Where a consumer without a stored position starts (:attr:`NotificationConsumer.start_at`)."""
+
+
+class NotificationConsumer(ABC):
+    """Reads the stored notifications from a position the host keeps for it.
+
+    For each configured event type the host calls :meth:`consume` once per stored
+    notification, in sequence order, one call at a time per event type, and moves the
+    consumer's position past a notification when :meth:`consume` returns. Delivery is at
+    least once: a notification whose :meth:`consume` was interrupted (a restart) is handed
+    over again, so a consumer that publishes passes a ``message_id`` derived from what it
+    consumed. A :meth:`consume` that raises is logged (``consumer.failed``) and its
+    notification passed over: retrying, dead letters and backoff are the consumer's own.
+    """
+
+    name: ClassVar[str]
+    """Names the consumer's position: two plugins cannot claim one name, and renaming a
+    consumer starts it afresh (from :attr:`start_at`)."""
+
+    event_types: ClassVar[frozenset[str] | None] = None
+    """The event types to consume; ``None``: every configured one (those of
+    ``notification_schema``). An event type not configured fails startup."""
+
+    start_at: ClassVar[str] = "end"
+    """Where a consumer without a stored position starts: ``"end"`` (notifications stored
+    from its first start on) or ``"beginning"`` (the oldest retained)."""
+
+    def __init__(self, context: ConsumerContext) -> None:
+        self.context = context
+
+    async def start(self) -> None:
+        """Acquire resources on the serving event loop, before the first :meth:`consume`."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired; no :meth:`consume` runs during or after it."""
+
+    @abstractmethod
+    async def consume(self, notification: ConsumedNotification) -> None:
+        """Handle one notification; return when it is handled (the position moves on)."""
+
+
+# -- subscription delivery kinds ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDelivery:
+    """A subscription's delivery as :meth:`DeliveryKind.prepare` accepted it."""
+
+    stored: Mapping[str, Any]
+    """What the host keeps with the subscription (JSON values; secrets included)."""
+    shown: Mapping[str, Any]
+    """What the answer to the creating request shows, once (a generated secret included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryAttempt:
+    """One notification to push to one subscription."""
+
+    subscription: str
+    """The subscription's name."""
+    owner: str | None
+    """The username that created it (``None`` with auth off)."""
+    delivery: Mapping[str, Any]
+    """:attr:`PreparedDelivery.stored` of the subscription."""
+    notification: ConsumedNotification
+    attempt: int
+    """1 for the first attempt, then 2, 3, ..."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    """How one attempt went: ``delivered``, or ``retry`` (a transient failure), or
+    ``gone`` (the receiver asked for the subscription to stop; it is disabled)."""
+
+    outcome: str
+    error: str | None = None
+    """Why it was not delivered, in words safe to show to the subscription's owner."""
+
+
+class DeliveryKind(ABC):
+    """Pushes a subscription's notifications somewhere (a webhook, a queue, a chat).
+
+    Selected by ``delivery.kind`` in a subscription's definition; a subscription without a
+    ``delivery`` is pulled over Server-Sent Events and needs no delivery kind. Constructed
+    once at startup with ``options`` (the configuration section ``subscriptions.<kind>``,
+    checked against ``options_schema`` with its defaults filled in).
+    """
+
+    kind: ClassVar[str]
+    """The ``delivery.kind`` value that selects this delivery."""
+
+    options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
+    """JSON Schema of the configuration section ``subscriptions.<kind>``."""
+
+    delivery_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
+    """JSON Schema of a subscription's ``delivery`` object (``kind`` included), checked
+    before :meth:`prepare`; a violation is answered 400."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = options
+
+    async def start(self) -> None:
+        """Acquire resources (HTTP clients) on the serving event loop."""
+
+    async def close(self) -> None:
+        """Release what ``start`` acquired."""
+
+    @abstractmethod
+    async def prepare(self, delivery: Mapping[str, Any]) -> PreparedDelivery:
+        """Check a new subscription's delivery beyond its schema (a URL it may not reach)
+        and complete it (a generated secret); raise :class:`InvalidValue` to refuse it
+        with a 400 whose message is shown to the client."""
+
+    @property
+    def retry_delays(self) -> Sequence[float]:
+        """Seconds to wait before each retry of a notification answered ``retry``; once
+        they are used up it is dead-lettered. By default none: dead-lettered at once."""
+        return ()
+
+    def public_view(self, stored: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The delivery as listings show it: secrets left out. By default ``kind`` only."""
+        return {"kind": stored.get("kind", self.kind)}
+
+    @abstractmethod
+    async def deliver(self, attempt: DeliveryAttempt) -> DeliveryResult:
+        """Push one notification; never raise for a receiver's failure (answer
+        ``retry`` or ``gone``). The host calls it in sequence order per subscription,
+        one notification at a time per subscription."""

@@ -22,6 +22,7 @@ from aviso_host.metrics import HttpMetrics
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
+from aviso_host.routes.subscriptions import subscription_routes
 from aviso_host.service import Service, server_version
 
 
@@ -123,11 +124,13 @@ def create_app(
 
     routes = [
         *api_routes(),
+        *(subscription_routes() if service.subscriptions is not None else []),
         *ops_routes(
             settings.application.static_files_path,
             server_version(),
             settings.application.homepage,
             service.catalog,
+            subscriptions=service.subscriptions is not None,
         ),
         *extra_routes,
     ]

@@ -21,6 +21,8 @@ class Endpoint(Enum):
     WATCH = ("watch", "Invalid Watch Request", "INVALID_WATCH_REQUEST")
     REPLAY = ("replay", "Invalid Replay Request", "INVALID_REPLAY_REQUEST")
     AGGREGATE = ("aggregate", "Invalid Aggregate Request", "INVALID_AGGREGATE_REQUEST")
+    # A subscription's filter is a watch's, validated (and worded) as a watch's.
+    SUBSCRIPTION = ("watch", "Invalid Subscription Request", "INVALID_SUBSCRIPTION_REQUEST")
 
     def __init__(self, operation: str, label: str, validation_code: str) -> None:
         self.operation = operation

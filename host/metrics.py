@@ -56,6 +56,7 @@ ERROR_ROUTE = "error"
 WATCH_ROUTE = "/api/v1/watch"
 REPLAY_ROUTE = "/api/v1/replay"
 AGGREGATE_ROUTE = "/api/v1/aggregate"
+SUBSCRIPTION_EVENTS_ROUTE = "/api/v1/subscriptions/{name}/events"
 SSE_ROUTES = (WATCH_ROUTE, REPLAY_ROUTE)
 
 GENERIC_LABEL = "generic"

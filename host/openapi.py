@@ -923,6 +923,7 @@ def _error_schemas() -> Doc:
                         "IDEMPOTENCY_KEY_REUSED",
                         "IDEMPOTENCY_KEY_NOT_RETAINED",
                         "SSE_STREAM_INITIALIZATION_FAILED",
+                        *SUBSCRIPTION_ERROR_CODES,
                         "PAYLOAD_TOO_LARGE",
                         "HEADER_FIELDS_TOO_LARGE",
                         "REQUEST_TIMEOUT",
@@ -1565,9 +1566,384 @@ streams or **replay** history over Server-Sent Events.
 """
 
 
-def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict[str, Any]:
+_RID_SUBSCRIPTION = "3d9f1b2e-8c47-4f0a-9d6e-2b1c0a9f8e7d"
+
+SUBSCRIPTION_ERROR_CODES = (
+    "INVALID_SUBSCRIPTION_NAME",
+    "SUBSCRIPTION_NOT_FOUND",
+    "SUBSCRIPTION_CONFLICT",
+    "TOO_MANY_SUBSCRIPTIONS",
+    "UNSUPPORTED_DELIVERY",
+    "INVALID_ACKNOWLEDGEMENT",
+)
+
+_SUBSCRIPTION_DESCRIPTION = (
+    " With auth enabled a subscription belongs to the user who created it (anonymous callers "
+    "get 401, other users 404); with auth disabled all callers share one namespace. Kept by "
+    "this server process (the in-memory backend's lifetime)."
+)
+
+
+def _subscription_error(status_description: str, code: str, label: str, message: str) -> Doc:
+    return _json_response(
+        status_description,
+        _schema("RequestError"),
+        **{code.lower(): _request_error(code, label, message, _RID_SUBSCRIPTION)},
+    )
+
+
+def _name_parameter() -> Doc:
+    return {
+        "name": "name",
+        "in": "path",
+        "required": True,
+        "description": "Letters, digits, `-`, `_` and `.`, at most 64 (not `.` or `..`).",
+        "schema": {"type": "string"},
+        "example": "rhine-gauges",
+    }
+
+
+def _subscription_example(event_type: str, identifier: Mapping[str, Any], pending: bool) -> Doc:
+    view: Doc = {
+        "name": "rhine-gauges",
+        "event_type": event_type,
+        "identifier": dict(identifier),
+        "from_id": None,
+        "from_date": None,
+        "delivery": None,
+        "created_at": "2026-04-01T06:00:00Z",
+        "start_sequence": 58,
+        "acknowledged_sequence": 61,
+    }
+    if pending:
+        view |= {"pending": 3, "lag_seconds": 12.5}
+    return view
+
+
+def _subscription_operations(examples: RequestExamples) -> Doc:
+    first = next(iter(examples.watch.values()), {"event_type": examples.event_type})
+    event_type = first.get("event_type", examples.event_type)
+    identifier = first.get("identifier", {})
+    state = _subscription_example(event_type, identifier, pending=True)
+    invalid_name = _subscription_error(
+        "The name breaks the naming rule.",
+        "INVALID_SUBSCRIPTION_NAME",
+        "Invalid Subscription Name",
+        "subscription name 'a/b' must be 1 to 64 letters, digits, '-', '_' or '.' "
+        "(not '.' or '..')",
+    )
+    not_found = _subscription_error(
+        "No subscription of that name belongs to the caller.",
+        "SUBSCRIPTION_NOT_FOUND",
+        "Subscription Not Found",
+        "no subscription named 'rhine-gauges'",
+    )
+    name = [_name_parameter()]
+    label = Endpoint.SUBSCRIPTION.label
+    return {
+        "/api/v1/subscriptions": {
+            "get": {
+                "tags": ["subscriptions"],
+                "operationId": "listSubscriptions",
+                "summary": "List the caller's subscriptions",
+                "description": "Definitions and cursors, by name; `pending` and "
+                "`lag_seconds` are given by `GET /api/v1/subscriptions/{name}`."
+                + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "responses": {
+                    "200": _json_response(
+                        "The caller's subscriptions.",
+                        _schema("SubscriptionList"),
+                        one={
+                            "subscriptions": [_subscription_example(event_type, identifier, False)],
+                            "request_id": _RID_SUBSCRIPTION,
+                        },
+                    ),
+                    **_auth_responses(),
+                },
+            }
+        },
+        "/api/v1/subscriptions/{name}": {
+            "put": {
+                "tags": ["subscriptions"],
+                "operationId": "putSubscription",
+                "summary": "Create a subscription (or confirm an identical one)",
+                "description": "The body is a watch's: `event_type`, `identifier` (values, "
+                "wildcards, constraints, `polygon` or `point`, validated exactly as a watch "
+                "validates them) and optionally `from_id` or `from_date` (default: from the "
+                "next notification stored). The stream's read roles and authorisers are "
+                "checked now and whenever its events are read." + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "requestBody": _request_body("SubscriptionRequest", {"watch": first}),
+                "responses": {
+                    "200": _json_response(
+                        "The same definition was put again: nothing changed.",
+                        _schema("Subscription"),
+                        existing=state,
+                    ),
+                    "201": _json_response(
+                        "Created.",
+                        _schema("Subscription"),
+                        created=_subscription_example(event_type, identifier, True)
+                        | {"acknowledged_sequence": None, "pending": 0, "lag_seconds": None},
+                    ),
+                    "400": _json_response(
+                        "The name breaks the naming rule, the body could not be parsed or "
+                        "failed a watch's validation, names a `payload` or a `delivery` "
+                        "(`UNSUPPORTED_DELIVERY`: subscriptions are pulled over Server-Sent "
+                        "Events), or its definition is over "
+                        "`subscriptions.max_definition_bytes` (16384).",
+                        {"oneOf": [_schema("RequestError"), _schema("UnknownEventTypeError")]},
+                        validation=_request_error(
+                            Endpoint.SUBSCRIPTION.validation_code,
+                            label,
+                            "Required field 'station' missing for watch operation",
+                            _RID_SUBSCRIPTION,
+                        ),
+                        unsupported_delivery=_request_error(
+                            "UNSUPPORTED_DELIVERY",
+                            "Unsupported Delivery",
+                            "this server delivers subscriptions over Server-Sent Events "
+                            "only: leave out 'delivery' and read "
+                            "GET /api/v1/subscriptions/{name}/events",
+                            _RID_SUBSCRIPTION,
+                        ),
+                    ),
+                    **_auth_responses(),
+                    "409": _subscription_error(
+                        "The name holds a different definition: delete it first.",
+                        "SUBSCRIPTION_CONFLICT",
+                        "Subscription Conflict",
+                        "subscription 'rhine-gauges' exists with a different definition: "
+                        "delete it first",
+                    ),
+                    "413": _ref("responses", "PayloadTooLarge"),
+                    "429": _subscription_error(
+                        "The caller holds `subscriptions.max_per_user` subscriptions (100), or "
+                        "the server `subscriptions.max_total` (10000).",
+                        "TOO_MANY_SUBSCRIPTIONS",
+                        "Too Many Subscriptions",
+                        "at most 100 subscriptions per user (subscriptions.max_per_user): "
+                        "delete one first",
+                    ),
+                },
+            },
+            "get": {
+                "tags": ["subscriptions"],
+                "operationId": "getSubscription",
+                "summary": "A subscription's definition and state",
+                "description": "`pending` counts the matching notifications after the "
+                "cursor (exactly); `lag_seconds` is the age of the oldest of them."
+                + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "responses": {
+                    "200": _json_response("The subscription.", _schema("Subscription"), one=state),
+                    "400": invalid_name,
+                    **_auth_responses(),
+                    "404": not_found,
+                },
+            },
+            "delete": {
+                "tags": ["subscriptions"],
+                "operationId": "deleteSubscription",
+                "summary": "Delete a subscription",
+                "description": "Its open event streams end with `end_of_stream`."
+                + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "responses": {
+                    "204": _response("Deleted."),
+                    "400": invalid_name,
+                    **_auth_responses(),
+                    "404": not_found,
+                },
+            },
+        },
+        "/api/v1/subscriptions/{name}/events": {
+            "get": {
+                "tags": ["subscriptions"],
+                "operationId": "subscriptionEvents",
+                "summary": "Follow a subscription over Server-Sent Events",
+                "description": "A watch from the subscription's cursor: its notifications "
+                "after the last acknowledged one (history first, then live) in the frames a "
+                "watch sends, each notification event with `id: <sequence>`. A request "
+                "carrying `Last-Event-ID: N` (as a reconnecting `EventSource` does) first "
+                "acknowledges up to N, as `POST .../ack` would. Several streams of one "
+                "subscription may be open at once; each reads from the cursor."
+                + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": [
+                    *name,
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "Acknowledge up to this sequence first.",
+                        "schema": {"type": "string", "pattern": "^[0-9]{1,20}$"},
+                    },
+                ],
+                "responses": {
+                    "200": _sse_response(
+                        _SSE_DESCRIPTION, "SubscriptionStreamEvent", **_SUBSCRIPTION_TRANSCRIPT
+                    ),
+                    "400": _json_response(
+                        "The name breaks the naming rule, or `Last-Event-ID` is not a "
+                        "sequence this subscription delivered.",
+                        _schema("RequestError"),
+                        beyond=_request_error(
+                            "INVALID_ACKNOWLEDGEMENT",
+                            "Invalid Acknowledgement",
+                            "cannot acknowledge sequence 70: this subscription delivered up to 64",
+                            _RID_SUBSCRIPTION,
+                        ),
+                    ),
+                    **_auth_responses(),
+                    "404": not_found,
+                    "500": _server_error(
+                        "The stream could not be set up.",
+                        stream_setup_failed={
+                            "code": "SSE_STREAM_INITIALIZATION_FAILED",
+                            "details": "connection refused",
+                            "error": "SSE stream creation failed",
+                            "message": "Failed to create stream consumer",
+                            "request_id": _RID_SUBSCRIPTION,
+                            "topic": "gauge.rhine.*.*",
+                        },
+                    ),
+                },
+            }
+        },
+        "/api/v1/subscriptions/{name}/ack": {
+            "post": {
+                "tags": ["subscriptions"],
+                "operationId": "acknowledgeSubscription",
+                "summary": "Move a subscription's cursor",
+                "description": "The cursor moves to `sequence`, never backwards (a lower "
+                "one changes nothing); a sequence this subscription has not delivered yet is "
+                "refused." + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "requestBody": _request_body(
+                    "AcknowledgeRequest",
+                    # 0 acknowledges nothing: valid before anything was delivered.
+                    {"nothing_yet": {"sequence": 0}},
+                ),
+                "responses": {
+                    "200": _json_response("The new state.", _schema("Subscription"), one=state),
+                    "400": _json_response(
+                        "The name breaks the naming rule, the body is not JSON or not "
+                        '`{"sequence": N}`, or N was not delivered yet.',
+                        _schema("RequestError"),
+                        beyond=_request_error(
+                            "INVALID_ACKNOWLEDGEMENT",
+                            "Invalid Acknowledgement",
+                            "cannot acknowledge sequence 70: this subscription delivered up to 64",
+                            _RID_SUBSCRIPTION,
+                        ),
+                    ),
+                    **_auth_responses(),
+                    "404": not_found,
+                    "413": _ref("responses", "PayloadTooLarge"),
+                },
+            }
+        },
+    }
+
+
+_SUBSCRIPTION_TRANSCRIPT = {
+    "catching_up": (
+        "event: replay-control\n"
+        'data: {"batch_size":100,"end_sequence":null,"from_date":null,"from_sequence":62,'
+        '"request_id":"' + _RID_SUBSCRIPTION + '","timestamp":"2026-04-02T08:05:12Z",'
+        '"topic":"gauge.rhine.*.*","type":"replay_started"}\n\n'
+        "event: replay\n"
+        "id: 62\n"
+        'data: {"data":{"identifier":{"basin":"rhine","date":"20260402","level":"6"},'
+        '"payload":{"reading_cm":655}},"datacontenttype":"application/json",'
+        '"dataschema":"https://aviso.example.org/schema/river_gauge","id":"river_gauge@62",'
+        '"sequence":62,"source":"https://aviso.example.org","specversion":"1.0",'
+        '"time":"2026-04-02T08:00:17.204Z","type":"int.ecmwf.aviso.river_gauge"}\n\n'
+        "event: replay-control\n"
+        'data: {"timestamp":"2026-04-02T08:05:12Z","topic":"gauge.rhine.*.*",'
+        '"type":"replay_completed"}\n\n'
+        "event: heartbeat\n"
+        'data: {"timestamp":"2026-04-02T08:05:12Z","topic":"gauge.rhine.*.*"}\n\n'
+    )
+}
+
+
+def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
+    sequence: Doc = {"type": "integer", "minimum": 1}
+    nullable_text: Doc = {"type": ["string", "null"]}
+    definition: Doc = {
+        "name": {"type": "string"},
+        "event_type": {"type": "string"},
+        "identifier": {"type": "object", "additionalProperties": True},
+        "from_id": nullable_text,
+        "from_date": nullable_text,
+        "delivery": {"type": "null", "description": "Pulled over Server-Sent Events."},
+        "created_at": {"type": "string", "pattern": _SECOND_PATTERN},
+        "start_sequence": {
+            **sequence,
+            "description": "The first sequence it delivers (`from_id`, the first stored at "
+            "or after `from_date`, or the first stored after its creation).",
+        },
+        "acknowledged_sequence": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "The cursor; null before the first acknowledgement.",
+        },
+    }
+    stream_request = _body_schemas(catalog)["StreamRequest"]
+    stream_event = _sse_event(
+        "One event of a subscription's stream: a watch's events; notification events carry "
+        "`id` (the sequence).",
+        _STREAM_EVENT_DATA,
+    )
+    stream_event["properties"]["id"] = {"type": "string", "pattern": "^[0-9]+$"}
+    return {
+        "SubscriptionRequest": {
+            "type": "object",
+            "description": "A watch's body (`to_id`, `to_date` and `payload` are refused), "
+            "plus `delivery`, which this server refuses (`UNSUPPORTED_DELIVERY`).",
+            "required": ["event_type", "identifier"],
+            "additionalProperties": False,
+            "properties": {
+                **{
+                    key: value
+                    for key, value in stream_request["properties"].items()
+                    if key in ("event_type", "identifier", "from_id", "from_date")
+                },
+                "delivery": {"type": ["object", "null"]},
+            },
+        },
+        "AcknowledgeRequest": _object({"sequence": {"type": "integer", "minimum": 0}}),
+        "SubscriptionDefinition": _object(definition),
+        "Subscription": _object(
+            {
+                **definition,
+                "pending": {"type": "integer", "minimum": 0},
+                "lag_seconds": {"type": ["number", "null"], "minimum": 0},
+            }
+        ),
+        "SubscriptionList": _object(
+            {
+                "subscriptions": {"type": "array", "items": _schema("SubscriptionDefinition")},
+                "request_id": _schema("RequestId"),
+            }
+        ),
+        "SubscriptionStreamEvent": stream_event,
+    }
+
+
+def openapi_document(
+    version: str, catalog: SchemaCatalog | None = None, subscriptions: bool = True
+) -> dict[str, Any]:
     """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
-    (none: no schema configured), as JSON-serialisable data."""
+    (none: no schema configured), as JSON-serialisable data; ``subscriptions``: whether the
+    subscription routes are served."""
     examples = request_examples(catalog)
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
     return copy.deepcopy(
@@ -1592,6 +1968,10 @@ def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict
                     "description": "Watch, replay and aggregate over Server-Sent Events.",
                 },
                 {"name": "admin", "description": "Deleting stored notifications."},
+                {
+                    "name": "subscriptions",
+                    "description": "Named subscriptions whose cursor the server keeps.",
+                },
             ],
             "paths": {
                 "/api/v1/notification": {"post": _notify_operation(examples)},
@@ -1600,6 +1980,7 @@ def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict
                 "/api/v1/aggregate": {"post": _aggregate_operation(examples)},
                 **_schema_operations(catalog, examples.event_type),
                 **_admin_operations(examples.event_type),
+                **(_subscription_operations(examples) if subscriptions else {}),
                 **_operational_operations(),
             },
             "components": {
@@ -1608,6 +1989,7 @@ def openapi_document(version: str, catalog: SchemaCatalog | None = None) -> dict
                     **_error_schemas(),
                     **_discovery_schemas(),
                     **_stream_event_schemas(),
+                    **_subscription_schemas(catalog),
                 },
                 "responses": _shared_responses(),
                 "headers": _headers(),

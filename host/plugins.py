@@ -29,7 +29,15 @@ import click
 import pluggy
 
 from aviso_plugins import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
-from aviso_plugins.types import AuthProvider, FieldHandler, Sink, StorageBackend, StreamAuthoriser
+from aviso_plugins.types import (
+    AuthProvider,
+    DeliveryKind,
+    FieldHandler,
+    NotificationConsumer,
+    Sink,
+    StorageBackend,
+    StreamAuthoriser,
+)
 
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
 BUILTIN_DISTRIBUTION = "aviso-py"
@@ -70,6 +78,8 @@ class PluginRegistry:
     auth_providers: dict[str, type[AuthProvider]] = field(default_factory=dict)
     authorisers: dict[str, type[StreamAuthoriser]] = field(default_factory=dict)
     sinks: dict[str, type[Sink]] = field(default_factory=dict)
+    consumers: dict[str, type[NotificationConsumer]] = field(default_factory=dict)
+    delivery_kinds: dict[str, type[DeliveryKind]] = field(default_factory=dict)
     commands: dict[str, click.Command] = field(default_factory=dict)
     plugins: tuple[PluginInfo, ...] = ()
     manager: pluggy.PluginManager | None = None
@@ -103,6 +113,8 @@ _PROVIDES = {
     "aviso_auth_providers": ("auth-provider", "auth_providers", "mode"),
     "aviso_stream_authorisers": ("stream-authoriser", "authorisers", "name"),
     "aviso_sinks": ("sink", "sinks", "name"),
+    "aviso_notification_consumers": ("notification-consumer", "consumers", "name"),
+    "aviso_delivery_kinds": ("delivery-kind", "delivery_kinds", "kind"),
     "aviso_commands": ("commands", "commands", "name"),
 }
 
@@ -113,6 +125,8 @@ _NOUNS = {
     "auth_providers": "auth provider",
     "authorisers": "stream authoriser",
     "sinks": "sink",
+    "consumers": "notification consumer",
+    "delivery_kinds": "delivery kind",
 }
 
 

@@ -10,12 +10,14 @@ from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
+from aviso_host.consumers import ConsumerRunner
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
+from aviso_host.subscriptions import SubscriptionStore
 from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
@@ -70,6 +72,15 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
+        # Kept in this process: offered only where the backend's history is too.
+        self.subscriptions: SubscriptionStore | None = (
+            SubscriptionStore()
+            if settings.subscriptions.enabled and not type(self.backend).shared_between_processes
+            else None
+        )
+        self.consumers = ConsumerRunner(
+            settings, registry, self.catalog, self.backend, self.renderer
+        )
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
@@ -90,12 +101,18 @@ class Service:
                     self.registry.describe("backends", kind),
                     self.settings.secrets,
                 )
-                if self.auth is not None:
-                    try:
+                try:
+                    if self.auth is not None:
                         await self.auth.start()
+                    try:
+                        await self.consumers.start()
                     except BaseException:
-                        await self.backend.shutdown()
+                        if self.auth is not None:
+                            await self.auth.close()
                         raise
+                except BaseException:
+                    await self.backend.shutdown()
+                    raise
                 self._started = True
                 log_event(
                     "service.started",
@@ -103,6 +120,12 @@ class Service:
                     backend=self.settings.backend.kind,
                     event_types=self.catalog.event_types,
                 )
+                if self.settings.subscriptions.enabled and self.subscriptions is None:
+                    log_event(
+                        "subscriptions.unavailable",
+                        f"subscriptions are not available on the '{kind}' backend yet: "
+                        "their routes are not served",
+                    )
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""
@@ -123,6 +146,7 @@ class Service:
     async def close(self) -> None:
         if self._started:
             self._started = False
+            await self.consumers.close()
             if self.auth is not None:
                 await self.auth.close()
             await self.backend.shutdown()

@@ -33,6 +33,7 @@ from aviso_host.config.settings import (
     SchemaSettings,
     Settings,
     StreamAuthSettings,
+    SubscriptionSettings,
     TopicSettings,
     WatchSettings,
 )
@@ -96,6 +97,9 @@ def _settings(
         metrics=MetricsSettings(**_known(effective.get("metrics", {}), MetricsSettings)),
         watch=WatchSettings(**_known(effective.get("watch_endpoint", {}), WatchSettings)),
         limits=LimitSettings(**effective.get("limits", {})),
+        subscriptions=SubscriptionSettings(
+            **_known(effective.get("subscriptions", {}), SubscriptionSettings)
+        ),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,

@@ -152,6 +152,18 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
             },
         },
     }
+    schema["properties"]["subscriptions"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": _BOOLEAN,
+            "max_per_user": _POSITIVE,
+            "max_total": _POSITIVE,
+            "max_definition_bytes": _POSITIVE,
+            # Each delivery kind's own section, ``subscriptions.<kind>``.
+            **{kind: dict(cls.options_schema) for kind, cls in registry.delivery_kinds.items()},
+        },
+    }
     schema["properties"].update(claimed_sections(registry, schema["properties"]))
     return schema
 

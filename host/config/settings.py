@@ -145,6 +145,22 @@ class LimitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SubscriptionSettings:
+    """The ``subscriptions`` section: named subscriptions whose cursor the server keeps."""
+
+    enabled: bool = True
+    """``false`` removes the ``/api/v1/subscriptions`` routes."""
+    max_per_user: int = 100
+    """Subscriptions one user may hold (with auth off, all callers share one namespace and
+    this cap); beyond it: 429."""
+    max_total: int = 10_000
+    """Subscriptions the server holds in all; beyond it: 429."""
+    max_definition_bytes: int = 16_384
+    """Serialised JSON bytes of one subscription's definition (its polygon, mostly); over
+    it: 400."""
+
+
+@dataclass(frozen=True, slots=True)
 class TopicSettings:
     base: str
     key_order: tuple[str, ...]
@@ -183,6 +199,7 @@ class Settings:
     metrics: MetricsSettings = MetricsSettings()
     watch: WatchSettings = WatchSettings()
     limits: LimitSettings = LimitSettings()
+    subscriptions: SubscriptionSettings = SubscriptionSettings()
     schemas: Mapping[str, SchemaSettings] = field(default_factory=dict)
     schemas_configured: bool = False
     """False when ``notification_schema`` is absent (the schema endpoint says so)."""

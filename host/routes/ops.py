@@ -135,10 +135,12 @@ def ops_routes(
     version: str,
     homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
     catalog: SchemaCatalog | None = None,
+    subscriptions: bool = True,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
     and the ``homepage`` links; the API description's examples use ``catalog``'s event
-    types."""
+    types, and describes the subscription routes when ``subscriptions`` says they are
+    served."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -148,7 +150,8 @@ def ops_routes(
     fallback_home = _filled(packaged_home, values)
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
-    openapi_json = dumps(openapi_document(version, catalog), sort_keys=False).encode()
+    document = openapi_document(version, catalog, subscriptions)
+    openapi_json = dumps(document, sort_keys=False).encode()
     swagger_assets = {
         asset.name: asset
         for asset in _SWAGGER_UI_DIR.iterdir()

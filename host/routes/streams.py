@@ -59,7 +59,12 @@ _BOTH_ENDS = (
     "Use to_id for a sequence-based end or to_date for a time-based end."
 )
 
-_PATHS = {Endpoint.NOTIFY: "notification", Endpoint.WATCH: "watch", Endpoint.AGGREGATE: "aggregate"}
+_PATHS = {
+    Endpoint.NOTIFY: "notification",
+    Endpoint.WATCH: "watch",
+    Endpoint.AGGREGATE: "aggregate",
+    Endpoint.SUBSCRIPTION: "subscriptions",
+}
 
 
 def end_point_refused(body: RequestBody, endpoint: Endpoint) -> str | None:

@@ -45,6 +45,12 @@ def frame(event: bytes, data: bytes) -> bytes:
     return b"event: " + event + b"\ndata: " + data + b"\n\n"
 
 
+def frame_with_id(event: bytes, data: bytes, sequence: int) -> bytes:
+    """A notification frame carrying ``id: <sequence>``: what an ``EventSource`` sends back as
+    ``Last-Event-ID`` when it reconnects (subscription streams only)."""
+    return b"event: " + event + b"\nid: " + str(sequence).encode() + b"\ndata: " + data + b"\n\n"
+
+
 def _control(event: bytes, body: dict[str, Any]) -> bytes:
     return frame(event, dumps(body).encode())
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -105,6 +105,7 @@ class EventStream:
         "_control",
         "_deadline",
         "_delivered",
+        "_event_ids",
         "_fetched_through",
         "_filter",
         "_is_watch",
@@ -112,6 +113,7 @@ class EventStream:
         "_metrics",
         "_next_heartbeat",
         "_now",
+        "_on_delivered",
         "_out",
         "_reauthorisation",
         "_renderer",
@@ -139,7 +141,11 @@ class EventStream:
         is_watch: bool,
         metrics: SseConnection,
         reauthorisation: Reauthorisation | None = None,
+        event_ids: bool = False,
+        on_delivered: Callable[[int], None] | None = None,
     ) -> None:
+        """``event_ids``: notification frames carry ``id: <sequence>``; ``on_delivered`` is
+        called with the highest sequence written after each batch of notifications."""
         self._backend = backend
         self._renderer = renderer
         self._settings = settings
@@ -152,6 +158,8 @@ class EventStream:
         self._is_watch = is_watch
         self._metrics = metrics
         self._reauthorisation = reauthorisation
+        self._event_ids = event_ids
+        self._on_delivered = on_delivered
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._out = bytearray()
@@ -495,7 +503,11 @@ class EventStream:
         sent = 0
         for record in records:
             try:
-                self._out += frames.frame(event, self._renderer.render(record))
+                data = self._renderer.render(record)
+                if self._event_ids:
+                    self._out += frames.frame_with_id(event, data, record.sequence)
+                else:
+                    self._out += frames.frame(event, data)
                 self._through = record.sequence
                 sent += 1
             except CloudEventError as exc:
@@ -507,6 +519,8 @@ class EventStream:
             if sent == budget:
                 break
         self._metrics.events_sent(sent)
+        if sent and self._on_delivered is not None:
+            self._on_delivered(self._through)
         return sent
 
     async def _flush(self) -> None:

@@ -41,7 +41,7 @@ def test_every_ignored_section_reports_its_unknown_keys() -> None:
         "watch_endpoint.replay_batch_sise: unknown key (did you mean 'replay_batch_size'?)",
         "extras: unknown key (known keys: application, auth, ecpds, limits, logging, "
         "metrics, notification_backend, notification_schema, notification_schema_strict, "
-        "watch_endpoint)",
+        "subscriptions, watch_endpoint)",
     )
 
 

@@ -143,6 +143,10 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/admin/notification/{notification_id}": {"delete"},
         "/api/v1/admin/wipe/stream": {"delete"},
         "/api/v1/admin/wipe/all": {"delete"},
+        "/api/v1/subscriptions": {"get"},
+        "/api/v1/subscriptions/{name}": {"put", "get", "delete"},
+        "/api/v1/subscriptions/{name}/events": {"get"},
+        "/api/v1/subscriptions/{name}/ack": {"post"},
         "/health": {"get"},
         "/ready": {"get"},
         "/status": {"get"},
@@ -157,6 +161,7 @@ def test_openapi_document(client: TestClient) -> None:
         "notification",
         "streaming",
         "admin",
+        "subscriptions",
     }
     assert document["components"]["securitySchemes"] == {
         "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},

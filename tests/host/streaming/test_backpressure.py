@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_plugins.sse import SSEParser
+from aviso_plugins.testing import EventStream
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
 from tests.support.sse import collect
@@ -232,3 +234,43 @@ def test_drop_policy_skips_and_says_how_many(tmp_path: Path) -> None:
     assert len(delivered) + skipped[0]["skipped"] == total + 1
     first, last = skipped[0]["first_skipped_sequence"], skipped[0]["last_skipped_sequence"]
     assert not set(delivered) & set(range(first, last + 1))
+
+
+def test_a_frozen_subscription_reader_is_cut_off_and_resumes_from_its_cursor(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.format(policy="disconnect"))
+    log = tmp_path / "server.log"
+    events_path = "/api/v1/subscriptions/frozen/events"
+    with aviso_process(config, log) as (url, _), httpx.Client(base_url=url) as client:
+        port = int(url.rsplit(":", 1)[1])
+        assert client.put("/api/v1/subscriptions/frozen", json=WATCH).status_code == 201
+        frozen = socket.socket()
+        frozen.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        frozen.connect(("127.0.0.1", port))
+        frozen.sendall(f"GET {events_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        try:
+            total = asyncio.run(_publish_until_logged(port, log, "stream.backpressure.disconnect"))
+            frozen.settimeout(10)
+            raw = b""
+            while chunk := frozen.recv(65536):
+                raw += chunk
+        finally:
+            frozen.close()
+        body = b"".join(_dechunk(raw.split(b"\r\n\r\n", 1)[1]))
+        frames = SSEParser().feed(body)
+        assert frames[-1].event == "connection-closing"
+        assert json.loads(frames[-1].data)["cause"] == "slow_consumer"
+        seen = [int(f.id) for f in frames if f.event in ("replay", "live-notification")]
+        assert seen == list(range(1, len(seen) + 1))
+        # Reconnecting as an EventSource would acknowledges what was seen and resumes after it.
+        headers = {"Last-Event-ID": str(seen[-1])}
+        with client.stream("GET", events_path, headers=headers, timeout=60) as response:
+            stream = EventStream(response)
+            rest = [stream.until(lambda e: e.is_notification).data["sequence"]]
+            while rest[-1] < total:
+                rest.append(stream.until(lambda e: e.is_notification).data["sequence"])
+        assert seen + rest == list(range(1, total + 1))
+        state = client.get("/api/v1/subscriptions/frozen").json()
+        assert state["acknowledged_sequence"] == seen[-1]

@@ -1,0 +1,441 @@
+"""``/api/v1/subscriptions``: named subscriptions whose cursor the server keeps, pulled over
+Server-Sent Events.
+
+A subscription's filter is validated exactly as a watch's (same checks, same messages, its
+own error label), and checked against the stream's roles and authorisers when it is created
+and again whenever its events are read; an open events stream is re-authorised as a watch
+is. The events stream is a cursor watch from the subscription's cursor, through the same
+:class:`EventStream` (heartbeats, backpressure, maximum duration, shutdown), whose
+notification frames also carry ``id: <sequence>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from aviso_host.auth.policy import check_stream_policy, run_authorisers
+from aviso_host.auth.reauthorise import reauthorisation
+from aviso_host.cursors import now_whole_seconds, to_ns
+from aviso_host.encoding import dumps, loads
+from aviso_host.errors import (
+    ApiError,
+    Endpoint,
+    internal_failure,
+    json_response,
+    parse_error,
+    stream_setup_error,
+    validation_error,
+)
+from aviso_host.filtering import StreamFilter
+from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
+from aviso_host.logs import echoed
+from aviso_host.metrics import SUBSCRIPTION_EVENTS_ROUTE
+from aviso_host.requests import RequestBody, parse_body, read_body
+from aviso_host.routes.common import (
+    api_endpoint,
+    caller_of,
+    error_response,
+    request_id_of,
+    schema_for,
+    service_of,
+)
+from aviso_host.routes.streams import StreamRoute, open_live, replay_start, spatial_point
+from aviso_host.schemas import EventSchema
+from aviso_host.service import Service
+from aviso_host.streaming.control import StreamControl
+from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_host.subscriptions import SubscriptionEntry, SubscriptionStore, valid_name
+from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins.types import Caller, InvalidValue, StartCursor
+
+ENDPOINT = Endpoint.SUBSCRIPTION
+ACK_LABEL = "Invalid Acknowledgement"
+LAST_EVENT_ID = "last-event-id"
+_MAX_SEQUENCE = 2**64 - 1
+_AUTHENTICATION_REQUIRED = "Authentication is required for subscriptions"
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def _invalid_name(name: str) -> ApiError:
+    return ApiError(
+        400,
+        "INVALID_SUBSCRIPTION_NAME",
+        "Invalid Subscription Name",
+        f"subscription name '{echoed(name)}' must be 1 to 64 letters, digits, '-', '_' or '.' "
+        "(not '.' or '..')",
+    )
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(
+        404,
+        "SUBSCRIPTION_NOT_FOUND",
+        "Subscription Not Found",
+        f"no subscription named '{echoed(name)}'",
+        event_name="api.subscription.not_found",
+    )
+
+
+def _conflict(name: str) -> ApiError:
+    return ApiError(
+        409,
+        "SUBSCRIPTION_CONFLICT",
+        "Subscription Conflict",
+        f"subscription '{echoed(name)}' exists with a different definition: delete it first",
+    )
+
+
+def _too_many(message: str) -> ApiError:
+    return ApiError(429, "TOO_MANY_SUBSCRIPTIONS", "Too Many Subscriptions", message)
+
+
+def _unsupported_delivery() -> ApiError:
+    return ApiError(
+        400,
+        "UNSUPPORTED_DELIVERY",
+        "Unsupported Delivery",
+        "this server delivers subscriptions over Server-Sent Events only: leave out 'delivery' "
+        "and read GET /api/v1/subscriptions/{name}/events",
+    )
+
+
+def _invalid_ack(message: str) -> ApiError:
+    return ApiError(400, "INVALID_ACKNOWLEDGEMENT", ACK_LABEL, message)
+
+
+# -- the steps shared by every route ---------------------------------------------------------
+
+
+def _store(service: Service) -> SubscriptionStore:
+    store = service.subscriptions
+    assert store is not None  # the routes exist only with a store
+    return store
+
+
+def _owner(service: Service, request: Request) -> str | None:
+    """The namespace: the caller's name with auth on (anonymous callers are refused), the
+    shared one with auth off."""
+    if service.auth is None:
+        return None
+    caller = caller_of(request)
+    if caller is None:
+        raise service.auth.failure(401, _AUTHENTICATION_REQUIRED)
+    return caller.username
+
+
+def _name(request: Request) -> str:
+    name: str = request.path_params["name"]
+    if not valid_name(name):
+        raise _invalid_name(name)
+    return name
+
+
+def _entry(service: Service, request: Request) -> SubscriptionEntry:
+    """The caller's subscription of the path's name; another owner's is not found either."""
+    owner = _owner(service, request)
+    name = _name(request)
+    entry = _store(service).get(owner, name)
+    if entry is None:
+        raise _not_found(name)
+    return entry
+
+
+async def _admitted_filter(
+    service: Service, caller: Caller | None, body: RequestBody
+) -> tuple[EventSchema | None, StreamFilter, ReplayStart | None]:
+    """A watch's checks, in a watch's order: event type, stream roles, identifier, cursor,
+    topic size, then the stream's authorisers."""
+    schema = schema_for(service, body)
+    check_stream_policy(service.auth, schema, caller, write=False)
+    try:
+        check_identifier_values(
+            schema, body.identifier, service.settings.limits.max_identifier_value_bytes
+        )
+        point = spatial_point(body.identifier)
+        replay = replay_start(body, ENDPOINT)
+        stream_filter = plan_stream_filter(
+            schema, body.event_type, body.identifier, ENDPOINT.operation, point
+        )
+        check_topic_size(stream_filter.pattern.encoded, service.settings.limits.max_topic_bytes)
+    except InvalidValue as exc:
+        raise validation_error(ENDPOINT, exc.message, exc.details) from exc
+    await run_authorisers(service.auth, schema, caller, stream_filter.requested)
+    return schema, stream_filter, replay
+
+
+def _body_of(definition: dict[str, Any]) -> RequestBody:
+    return RequestBody(
+        event_type=definition["event_type"],
+        identifier=dict(definition["identifier"]),
+        from_id=definition.get("from_id"),
+        from_date=definition.get("from_date"),
+        payload=None,
+    )
+
+
+async def _start_sequence(
+    service: Service, stream_filter: StreamFilter, replay: ReplayStart | None
+) -> int:
+    pattern = stream_filter.pattern
+    backend = service.backend
+    if replay is not None and replay.from_sequence is not None:
+        return max(replay.from_sequence, 1)
+    if replay is not None and replay.from_date is not None:
+        # The first stored at or after from_date; none yet: whatever is stored next.
+        after = await backend.first_sequence_after(pattern, to_ns(replay.from_date) - 1)
+        if after is not None:
+            return after
+    return (await backend.history_bound(pattern) or 0) + 1
+
+
+# -- views -----------------------------------------------------------------------------------
+
+
+def _view(entry: SubscriptionEntry) -> dict[str, Any]:
+    definition = entry.definition
+    return {
+        "name": entry.name,
+        "event_type": definition["event_type"],
+        "identifier": definition["identifier"],
+        "from_id": definition.get("from_id"),
+        "from_date": definition.get("from_date"),
+        "delivery": None,
+        "created_at": entry.created_at,
+        "start_sequence": entry.start_sequence,
+        "acknowledged_sequence": entry.acknowledged,
+    }
+
+
+async def _admitted_entry_filter(
+    service: Service, request: Request, entry: SubscriptionEntry
+) -> StreamFilter:
+    """The subscription's filter, its caller checked again against the stream's roles and
+    authorisers (which may have changed since it was created)."""
+    _, stream_filter, _ = await _admitted_filter(
+        service, caller_of(request), _body_of(dict(entry.definition))
+    )
+    return stream_filter
+
+
+async def _state(
+    service: Service, entry: SubscriptionEntry, stream_filter: StreamFilter
+) -> dict[str, Any]:
+    """The view plus ``pending`` (the matching notifications after the cursor, counted
+    exactly) and ``lag_seconds`` (the age of the oldest of them)."""
+    batch_size = service.settings.watch.replay_batch_size
+    cursor = StartCursor(from_sequence=entry.next_sequence)
+    pending = 0
+    oldest: int | None = None
+    while True:
+        batch = await service.backend.fetch_batch(stream_filter.pattern, cursor, batch_size)
+        selected = await stream_filter.select(batch.messages)
+        if selected and oldest is None:
+            oldest = selected[0].time_ns
+        pending += len(selected)
+        if not batch.has_more or batch.next_sequence is None:
+            break
+        cursor = StartCursor(from_sequence=batch.next_sequence)
+        await asyncio.sleep(0)  # a long count must not hold the event loop
+    lag = None if oldest is None else max(0.0, round(time.time() - oldest / 1e9, 3))
+    return {**_view(entry), "pending": pending, "lag_seconds": lag}
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+@api_endpoint
+async def list_subscriptions(request: Request) -> ASGIApp:
+    service = service_of(request)
+    owner = _owner(service, request)
+    views = [_view(entry) for entry in _store(service).owned(owner)]
+    return json_response({"subscriptions": views, "request_id": request_id_of(request)})
+
+
+@api_endpoint
+async def subscription(request: Request) -> ASGIApp:
+    method = request.method
+    if method == "PUT":
+        return await _put(request)
+    service = service_of(request)
+    entry = _entry(service, request)
+    if method == "DELETE":
+        _store(service).remove(entry)
+        return Response(status_code=204)
+    stream_filter = await _admitted_entry_filter(service, request, entry)
+    return json_response(await _state(service, entry, stream_filter))
+
+
+async def _put(request: Request) -> ASGIApp:
+    service = service_of(request)
+    owner = _owner(service, request)
+    name = _name(request)
+    limits = service.settings.limits
+    body = parse_body(
+        await read_body(request), ENDPOINT, ("delivery",), max_depth=limits.max_json_depth
+    )
+    if "delivery" in body.extras:
+        raise _unsupported_delivery()
+    if body.payload is not None:
+        raise validation_error(ENDPOINT, "payload is not part of a subscription")
+    _, stream_filter, replay = await _admitted_filter(service, caller_of(request), body)
+    definition: dict[str, Any] = {"event_type": body.event_type, "identifier": body.identifier}
+    for key in ("from_id", "from_date"):
+        value = getattr(body, key)
+        if value is not None:
+            definition[key] = value
+    size = len(dumps(definition).encode())
+    cap = service.settings.subscriptions.max_definition_bytes
+    if size > cap:
+        raise validation_error(
+            ENDPOINT,
+            f"the subscription's definition is {size} bytes of JSON, over the limit of {cap} "
+            "(subscriptions.max_definition_bytes)",
+        )
+    start = await _start_sequence(service, stream_filter, replay)
+    # No await from here on: the check and the insertion are one step for the event loop.
+    store = _store(service)
+    existing = store.get(owner, name)
+    if existing is not None:
+        if dumps(existing.definition) != dumps(definition):
+            raise _conflict(name)
+        return json_response(await _state(service, existing, stream_filter))
+    settings = service.settings.subscriptions
+    if store.count(owner) >= settings.max_per_user:
+        raise _too_many(
+            f"at most {settings.max_per_user} subscriptions per user "
+            "(subscriptions.max_per_user): delete one first"
+        )
+    if store.total >= settings.max_total:
+        raise _too_many(
+            f"the server holds its maximum of {settings.max_total} subscriptions "
+            "(subscriptions.max_total)"
+        )
+    entry = SubscriptionEntry(owner, name, definition, now_whole_seconds(), start)
+    store.add(entry)
+    return json_response(await _state(service, entry, stream_filter), 201)
+
+
+def _sequence(value: Any) -> int | None:
+    """A sequence number from JSON (an integer) or a header (its decimal text)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SEQUENCE:
+        return None
+    return value
+
+
+def _acknowledge(entry: SubscriptionEntry, sequence: int) -> None:
+    if sequence > entry.delivered:
+        delivered = f"up to {entry.delivered}" if entry.delivered else "nothing yet"
+        raise _invalid_ack(
+            f"cannot acknowledge sequence {sequence}: this subscription delivered {delivered}"
+        )
+    entry.acknowledge(sequence)
+
+
+@api_endpoint
+async def acknowledge(request: Request) -> ASGIApp:
+    service = service_of(request)
+    entry = _entry(service, request)
+    raw = await read_body(request)
+    max_depth = service.settings.limits.max_json_depth
+    if exceeds_json_depth(raw, max_depth):
+        raise parse_error(
+            ENDPOINT,
+            "INVALID_JSON",
+            f"JSON parsing failed: nesting deeper than the limit of {max_depth} levels",
+        )
+    try:
+        document = loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise parse_error(ENDPOINT, "INVALID_JSON", "JSON parsing failed: not valid JSON") from exc
+    sequence = _sequence(document.get("sequence")) if isinstance(document, dict) else None
+    if sequence is None or set(document) != {"sequence"}:
+        raise _invalid_ack('the body must be {"sequence": N}, N an integer from 0 to 2^64-1')
+    _acknowledge(entry, sequence)
+    stream_filter = await _admitted_entry_filter(service, request, entry)
+    return json_response(await _state(service, entry, stream_filter))
+
+
+@api_endpoint
+async def events(request: Request) -> ASGIApp:
+    service = service_of(request)
+    entry = _entry(service, request)
+    last_event_id = request.headers.get(LAST_EVENT_ID)
+    if last_event_id is not None:
+        sequence = _sequence(last_event_id.strip())
+        if sequence is None:
+            raise _invalid_ack("Last-Event-ID must be a sequence number")
+        _acknowledge(entry, sequence)
+    caller = caller_of(request)
+    schema, stream_filter, _ = await _admitted_filter(
+        service, caller, _body_of(dict(entry.definition))
+    )
+    control = StreamControl(request_id_of(request))
+    access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
+    try:
+        live, live_subscription = await open_live(service, control, stream_filter.pattern)
+    except Exception as exc:
+        display = stream_filter.pattern.display
+        error = stream_setup_error("Failed to create stream consumer", display)
+        internal_failure(error, exc, event_type=entry.definition["event_type"])
+        return error_response(request, error)
+    start = entry.next_sequence
+    event_type = entry.definition["event_type"]
+    stream = EventStream(
+        backend=service.backend,
+        renderer=service.renderer,
+        settings=service.settings.watch_for(event_type),
+        streams=service.streams,
+        control=control,
+        stream_filter=stream_filter,
+        replay=ReplayStart(StartCursor(from_sequence=start), start, None),
+        live=live,
+        subscription=live_subscription,
+        is_watch=True,
+        metrics=service.metrics.sse_connection(
+            SUBSCRIPTION_EVENTS_ROUTE, event_type, caller.username if caller else None
+        ),
+        reauthorisation=access,
+        event_ids=True,
+        on_delivered=entry.delivered_through,
+    )
+    return _Tracked(stream, entry, control)
+
+
+class _Tracked:
+    """The events stream, listed with its subscription while it runs (a delete ends it)."""
+
+    __slots__ = ("_control", "_entry", "_stream")
+
+    def __init__(self, stream: EventStream, entry: SubscriptionEntry, control: StreamControl):
+        self._stream = stream
+        self._entry = entry
+        self._control = control
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._entry.streams.add(self._control)
+        if self._entry.deleted:  # deleted while this stream was being set up
+            self._control.stop("end_of_stream")
+        try:
+            await self._stream(scope, receive, send)
+        finally:
+            self._entry.streams.discard(self._control)
+
+
+def subscription_routes() -> list[BaseRoute]:
+    return [
+        Route("/api/v1/subscriptions", list_subscriptions, methods=["GET"]),
+        Route("/api/v1/subscriptions/{name}", subscription, methods=["PUT", "GET", "DELETE"]),
+        Route("/api/v1/subscriptions/{name}/events", StreamRoute(events), methods=["GET"]),
+        Route("/api/v1/subscriptions/{name}/ack", acknowledge, methods=["POST"]),
+    ]
