@@ -18,11 +18,11 @@ The connection caps act when a connection is accepted (:class:`ConnectionCaps`):
 (``GET``/``HEAD`` ``/health`` and ``/ready``, so that an orchestrator does not restart a
 service that is merely busy): it must send its head within ``PROBE_HEAD_SECONDS``, any
 other request is answered 503 (429 over the per-client cap) with ``Retry-After``, and it
-is closed once answered. At most ``PROBE_RESERVE`` connections are held past
-``max_connections``, at most ``PROBE_RESERVE_PER_CLIENT`` of them from one address (and at
-most that many past ``max_connections_per_client``): a connection beyond is reset as soon
-as it is accepted, so that a flood holds no more descriptors than the caps allow and one
-address cannot take the probes' room.
+is closed once answered. At most ``PROBE_RESERVE`` connections are held past the caps, at
+most ``PROBE_RESERVE_PER_CLIENT`` of them from one address: past that a new connection
+takes the place of one that has shown it is no probe, or is reset as soon as it is
+accepted, so that a flood holds no more descriptors than the caps allow and one address
+cannot take the probes' room.
 
 A connection dropped at once (an aborted stream, the end of a lingering close, one refused
 at accept) is reset (``SO_LINGER`` 0): the kernel discards its send queue then, instead of
@@ -92,12 +92,11 @@ RETRY_AFTER_SECONDS = 1
 PROBE_PATHS = (b"/health", b"/ready")
 """Answered whatever the connection caps: a busy service is not a dead one."""
 PROBE_RESERVE = 32
-"""Connections held past ``max_connections``, for the probes; taken out of the descriptors
-kept out of ``max_connections`` (``aviso_host.server.DESCRIPTOR_RESERVE``)."""
+"""Connections held past the caps, for the probes; taken out of the descriptors kept out of
+``max_connections`` (``aviso_host.server.DESCRIPTOR_RESERVE``)."""
 PROBE_RESERVE_PER_CLIENT = 4
-"""Connections one client address may hold past ``max_connections`` (of
-``PROBE_RESERVE``) and past ``max_connections_per_client``: a flood from one address
-leaves the rest of the reserve to the probes of others."""
+"""What one client address may hold of ``PROBE_RESERVE``: a flood from one address leaves
+the rest to the probes of others."""
 PROBE_HEAD_SECONDS = 2.0
 """How long a connection accepted past a cap has to send its whole head (at most
 ``header_timeout_seconds``): a probe sends it at once; one that does not is reset, so that
@@ -168,23 +167,24 @@ class ConnectionCaps:
     its connections.
 
     :meth:`accept` files a new connection: served, for the probes only (with the app that
-    answers its other requests), or refused (to be reset at once). Served connections
-    number at most ``capacity``, those past it at most ``PROBE_RESERVE``
-    (``PROBE_RESERVE_PER_CLIENT`` per address), so the connections together hold at most
-    ``capacity + PROBE_RESERVE`` descriptors however many arrive. When the reserve (or the
-    address's part of it) is full, a new connection takes the place of one that has shown
-    it is no probe (:meth:`Reserved.evictable`), from its own address first, else from the
-    address holding most; only when there is none is it refused. A flood cannot keep a
-    probe out by holding the reserve: its connections give their places up to newer
-    ones."""
+    answers its other requests), or refused (to be reset at once). At most ``capacity``
+    connections are served (at most ``per_client`` of them from one address, when set);
+    any other is held in the probe reserve: at most ``PROBE_RESERVE`` connections, at most
+    ``PROBE_RESERVE_PER_CLIENT`` of them from one address. So the connections together
+    hold at most ``capacity + PROBE_RESERVE`` descriptors however many arrive, and one
+    address leaves most of the reserve to others. When the reserve (or the address's part
+    of it) is full, a new connection takes the place of one that has shown it is no probe
+    (:meth:`Reserved.evictable`), from its own address, else from the address holding
+    most; only when there is none is it refused. A flood cannot keep probes out by holding
+    the reserve: its connections give their places up to newer ones."""
 
     __slots__ = (
         "_next_log",
-        "_open",
         "_refused",
         "_reserved",
         "_reserved_total",
         "_served",
+        "_served_from",
         "capacity",
         "per_client",
         "too_many_from_client",
@@ -196,44 +196,38 @@ class ConnectionCaps:
         self.per_client = per_client
         self.too_many_from_client: App = functools.partial(_too_many_from_client, per_client)
         self._served = 0
+        self._served_from: dict[str, int] = {}
+        """Served connections per address, counted only with ``per_client``."""
         self._reserved: dict[str, list[Reserved]] = {}
-        """Connections held past ``capacity``, per address, oldest first (never empty)."""
+        """Connections held in the reserve, per address, oldest first (never empty)."""
         self._reserved_total = 0
-        self._open: dict[str, int] = {}
-        """Connections per address, counted only with ``per_client``."""
         self._refused = 0
         self._next_log = 0.0
 
     def accept(self, host: str, connection: Reserved, now: float) -> tuple[bool, App | None] | None:
         """Whether ``connection``, new from ``host``, is held in the probe reserve, and the
         app answering its requests other than probes (``None``: it is served); ``None``
-        when it is refused."""
-        opened = 0
-        if self.per_client:
-            opened = self._open.get(host, 0) + 1
-            if opened > self.per_client + PROBE_RESERVE_PER_CLIENT:
-                return self._refuse()
-        reserved = self._served >= self.capacity
-        if reserved:
-            held = self._reserved.get(host)
-            if held is not None and len(held) >= PROBE_RESERVE_PER_CLIENT:
-                room = self._evict(host, held, now)
-            elif self._reserved_total >= PROBE_RESERVE:
-                busiest = max(self._reserved, key=lambda other: len(self._reserved[other]))
-                room = self._evict(busiest, self._reserved[busiest], now)
-            else:
-                room = True
-            if not room:
-                return self._refuse()
-            self._reserved.setdefault(host, []).append(connection)
-            self._reserved_total += 1
-        else:
+        when it is refused. ``now``: the loop's time."""
+        over_client = bool(self.per_client) and self._served_from.get(host, 0) >= self.per_client
+        if not over_client and self._served < self.capacity:
             self._served += 1
-        if opened:
-            self._open[host] = opened
-        if opened > self.per_client:
-            return reserved, self.too_many_from_client
-        return reserved, _service_unavailable if reserved else None
+            if self.per_client:
+                self._served_from[host] = self._served_from.get(host, 0) + 1
+            return False, None
+        held = self._reserved.get(host)
+        if held is not None and len(held) >= PROBE_RESERVE_PER_CLIENT:
+            room = self._evict(host, held, now)
+        elif self._reserved_total >= PROBE_RESERVE:
+            busiest = max(self._reserved, key=lambda other: len(self._reserved[other]))
+            room = self._evict(busiest, self._reserved[busiest], now)
+        else:
+            room = True
+        if not room:
+            self._refused_one()
+            return None
+        self._reserved.setdefault(host, []).append(connection)
+        self._reserved_total += 1
+        return True, self.too_many_from_client if over_client else _service_unavailable
 
     def release(self, host: str, connection: Reserved | None) -> None:
         """A connection that :meth:`accept` took closed; ``connection`` if it was held in
@@ -244,14 +238,14 @@ class ConnectionCaps:
             if not held:
                 del self._reserved[host]
             self._reserved_total -= 1
-        else:
-            self._served -= 1
+            return
+        self._served -= 1
         if self.per_client:
-            left = self._open[host] - 1
+            left = self._served_from[host] - 1
             if left:
-                self._open[host] = left
+                self._served_from[host] = left
             else:
-                del self._open[host]
+                del self._served_from[host]
 
     def _evict(self, host: str, held: list[Reserved], now: float) -> bool:
         for connection in held:
@@ -261,20 +255,19 @@ class ConnectionCaps:
                 return True
         return False
 
-    def _refuse(self) -> None:
+    def _refused_one(self) -> None:
         self._refused += 1
         now = time.monotonic()
         if now >= self._next_log:
             log_event(
                 "server.connections.refused",
-                f"{self._refused} connection(s) reset at accept: more than "
-                f"{self.capacity} + {PROBE_RESERVE} open, or more than "
-                f"{PROBE_RESERVE_PER_CLIENT} of one address past a cap",
+                f"{self._refused} connection(s) reset at accept: the probe reserve "
+                f"({PROBE_RESERVE} past the caps, {PROBE_RESERVE_PER_CLIENT} per address) "
+                "held only connections still being answered",
                 logging.WARNING,
             )
             self._refused = 0
             self._next_log = now + REFUSAL_LOG_SECONDS
-        return None
 
 
 class RequestCycle(Protocol):
