@@ -179,8 +179,8 @@ class ConnectionCaps:
     the reserve: its connections give their places up to newer ones."""
 
     __slots__ = (
+        "_dropped",
         "_next_log",
-        "_refused",
         "_reserved",
         "_reserved_total",
         "_served",
@@ -201,7 +201,7 @@ class ConnectionCaps:
         self._reserved: dict[str, list[Reserved]] = {}
         """Connections held in the reserve, per address, oldest first (never empty)."""
         self._reserved_total = 0
-        self._refused = 0
+        self._dropped = 0
         self._next_log = 0.0
 
     def accept(self, host: str, connection: Reserved, now: float) -> tuple[bool, App | None] | None:
@@ -223,7 +223,7 @@ class ConnectionCaps:
         else:
             room = True
         if not room:
-            self._refused_one()
+            self._dropped_one()
             return None
         self._reserved.setdefault(host, []).append(connection)
         self._reserved_total += 1
@@ -252,21 +252,24 @@ class ConnectionCaps:
             if connection.evictable(now):
                 self.release(host, connection)
                 connection.evict()
+                self._dropped_one()
                 return True
         return False
 
-    def _refused_one(self) -> None:
-        self._refused += 1
+    def _dropped_one(self) -> None:
+        """Count a connection reset for want of room in the reserve (refused at accept, or
+        evicted for a newer one): one log line per ``REFUSAL_LOG_SECONDS`` at most."""
+        self._dropped += 1
         now = time.monotonic()
         if now >= self._next_log:
             log_event(
                 "server.connections.refused",
-                f"{self._refused} connection(s) reset at accept: the probe reserve "
-                f"({PROBE_RESERVE} past the caps, {PROBE_RESERVE_PER_CLIENT} per address) "
-                "held only connections still being answered",
+                f"{self._dropped} connection(s) past the connection caps reset: the probe "
+                f"reserve ({PROBE_RESERVE} connections, {PROBE_RESERVE_PER_CLIENT} per "
+                "address) was full",
                 logging.WARNING,
             )
-            self._refused = 0
+            self._dropped = 0
             self._next_log = now + REFUSAL_LOG_SECONDS
 
 
