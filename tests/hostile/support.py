@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
+from tests.support.process import (
+    aviso_command,
+    clean_environment,
+    free_port,
+    stop,
+    wait_until_healthy,
+)
 from tests.support.server import RunningServer
 
 WAIT = 30.0
@@ -111,3 +122,45 @@ def read_to_end(sock: socket.socket) -> tuple[bytes, bool]:
         if not chunk:
             return b"".join(chunks), False
         chunks.append(chunk)
+
+
+def server_side(server_port: int, client_port: int) -> list[str]:
+    """The states of the kernel's sockets for the server's end of one connection (none
+    once it was reset)."""
+    return [
+        connection.status
+        for connection in psutil.net_connections(kind="tcp4")
+        if connection.laddr
+        and connection.raddr
+        and (connection.laddr.port, connection.raddr.port) == (server_port, client_port)
+    ]
+
+
+@contextmanager
+def serving(
+    tmp_path: Path, config: str, limit_descriptors: Callable[[], None]
+) -> Iterator[tuple[int, int]]:
+    """``aviso-server serve`` on ``config`` (YAML text), started with ``limit_descriptors``
+    applied in the child; yields its port and pid. Its stderr is in
+    ``tmp_path / "server.log"``."""
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    port = free_port()
+    with (tmp_path / "server.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            aviso_command("serve", "--config", str(path), "--port", str(port)),
+            stderr=stderr,
+            stdout=subprocess.DEVNULL,
+            env=clean_environment(),
+            preexec_fn=limit_descriptors,
+        )
+        try:
+            wait_until_healthy(f"http://127.0.0.1:{port}", process)
+            yield port, process.pid
+        finally:
+            stop(process, 30.0)
+
+
+def log_lines(tmp_path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of the server :func:`serving` ran."""
+    return [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()]

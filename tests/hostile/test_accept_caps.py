@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import resource
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -36,18 +35,13 @@ from tests.hostile.support import (
     assert_still_serving,
     client_from,
     connect_from,
+    log_lines,
     read_to_end,
+    serving,
     status_and_body,
     wait_for,
 )
 from tests.support.configs import API_EXAMPLE, with_changes
-from tests.support.process import (
-    aviso_command,
-    clean_environment,
-    free_port,
-    stop,
-    wait_until_healthy,
-)
 from tests.support.server import RunningServer, running_server
 
 CAP = 4
@@ -344,51 +338,37 @@ def test_slow_heads_past_the_descriptor_limit_leave_health_answering(tmp_path: P
     head one byte every 2 s. ``/health`` answers at least 13 of 14 probes, from another
     address and from the flood's own; once the flood stops, a notify succeeds within
     ``header_timeout_seconds`` plus one second."""
-    config = tmp_path / "config.yaml"
     document = with_changes(
         API_EXAMPLE,
         application={"host": "127.0.0.1", "port": 0},
         limits={"header_timeout_seconds": HEADER_TIMEOUT},
     )
-    config.write_text(yaml.safe_dump(document))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     with (
         _own_descriptors(SLOW_HEADS + 2 * DESCRIPTOR_RESERVE),
-        (tmp_path / "server.log").open("wb") as stderr,
+        serving(tmp_path, yaml.safe_dump(document), _descriptor_limit) as (port, _),
     ):
-        process = subprocess.Popen(
-            aviso_command("serve", "--config", str(config), "--port", str(port)),
-            stderr=stderr,
-            stdout=subprocess.DEVNULL,
-            env=clean_environment(),
-            preexec_fn=_descriptor_limit,
-        )
-        try:
-            wait_until_healthy(url, process)
-            with SlowHeads(port, FLOOD, SLOW_HEADS) as attack:
-                # The flood is in place once the served connections are all taken.
-                wait_for(
-                    lambda: _status(url, "127.0.0.1", "/api/v1/schema") == 503,
-                    "the flood never filled max_connections",
-                )
-                answers = []
-                for n in range(PROBES):
-                    answers.append(_status(url, FLOOD if n % 2 else "127.0.0.1"))
-                    time.sleep(0.5)
-                assert attack.replaced > 0, "the server ended none of the flood's connections"
-            stopped = time.monotonic()
-            body = {**VALID_NOTIFY, "payload": {"after": "the flood"}}
-            notified = None
-            while notified is None and time.monotonic() - stopped < HEADER_TIMEOUT + 1:
-                if _status(url, "127.0.0.1", "/api/v1/notification", body) == 200:
-                    notified = time.monotonic() - stopped
-                else:
-                    time.sleep(0.05)
-        finally:
-            stop(process, 30.0)
+        url = f"http://127.0.0.1:{port}"
+        with SlowHeads(port, FLOOD, SLOW_HEADS) as attack:
+            # The flood is in place once the served connections are all taken.
+            wait_for(
+                lambda: _status(url, "127.0.0.1", "/api/v1/schema") == 503,
+                "the flood never filled max_connections",
+            )
+            answers = []
+            for n in range(PROBES):
+                answers.append(_status(url, FLOOD if n % 2 else "127.0.0.1"))
+                time.sleep(0.5)
+            assert attack.replaced > 0, "the server ended none of the flood's connections"
+        stopped = time.monotonic()
+        body = {**VALID_NOTIFY, "payload": {"after": "the flood"}}
+        notified = None
+        while notified is None and time.monotonic() - stopped < HEADER_TIMEOUT + 1:
+            if _status(url, "127.0.0.1", "/api/v1/notification", body) == 200:
+                notified = time.monotonic() - stopped
+            else:
+                time.sleep(0.05)
     assert sum(answer == 200 for answer in answers) >= PROBES - 1, answers
     assert notified is not None, "no notify succeeded after the flood stopped"
-    lines = [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()]
+    lines = log_lines(tmp_path)
     assert any(line.get("event_name") == "server.connections.refused" for line in lines)
     assert not [line for line in lines if line["level"] == "error"], lines[-5:]

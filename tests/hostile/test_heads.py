@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from tests.hostile.support import (
@@ -24,6 +25,8 @@ from tests.hostile.support import (
     client_from,
     connect_from,
     read_to_end,
+    server_port,
+    server_side,
     status_and_body,
     wait_for,
 )
@@ -180,15 +183,19 @@ def test_a_watch_alone_keeps_its_connection(small_heads: RunningServer) -> None:
             received += chunk
 
 
-def test_a_refused_client_that_stops_sending_reads_its_answer_and_an_end(
+def test_a_refused_client_that_stops_sending_gets_a_close_not_a_reset(
     small_heads: RunningServer,
 ) -> None:
     """After a refusal the server discards what the client still sends, for at most 5 s,
-    then resets the connection; a client that has stopped sending gets the end of the
-    connection instead (closed once it is quiet, no reset), so a refused slow head gives
-    its place back soon after its 408."""
+    then resets the connection; once the client has stopped sending, it is closed instead
+    (nothing unread is left, so the client keeps its answer), and a refused slow head gives
+    its place back soon after its 408. The server's side of the connection ends closed in
+    order (FIN-WAIT-2 while the client has not closed), not reset (no socket left)."""
     with connect_from(small_heads) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
-        answer, reset = read_to_end(sock)
-    status, body = status_and_body(answer)
-    assert (status, body["code"], reset) == (408, "REQUEST_TIMEOUT", False)
+        answer, _ = read_to_end(sock)
+        status, body = status_and_body(answer)
+        assert (status, body["code"]) == (408, "REQUEST_TIMEOUT")
+        wait_for(lambda: not _open_on(small_heads, sock), "the server holds the connection")
+        states = server_side(server_port(small_heads), sock.getsockname()[1])
+    assert states == [psutil.CONN_FIN_WAIT2], states
