@@ -565,7 +565,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._lingering = True
         if self._wrapper is not None:
             self._wrapper.refused()
-        self._reset()
+        if self._raw is not None and not self._raw.is_closing():
+            self._reset()
 
     def _abort(self) -> None:
         if self.cycle is not None:
