@@ -483,7 +483,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         """A head began in the current read and has not ended."""
         self._read_size = 0
         self._read_heads = 0
-        """Bytes of the current read taken by heads that ended in it (at least)."""
+        """Bytes of the current read taken by heads that ended in it, as measured when the
+        next head began."""
         self._ended_head: int | None = None
         """The bytes fed before the current read of the last head that ended in it; ``None``
         when none did."""
@@ -726,7 +727,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             if self._head_began:
                 # Begun in this read: what else the read held was what came before it (body
                 # bytes, framing, the heads before it, measured as they ended).
-                self._head_bytes = len(data) - self._body_fed - self._read_heads
+                self._head_bytes = max(1, len(data) - self._body_fed - self._read_heads)
                 self._head_began = False
             elif same_head:
                 self._head_bytes += len(data)
