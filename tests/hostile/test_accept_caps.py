@@ -136,6 +136,23 @@ def test_past_max_connections_only_probes_are_answered(capped: RunningServer) ->
         assert_still_serving(client)
 
 
+def test_a_connection_accepted_under_the_cap_stays_served(capped: RunningServer) -> None:
+    """The cap is applied once, at accept: a keep-alive connection taken under it is served
+    for its whole life, however many connections come after it (before, every request was
+    checked against the connections open at that moment, and got 503 once they were past
+    the cap); a connection accepted past the cap is refused."""
+    with client_from(capped, "127.0.0.4") as kept:
+        assert kept.get("/api/v1/schema").status_code == 200
+        with (
+            _watches(capped, CAP - 1),
+            connect_from(capped, "127.0.0.3"),  # past the cap, open while kept asks
+            client_from(capped, "127.0.0.3") as late,
+        ):
+            assert kept.get("/api/v1/schema").status_code == 200
+            assert_client_error(late.get("/api/v1/schema"), 503, "SERVICE_UNAVAILABLE")
+            assert kept.get("/api/v1/schema").status_code == 200
+
+
 @pytest.mark.parametrize("sent", [b"", b"GET /health HTTP/1.1\r\n"], ids=["silent", "partial"])
 def test_past_max_connections_a_head_not_sent_at_once_is_reset(
     capped: RunningServer, sent: bytes
