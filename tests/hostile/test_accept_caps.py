@@ -52,7 +52,10 @@ WATCH = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "caps"}
 
 @pytest.fixture(scope="module")
 def capped() -> Iterator[RunningServer]:
-    with running_server(with_changes(API_EXAMPLE, limits={"max_connections": CAP})) as server:
+    """``max_connections`` 4; a head timeout of 1 s, so that past the cap a connection has
+    1 s (not the usual 2 s) to send its head."""
+    limits = {"max_connections": CAP, "header_timeout_seconds": 1.0}
+    with running_server(with_changes(API_EXAMPLE, limits=limits)) as server:
         yield server
 
 

@@ -172,7 +172,7 @@ def test_a_watch_alone_keeps_its_connection(small_heads: RunningServer) -> None:
     with connect_from(small_heads) as sock:
         sock.sendall(_watch(basin))
         assert sock.recv(65536).startswith(b"HTTP/1.1 200"), "the watch did not start"
-        time.sleep(TIMEOUT * 2.5)  # what must not happen: a head timer ending the watch
+        time.sleep(TIMEOUT * 1.5)  # what must not happen: a head timer ending the watch
         with client_from(small_heads) as client:
             body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "basin": basin}}
             assert client.post("/api/v1/notification", json=body).status_code == 200
