@@ -3,25 +3,36 @@
 What one connection may cost (``limits`` section, docs/guarantees.md): a request head of at
 most ``max_header_bytes`` (431), finished within ``header_timeout_seconds`` of its first
 byte (408), a body finished within ``body_timeout_seconds`` of the head (408), a
-connection that sends nothing closed after ``idle_timeout_seconds``, beyond
-``max_connections`` open connections new requests answered 503 with ``Retry-After``, and
-beyond ``max_connections_per_client`` from one client address (when set) 429 with
-``Retry-After``; the probes (``GET /health``, ``/ready``) are answered over both caps, so
-that an orchestrator does not restart a service that is merely busy. A request the parser
-cannot read gets 400, one of an HTTP version other than 1.0 and 1.1 gets 505. The trailer
-fields after a chunked body are a second head: they count
-toward ``max_header_bytes`` and must arrive within ``header_timeout_seconds`` as well (then
-they are discarded: the app has its request's headers already). Every refusal is the aviso
+connection that sends nothing closed after ``idle_timeout_seconds``. Every head counts,
+wherever it starts: one that begins in the same read as the end of the request before it
+(pipelined, or sent behind an open watch) is measured and timed like a head of its own. A
+request the parser cannot read gets 400, one of an HTTP version other than 1.0 and 1.1
+gets 505. The trailer fields after a chunked body are a second head: they count toward
+``max_header_bytes`` and must arrive within ``header_timeout_seconds`` as well (then they
+are discarded: the app has its request's headers already). Every refusal is the aviso
 error object with a fresh request id.
 
-A connection dropped at once (an aborted stream, the end of a lingering close) is reset
-(``SO_LINGER`` 0): the kernel discards its send queue then, instead of holding it while it
-tries to deliver it to a client that does not read.
+The connection caps act when a connection is accepted (:class:`ConnectionCaps`): up to
+``max_connections`` connections are served; past it, or past
+``max_connections_per_client`` from one client address, a connection is for the probes
+(``GET``/``HEAD`` ``/health`` and ``/ready``, so that an orchestrator does not restart a
+service that is merely busy): it must send its head within ``PROBE_HEAD_SECONDS``, any
+other request is answered 503 (429 over the per-client cap) with ``Retry-After``, and it
+is closed once answered. At most ``PROBE_RESERVE`` connections are held past the caps, at
+most ``PROBE_RESERVE_PER_CLIENT`` of them from one address: past that a new connection
+takes the place of one that has shown it is no probe, or is reset as soon as it is
+accepted, so that a flood holds no more descriptors than the caps allow and one address
+cannot take the probes' room.
+
+A connection dropped at once (an aborted stream, the end of a lingering close, one refused
+at accept) is reset (``SO_LINGER`` 0): the kernel discards its send queue then, instead of
+holding it while it tries to deliver it to a client that does not read.
 
 Refusing while the client is still sending (a head, or a body nobody will read) must not
 reset the connection, or the client never reads the answer: the connection is closed
 "lingering" instead, its write side shut after the answer, further input discarded, until
-the client closes or ``LINGER_SECONDS`` pass.
+the client closes or stops sending for ``LINGER_QUIET_SECONDS`` (then closed), or
+``LINGER_SECONDS`` pass (then reset).
 
 The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
@@ -43,6 +54,7 @@ import functools
 import logging
 import socket
 import struct
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
@@ -73,16 +85,37 @@ ABORT_EXTENSION = "aviso.abort_connection"
 DISCONNECT_EXTENSION = "aviso.on_client_gone"
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
+LINGER_QUIET_SECONDS = 1.0
+"""A refused client that sends nothing for this long has stopped: its connection is closed
+then (it can still read the answer, no reset) rather than held to ``LINGER_SECONDS``."""
 RETRY_AFTER_SECONDS = 1
 PROBE_PATHS = (b"/health", b"/ready")
+"""Answered whatever the connection caps: a busy service is not a dead one."""
+PROBE_RESERVE = 32
+"""Connections held past the caps, for the probes; taken out of the descriptors kept out of
+``max_connections`` (``aviso_host.server.DESCRIPTOR_RESERVE``)."""
+PROBE_RESERVE_PER_CLIENT = 4
+"""What one client address may hold of ``PROBE_RESERVE``: a flood from one address leaves
+the rest to the probes of others."""
+PROBE_HEAD_SECONDS = 2.0
+"""How long a connection accepted past a cap has to send its whole head (at most
+``header_timeout_seconds``): a probe sends it at once; one that does not is reset, so that
+held connections give the reserve back quickly."""
+PROBE_SILENCE_SECONDS = 0.5
+"""A connection in the probe reserve that has sent nothing for this long since it was
+accepted may lose its place to a newer one: a probe sends its head at once."""
+REFUSAL_LOG_SECONDS = 10.0
+"""At most one log line per this many seconds counts the connections reset at accept: a
+flood must not become a flood of log lines."""
 MAX_PIPELINED_REQUESTS = 64
 """Requests read ahead of the one being answered on a connection; past it the connection is
 reset. Every request in one read is parsed and waits with its own scope: unbounded, one read
 of tiny requests behind a watch held ~7 MiB per connection."""
-"""Answered whatever the connection caps: a busy service is not a dead one."""
 SUPPORTED_VERSIONS = ("1.0", "1.1")
 _RESET = struct.pack("ii", 1, 0)
 """``SO_LINGER`` on with a timeout of 0: ``close`` resets the connection."""
+
+App = Callable[[Scope, Receive, Send], Any]
 
 
 def abort_connection(scope: Scope) -> None:
@@ -116,28 +149,128 @@ def _response_bytes(error: ApiError, request_id: str) -> bytes:
     return "".join(head).encode("latin-1") + b"\r\n" + body
 
 
-class ClientConnections:
-    """Open connections per client address, for ``limits.max_connections_per_client``:
-    one per server, shared by its connections."""
+class Reserved(Protocol):
+    """A connection held in the probe reserve, as :class:`ConnectionCaps` sees it."""
 
-    __slots__ = ("_open", "limit")
+    def evictable(self, now: float) -> bool:
+        """Whether it has shown it is not a probe being answered (``now``: the loop's
+        time)."""
+        ...
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: dict[str, int] = {}
+    def evict(self) -> None:
+        """Drop it now: its place went to a newer connection."""
+        ...
 
-    def opened(self, host: str) -> None:
-        self._open[host] = self._open.get(host, 0) + 1
 
-    def closed(self, host: str) -> None:
-        left = self._open.get(host, 0) - 1
-        if left > 0:
-            self._open[host] = left
+class ConnectionCaps:
+    """The connection caps of one server, applied as each connection is accepted; shared by
+    its connections.
+
+    :meth:`accept` files a new connection: served, for the probes only (with the app that
+    answers its other requests), or refused (to be reset at once). At most ``capacity``
+    connections are served (at most ``per_client`` of them from one address, when set);
+    any other is held in the probe reserve: at most ``PROBE_RESERVE`` connections, at most
+    ``PROBE_RESERVE_PER_CLIENT`` of them from one address. So the connections together
+    hold at most ``capacity + PROBE_RESERVE`` descriptors however many arrive, and one
+    address leaves most of the reserve to others. When the reserve (or the address's part
+    of it) is full, a new connection takes the place of one that has shown it is no probe
+    (:meth:`Reserved.evictable`), from its own address, else from the address holding
+    most; only when there is none is it refused. A flood cannot keep probes out by holding
+    the reserve: its connections give their places up to newer ones."""
+
+    __slots__ = (
+        "_dropped",
+        "_next_log",
+        "_reserved",
+        "_reserved_total",
+        "_served",
+        "_served_from",
+        "capacity",
+        "per_client",
+        "too_many_from_client",
+    )
+
+    def __init__(self, capacity: int, per_client: int = 0) -> None:
+        """``per_client``: ``limits.max_connections_per_client``, 0 for none."""
+        self.capacity = capacity
+        self.per_client = per_client
+        self.too_many_from_client: App = functools.partial(_too_many_from_client, per_client)
+        self._served = 0
+        self._served_from: dict[str, int] = {}
+        """Served connections per address, counted only with ``per_client``."""
+        self._reserved: dict[str, list[Reserved]] = {}
+        """Connections held in the reserve, per address, oldest first (never empty)."""
+        self._reserved_total = 0
+        self._dropped = 0
+        self._next_log = 0.0
+
+    def accept(self, host: str, connection: Reserved, now: float) -> tuple[bool, App | None] | None:
+        """Whether ``connection``, new from ``host``, is held in the probe reserve, and the
+        app answering its requests other than probes (``None``: it is served); ``None``
+        when it is refused. ``now``: the loop's time."""
+        over_client = bool(self.per_client) and self._served_from.get(host, 0) >= self.per_client
+        if not over_client and self._served < self.capacity:
+            self._served += 1
+            if self.per_client:
+                self._served_from[host] = self._served_from.get(host, 0) + 1
+            return False, None
+        held = self._reserved.get(host)
+        if held is not None and len(held) >= PROBE_RESERVE_PER_CLIENT:
+            room = self._evict(host, held, now)
+        elif self._reserved_total >= PROBE_RESERVE:
+            busiest = max(self._reserved, key=lambda other: len(self._reserved[other]))
+            room = self._evict(busiest, self._reserved[busiest], now)
         else:
-            self._open.pop(host, None)
+            room = True
+        if not room:
+            self._dropped_one()
+            return None
+        self._reserved.setdefault(host, []).append(connection)
+        self._reserved_total += 1
+        return True, self.too_many_from_client if over_client else _service_unavailable
 
-    def over_limit(self, host: str) -> bool:
-        return self._open.get(host, 0) > self.limit
+    def release(self, host: str, connection: Reserved | None) -> None:
+        """A connection that :meth:`accept` took closed; ``connection`` if it was held in
+        the reserve."""
+        if connection is not None:
+            held = self._reserved[host]
+            held.remove(connection)
+            if not held:
+                del self._reserved[host]
+            self._reserved_total -= 1
+            return
+        self._served -= 1
+        if self.per_client:
+            left = self._served_from[host] - 1
+            if left:
+                self._served_from[host] = left
+            else:
+                del self._served_from[host]
+
+    def _evict(self, host: str, held: list[Reserved], now: float) -> bool:
+        for connection in held:
+            if connection.evictable(now):
+                self.release(host, connection)
+                connection.evict()
+                self._dropped_one()
+                return True
+        return False
+
+    def _dropped_one(self) -> None:
+        """Count a connection reset for want of room in the reserve (refused at accept, or
+        evicted for a newer one): one log line per ``REFUSAL_LOG_SECONDS`` at most."""
+        self._dropped += 1
+        now = time.monotonic()
+        if now >= self._next_log:
+            log_event(
+                "server.connections.refused",
+                f"{self._dropped} connection(s) past the connection caps reset: the probe "
+                f"reserve ({PROBE_RESERVE} connections, {PROBE_RESERVE_PER_CLIENT} per "
+                "address) was full",
+                logging.WARNING,
+            )
+            self._dropped = 0
+            self._next_log = now + REFUSAL_LOG_SECONDS
 
 
 class RequestCycle(Protocol):
@@ -288,21 +421,29 @@ class AvisoHttpProtocol(HttpToolsProtocol):
     # Slots: uvicorn's own attributes already fill most of what CPython shares between
     # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
     __slots__ = (
+        "_accepted_at",
         "_awaiting_head",
         "_body_fed",
         "_body_timer",
-        "_client_connections",
+        "_caps",
         "_client_gone",
-        "_client_host",
+        "_ended_head",
         "_extensions",
+        "_head_began",
         "_head_bytes",
         "_head_timer",
+        "_host",
         "_idle_timer",
         "_limits",
+        "_linger_heard",
         "_linger_timer",
         "_lingering",
-        "_max_connections",
+        "_quiet_timer",
         "_raw",
+        "_read_heads",
+        "_read_size",
+        "_refusal",
+        "_reserved",
         "_tail_bytes",
         "_trailer_bytes",
         "_wrapper",
@@ -315,25 +456,38 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         app_state: dict[str, Any],
         *,
         limits: LimitSettings,
-        max_connections: int,
-        client_connections: ClientConnections | None = None,
+        caps: ConnectionCaps,
         **uvicorn_arguments: Any,
     ) -> None:
-        """``client_connections``: the server's count per client address, ``None`` without
-        ``limits.max_connections_per_client``; ``uvicorn_arguments``: what else uvicorn's
+        """``caps``: the server's connection caps; ``uvicorn_arguments``: what else uvicorn's
         server passes (the event loop)."""
         super().__init__(config, server_state, app_state, **uvicorn_arguments)
-        self._client_connections = client_connections
-        self._client_host: str | None = None
+        self._caps = caps
+        self._host: str | None = None
+        """The client address while the connection holds a place under the caps."""
+        self._reserved = False
+        self._accepted_at = 0.0
+        self._refusal: App | None = None
+        """The app answering every request but the probes on a connection accepted past a
+        cap; ``None`` on a served one."""
         self._body_timer: asyncio.TimerHandle | None = None
         self._client_gone: Callable[[], None] | None = None
         self._limits = limits
-        self._max_connections = max_connections
         self._raw: asyncio.Transport | None = None
         self._wrapper: ConnectionTransport | None = None
         self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
         self._head_bytes = 0
+        """Bytes of the unfinished head fed before the current read (an upper bound)."""
+        self._head_began = False
+        """A head began in the current read and has not ended."""
+        self._read_size = 0
+        self._read_heads = 0
+        """Bytes of the current read taken by heads that ended in it, as measured when the
+        next head began."""
+        self._ended_head: int | None = None
+        """The bytes fed before the current read of the last head that ended in it; ``None``
+        when none did."""
         self._body_fed = 0
         self._tail_bytes = 0
         """Bytes of the body phase fed since the last read that carried body bytes (chunk
@@ -342,6 +496,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._head_timer: asyncio.TimerHandle | None = None
         self._linger_timer: asyncio.TimerHandle | None = None
+        self._quiet_timer: asyncio.TimerHandle | None = None
+        self._linger_heard = False
         self._lingering = False
 
     # -- connection ------------------------------------------------------------------------
@@ -354,17 +510,32 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         }
         self._wrapper = ConnectionTransport(transport, self)
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
-        if self._client_connections is not None and self.client is not None:
-            self._client_host = self.client[0]
-            self._client_connections.opened(self._client_host)
-        self._idle_timer = self.loop.call_later(self._limits.idle_timeout_seconds, self._close_idle)
+        host = self.client[0] if self.client is not None else ""
+        self._accepted_at = now = self.loop.time()
+        place = self._caps.accept(host, self, now)
+        if place is None:
+            # Past every cap: the descriptor is given back at once, nothing is read.
+            self._lingering = True
+            self._reset()
+            return
+        self._host = host
+        self._reserved, self._refusal = place
+        if self._refusal is None:
+            self._idle_timer = self.loop.call_later(
+                self._limits.idle_timeout_seconds, self._close_idle
+            )
+        else:
+            # Over a cap the head has a short deadline from the start, silence included.
+            self._head_timer = self.loop.call_later(
+                min(PROBE_HEAD_SECONDS, self._limits.header_timeout_seconds),
+                self._probe_timed_out,
+            )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
-        if self._client_host is not None:
-            assert self._client_connections is not None
-            self._client_connections.closed(self._client_host)
-            self._client_host = None
+        if self._host is not None:
+            self._caps.release(self._host, self if self._reserved else None)
+            self._host = None
         super().connection_lost(exc)
         client_gone = self._client_gone
         if client_gone is not None:
@@ -380,6 +551,23 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             # What a receive() waiting for the disconnect would do: a connection that is
             # not read from is not seen to close.
             self.flow.resume_reading()
+
+    def evictable(self, now: float) -> bool:
+        """Held in the probe reserve: no probe is being answered on it (it has sent part of
+        a head, or nothing for ``PROBE_SILENCE_SECONDS``, or its answer is written)."""
+        if self._lingering:
+            return True
+        return self.cycle is None and (
+            self._head_bytes > 0 or now - self._accepted_at >= PROBE_SILENCE_SECONDS
+        )
+
+    def evict(self) -> None:
+        self._host = None  # its place is released already
+        self._lingering = True
+        if self._wrapper is not None:
+            self._wrapper.refused()
+        if self._raw is not None and not self._raw.is_closing():
+            self._reset()
 
     def _abort(self) -> None:
         if self.cycle is not None:
@@ -414,9 +602,24 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._lingering = True
         self._cancel_timers()
         self._linger_timer = self.loop.call_later(LINGER_SECONDS, self._reset)
+        self._linger_heard = False
+        self._quiet_timer = self.loop.call_later(LINGER_QUIET_SECONDS, self._linger_quiet)
         if raw.can_write_eof():
             raw.write_eof()
         raw.resume_reading()  # flow control may have paused it: the rest must be read
+
+    def _linger_quiet(self) -> None:
+        self._quiet_timer = None
+        raw = self._raw
+        if raw is None or raw.is_closing():
+            return
+        if self._linger_heard:
+            self._linger_heard = False
+            self._quiet_timer = self.loop.call_later(LINGER_QUIET_SECONDS, self._linger_quiet)
+            return
+        # Nothing is left unread, so closing sends the client the end of the answer, not a
+        # reset; the linger timer still cuts a close whose answer the client never reads.
+        raw.close()
 
     def _cancel_timers(self) -> None:
         for timer in (
@@ -424,11 +627,13 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             self._head_timer,
             self._body_timer,
             self._linger_timer,
+            self._quiet_timer,
             self.timeout_keep_alive_task,
         ):
             if timer is not None:
                 timer.cancel()
-        self._idle_timer = self._head_timer = self._body_timer = self._linger_timer = None
+        self._idle_timer = self._head_timer = self._body_timer = None
+        self._linger_timer = self._quiet_timer = None
         self.timeout_keep_alive_task = None
 
     def _close_idle(self) -> None:
@@ -436,14 +641,22 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if self._raw is not None and not self._raw.is_closing():
             self._raw.close()
 
+    def _probe_timed_out(self) -> None:
+        self._head_timer = None
+        if self._raw is not None and not self._raw.is_closing() and not self._lingering:
+            self._lingering = True  # whatever it still sends is not read
+            self._reset()
+
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self._raw is None or self._raw.is_closing():
             return
         timeout = self._limits.header_timeout_seconds
-        if self.pipeline or (self.cycle is not None and not self.cycle.response_complete):
+        if self.pipeline or self.flow.read_paused:
             # Reading is paused while earlier (pipelined) requests are answered: the rest of
             # this head waits on us, not on the client, so the client gets a new window.
+            # A request still being answered does not pause reading: a head behind it (a
+            # watch's, for its whole life) has its deadline like any other.
             self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
             return
         self._refuse(request_head_timeout(timeout))
@@ -496,28 +709,35 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
+            self._linger_heard = True
             return
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
         in_head = self._awaiting_head
-        if in_head:
-            self._head_bytes += len(data)
-        else:
-            self._body_fed = 0
+        self._body_fed = self._read_heads = 0
+        self._read_size = len(data)
         super().data_received(data)
+        same_head = in_head and self._ended_head is None
+        self._ended_head = None
         if self._lingering:
             return
         limit = self._limits.max_header_bytes
-        if in_head:
-            if self._awaiting_head and self._head_bytes:
-                if self._head_bytes > limit:
-                    self._refuse(header_fields_too_large(limit))
-                elif self._head_timer is None:
-                    self._head_timer = self.loop.call_later(
-                        self._limits.header_timeout_seconds, self._head_timed_out
-                    )
-        elif not self._awaiting_head:
+        if self._awaiting_head:
+            if self._head_began:
+                # Begun in this read: what else the read held was what came before it (body
+                # bytes, framing, the heads before it, measured as they ended).
+                self._head_bytes = max(1, len(data) - self._body_fed - self._read_heads)
+                self._head_began = False
+            elif same_head:
+                self._head_bytes += len(data)
+            if self._head_bytes > limit:
+                self._refuse(header_fields_too_large(limit))
+            elif self._head_bytes and self._head_timer is None:
+                self._head_timer = self.loop.call_later(
+                    self._limits.header_timeout_seconds, self._head_timed_out
+                )
+        elif not in_head:
             # The body phase throughout this read: what it carried besides body bytes is
             # chunk framing or trailer fields, which the parser holds until a field ends.
             tail = len(data) - self._body_fed
@@ -547,6 +767,15 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if not self._lingering:
             self._refuse(malformed_request())
 
+    def on_message_begin(self) -> None:
+        ended = self._ended_head
+        if ended is not None:
+            # The head before ended in this read (its fields are still at hand): what of
+            # the read it took is not this head's.
+            self._read_heads += max(0, self._head_size() - ended)
+        self._head_began = True
+        super().on_message_begin()
+
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._awaiting_head:
             super().on_header(name, value)
@@ -567,9 +796,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         limit = self._limits.max_header_bytes
-        # The byte count may include body bytes that came in the same read: only then is
-        # the head itself measured.
-        if self._head_bytes > limit and self._head_size() > limit:
+        # What was fed of it, this read whole, may include what came before it in the
+        # read and body bytes after it: only past the limit is the head itself measured.
+        if self._head_bytes + self._read_size > limit and self._head_size() > limit:
             self._refuse(header_fields_too_large(limit))
             return
         version = self.parser.get_http_version()
@@ -590,15 +819,18 @@ class AvisoHttpProtocol(HttpToolsProtocol):
                 self._wrapper.refused()
             self._reset()
             return
-        self._awaiting_head = False
+        self._ended_head = self._head_bytes
+        self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
         self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
-        refusal = self._over_a_cap()
+        refusal = self._refusal
+        if refusal is not None and self._is_probe():
+            refusal = None
         if refusal is None:
             super().on_headers_complete()
         else:
-            # Over a connection cap: uvicorn serves this one request with the refusing app
-            # (a probe's with the app itself).
+            # Accepted over a connection cap: uvicorn serves this request with the refusing
+            # app.
             app = self.app
             self.app = refusal
             try:
@@ -609,28 +841,16 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if cycle is not None and cycle.scope is self.scope:  # not an upgrade
             # Its task has not run yet: nothing waits on the event it was given.
             cycle.message_event = _Signal()  # type: ignore[assignment]
-            if refusal is not None:
+            if self._refusal is not None:
                 # Closed once answered, probes included: else connections that only ever
                 # ask /health would stay open past the caps, for as long as a client likes.
                 cycle.keep_alive = False
 
-    def _over_a_cap(self) -> Callable[[Scope, Receive, Send], Any] | None:
-        """The app answering this request over a connection cap, ``None`` if under them: a
-        refusing app, or for a probe the app itself (probes are answered over the caps)."""
-        clients = self._client_connections
-        host = self._client_host
-        over_client_cap = host is not None and clients is not None and clients.over_limit(host)
-        if len(self.connections) <= self._max_connections and not over_client_cap:
-            return None
-        if self.url.partition(b"?")[0] in PROBE_PATHS and self.parser.get_method() in (
+    def _is_probe(self) -> bool:
+        return self.url.partition(b"?")[0] in PROBE_PATHS and self.parser.get_method() in (
             b"GET",
             b"HEAD",
-        ):
-            return self.app
-        if over_client_cap:
-            assert clients is not None
-            return functools.partial(_too_many_from_client, clients.limit)
-        return _service_unavailable
+        )
 
     def _head_size(self) -> int:
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)

@@ -1555,12 +1555,13 @@ streams or **replay** history over Server-Sent Events.
   connection is closed): a body over `limits.max_body_bytes` gets 413 `PAYLOAD_TOO_LARGE`; a
   request head over `limits.max_header_bytes` gets 431 `HEADER_FIELDS_TOO_LARGE`; a head not
   completed within `limits.header_timeout_seconds`, or a body not completed within
-  `limits.body_timeout_seconds` of its head, gets 408 `REQUEST_TIMEOUT`; beyond
-  `limits.max_connections` open connections, 503 `SERVICE_UNAVAILABLE` with `Retry-After`;
-  beyond `limits.max_connections_per_client` (off by default) from one client address, 429
-  `TOO_MANY_REQUESTS` with `Retry-After` (`GET /health` and `/ready` are answered over both
-  caps). A request the HTTP parser cannot read gets 400 `BAD_REQUEST`, a request line of an
-  HTTP version other than 1.0 or 1.1 505 `HTTP_VERSION_NOT_SUPPORTED`.
+  `limits.body_timeout_seconds` of its head, gets 408 `REQUEST_TIMEOUT`; on a connection
+  accepted beyond `limits.max_connections` open connections, 503 `SERVICE_UNAVAILABLE` with
+  `Retry-After`; beyond `limits.max_connections_per_client` (off by default) from one client
+  address, 429 `TOO_MANY_REQUESTS` with `Retry-After` (`GET /health` and `/ready` are
+  answered over both caps; such a connection must send its head within 2 s, and one past a
+  small reserve is reset). A request the HTTP parser cannot read gets 400 `BAD_REQUEST`, a
+  request line of an HTTP version other than 1.0 or 1.1 505 `HTTP_VERSION_NOT_SUPPORTED`.
   A connection that sends nothing for `limits.idle_timeout_seconds` is closed. Any
   unexpected failure is 500 `INTERNAL_ERROR`.
 """

@@ -18,7 +18,7 @@ from types import FrameType
 import uvicorn
 
 from aviso_host.config.settings import LimitSettings
-from aviso_host.http_protocol import AvisoHttpProtocol, ClientConnections
+from aviso_host.http_protocol import AvisoHttpProtocol, ConnectionCaps
 from aviso_host.logs import log_event
 from aviso_host.metrics import Exposition, metrics_app
 from aviso_host.plugins import PluginError
@@ -56,8 +56,9 @@ class MetricsListener:
 
 
 DESCRIPTOR_RESERVE = 128
-"""Descriptors kept out of ``max_connections``: listening sockets, backend connections,
-files, the metrics listener's clients."""
+"""Descriptors kept out of ``max_connections``: ``PROBE_RESERVE`` for connections past the
+caps, the rest for listening sockets, backend connections, files, the metrics listener's
+clients, and the connections accepted at once before the excess among them is reset."""
 
 
 def raise_descriptor_limit() -> int:
@@ -94,13 +95,13 @@ def connection_capacity(limits: LimitSettings, workers: int = 1) -> int:
 def install_limits(config: uvicorn.Config, limits: LimitSettings, workers: int = 1) -> None:
     """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)
     in one of ``workers`` processes."""
-    per_client = limits.max_connections_per_client
     config.http = functools.partial(
         AvisoHttpProtocol,
         limits=limits,
-        max_connections=connection_capacity(limits, workers),
-        # Each worker sees its own connections only: the cap holds per worker.
-        client_connections=ClientConnections(per_client) if per_client else None,
+        # Each worker sees its own connections only: the per-client cap holds per worker.
+        caps=ConnectionCaps(
+            connection_capacity(limits, workers), limits.max_connections_per_client
+        ),
     )
     # A keep-alive connection that sends nothing is an idle connection like any other.
     config.timeout_keep_alive = limits.idle_timeout_seconds  # type: ignore[assignment]

@@ -19,17 +19,19 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from aviso_host.http_protocol import MAX_PIPELINED_REQUESTS
 from tests.hostile.support import (
     VALID_NOTIFY,
+    WAIT,
     assert_client_error,
     assert_still_serving,
+    client_from,
+    connect_from,
     read_until_closed,
-    server_port,
     status_and_body,
+    wait_for,
 )
 from tests.hostile.test_edge import CapturedLog
 from tests.support.configs import API_EXAMPLE, with_changes
@@ -37,28 +39,6 @@ from tests.support.server import RunningServer, running_server
 
 NOTIFY = "/api/v1/notification"
 SCHEMAS = "/api/v1/schema"
-WAIT = 30.0
-"""Bound on any one read: every answer below comes long before."""
-
-
-def _connect(server: RunningServer, source: str = "127.0.0.1") -> socket.socket:
-    sock = socket.socket()
-    sock.settimeout(WAIT)
-    sock.bind((source, 0))
-    sock.connect(("127.0.0.1", server_port(server)))
-    return sock
-
-
-def _client(server: RunningServer, source: str = "127.0.0.1") -> httpx.Client:
-    transport = httpx.HTTPTransport(local_address=source)
-    return httpx.Client(base_url=server.url, timeout=WAIT, transport=transport)
-
-
-def _wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def _head_read(connections: Any, sock: socket.socket) -> bool:
@@ -84,13 +64,13 @@ def quick_bodies() -> Iterator[RunningServer]:
 
 
 def test_a_body_that_never_comes_gets_408(quick_bodies: RunningServer) -> None:
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(HEAD_WITHOUT_BODY)
         answer = read_until_closed(sock)
     status, body = status_and_body(answer)
     assert (status, body["code"]) == (408, "REQUEST_TIMEOUT"), answer[:300]
     assert "body" in body["message"]
-    with _client(quick_bodies) as client:
+    with client_from(quick_bodies) as client:
         assert_still_serving(client)
 
 
@@ -98,7 +78,7 @@ def test_a_dripped_body_is_cut_at_the_deadline(quick_bodies: RunningServer) -> N
     """One byte now and then keeps no connection open past the body deadline: the deadline
     is for the whole body, not between two reads."""
     stop = threading.Event()
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(HEAD_WITHOUT_BODY)
 
         def drip() -> None:
@@ -124,7 +104,7 @@ def test_an_answered_request_whose_body_never_comes_is_closed(
 ) -> None:
     """``/health`` answers without reading a body; the connection, waiting for that body,
     is closed at the deadline rather than held."""
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 130\r\n\r\n")
         answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
@@ -141,18 +121,18 @@ def test_probes_are_answered_while_bodies_that_never_come_fill_max_connections(
     held: list[socket.socket] = []
     try:
         for n in range(6):  # max_connections, each one's head read before the next connects
-            sock = _connect(quick_bodies, f"127.0.0.{2 + n % 3}")
+            sock = connect_from(quick_bodies, f"127.0.0.{2 + n % 3}")
             held.append(sock)
             sock.sendall(HEAD_WITHOUT_BODY)
-            _wait_for(lambda sock=sock: _head_read(connections, sock), "head not read")
-        with _client(quick_bodies, "127.0.0.9") as client:
+            wait_for(lambda sock=sock: _head_read(connections, sock), "head not read")
+        with client_from(quick_bodies, "127.0.0.9") as client:
             assert_client_error(client.get(SCHEMAS), 503, "SERVICE_UNAVAILABLE")
             assert client.get("/health").status_code == 200
             assert client.get("/ready").status_code == 200
             answers = [read_until_closed(sock) for sock in held]
             statuses = [status_and_body(answer)[0] for answer in answers]
             assert statuses == [408] * 6, statuses
-            _wait_for(lambda: client.get(SCHEMAS).status_code == 200, "still refusing")
+            wait_for(lambda: client.get(SCHEMAS).status_code == 200, "still refusing")
             assert_still_serving(client)
     finally:
         for sock in held:
@@ -175,11 +155,11 @@ def info_lines() -> Iterator[None]:
 def test_a_client_gone_mid_body_makes_one_info_line(quick_bodies: RunningServer) -> None:
     """No error-level traceback: the request's line, status 499 (client closed request)."""
     with CapturedLog() as log:
-        with _connect(quick_bodies) as sock:
+        with connect_from(quick_bodies) as sock:
             sock.sendall(HEAD_WITHOUT_BODY + b'{"event_type": ')
             connections = quick_bodies.server.server_state.connections
-            _wait_for(lambda: _head_read(connections, sock), "head not read")
-        _wait_for(
+            wait_for(lambda: _head_read(connections, sock), "head not read")
+        wait_for(
             lambda: any(line.get("status") == 499 for line in log.lines()),
             "no line for the request",
         )
@@ -201,20 +181,20 @@ def per_client_cap() -> Iterator[RunningServer]:
 
 
 def test_connections_beyond_the_per_client_cap_get_429(per_client_cap: RunningServer) -> None:
-    held = [_connect(per_client_cap, "127.0.0.2") for _ in range(2)]
+    held = [connect_from(per_client_cap, "127.0.0.2") for _ in range(2)]
     try:
-        with _client(per_client_cap, "127.0.0.2") as client:
+        with client_from(per_client_cap, "127.0.0.2") as client:
             answer = client.get(SCHEMAS)
             assert_client_error(answer, 429, "TOO_MANY_REQUESTS")
             assert answer.headers["retry-after"] == "1"
             assert client.get("/health").status_code == 200
-        with _client(per_client_cap, "127.0.0.3") as other:
+        with client_from(per_client_cap, "127.0.0.3") as other:
             assert other.get(SCHEMAS).status_code == 200
     finally:
         for sock in held:
             sock.close()
-    with _client(per_client_cap, "127.0.0.2") as client:
-        _wait_for(lambda: client.get(SCHEMAS).status_code == 200, "the address stayed capped")
+    with client_from(per_client_cap, "127.0.0.2") as client:
+        wait_for(lambda: client.get(SCHEMAS).status_code == 200, "the address stayed capped")
         assert_still_serving(client)
 
 
@@ -225,7 +205,7 @@ def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer)
     probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
     # Two silent connections fill the address's cap for the whole test, so every probe is
     # over it however the probing connections' own closes interleave.
-    held = [_connect(per_client_cap, "127.0.0.4") for _ in range(4)]
+    held = [connect_from(per_client_cap, "127.0.0.4") for _ in range(4)]
     probing = held[2:]
     connections = per_client_cap.server.server_state.connections
 
@@ -233,7 +213,7 @@ def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer)
         return sum(c.client[0] == "127.0.0.4" for c in list(connections))
 
     try:
-        _wait_for(lambda: open_from_address() == 4, "connections not accepted")
+        wait_for(lambda: open_from_address() == 4, "connections not accepted")
         for sock in probing:
             sock.sendall(probe)
         for sock in probing:
@@ -243,8 +223,8 @@ def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer)
     finally:
         for sock in held:
             sock.close()
-    _wait_for(lambda: open_from_address() == 0, "connections not closed")
-    with _connect(per_client_cap, "127.0.0.4") as sock:
+    wait_for(lambda: open_from_address() == 0, "connections not closed")
+    with connect_from(per_client_cap, "127.0.0.4") as sock:
         for _ in range(2):  # one connection of the address: kept alive
             sock.sendall(probe)
             head = sock.recv(65536)
@@ -270,7 +250,7 @@ def test_probes_over_a_cap_close_their_connection(per_client_cap: RunningServer)
 def test_malformed_requests_get_400_in_the_aviso_shape(
     quick_bodies: RunningServer, request_bytes: bytes
 ) -> None:
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(request_bytes)
         answer = read_until_closed(sock)
     head = answer.partition(b"\r\n\r\n")[0].decode("latin-1").lower()
@@ -288,7 +268,7 @@ def test_a_malformed_request_after_a_watch_ends_it_without_an_error(
     event dropped as after a disconnect, not logged as an application error."""
     basin = f"cut{uuid.uuid4().hex[:12]}"
     watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": basin}}).encode()
-    with CapturedLog() as log, _connect(quick_bodies) as sock:
+    with CapturedLog() as log, connect_from(quick_bodies) as sock:
         sock.sendall(
             b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(watch), watch)
@@ -297,7 +277,7 @@ def test_a_malformed_request_after_a_watch_ends_it_without_an_error(
         sock.sendall(b"GARBAGE\r\n\r\n")
         answer = read_until_closed(sock)  # the 400, then the end of the connection's output
         assert b'"code":"BAD_REQUEST"' in answer, answer[-300:]
-        with _client(quick_bodies) as client:
+        with client_from(quick_bodies) as client:
             body = {**VALID_NOTIFY, "identifier": {**VALID_NOTIFY["identifier"], "basin": basin}}
             assert client.post(NOTIFY, json=body).status_code == 200  # the watch writes it
             assert_still_serving(client)
@@ -312,7 +292,7 @@ def test_a_deep_pipeline_behind_a_watch_is_reset(quick_bodies: RunningServer) ->
     watch = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "rhine"}}).encode()
     probe = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
     connections = quick_bodies.server.server_state.connections
-    with CapturedLog() as log, _connect(quick_bodies) as sock:
+    with CapturedLog() as log, connect_from(quick_bodies) as sock:
         sock.sendall(
             b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s"
@@ -325,18 +305,18 @@ def test_a_deep_pipeline_behind_a_watch_is_reset(quick_bodies: RunningServer) ->
             while sock.recv(65536):
                 assert time.monotonic() < deadline, "the connection was not reset"
         port = sock.getsockname()[1]
-        _wait_for(lambda: all(c.client[1] != port for c in list(connections)), "still open")
+        wait_for(lambda: all(c.client[1] != port for c in list(connections)), "still open")
     refused = [line for line in log.lines() if "pipelined" in line["message"]]
     assert [line["level"] for line in refused] == ["warn"], log.lines()
     assert [line for line in log.lines() if line["level"] == "error"] == []
     depth = 32  # the project's own load generators pipeline this many
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(probe * (depth - 1) + probe.replace(b"Host: x", b"Connection: close"))
         assert read_until_closed(sock).count(b"HTTP/1.1 200 OK") == depth
 
 
 def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
-    with _connect(quick_bodies) as sock:
+    with connect_from(quick_bodies) as sock:
         sock.sendall(b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n")
         answer = read_until_closed(sock)
     status, body = status_and_body(answer)
@@ -344,7 +324,7 @@ def test_an_http_2_request_line_gets_505(quick_bodies: RunningServer) -> None:
 
 
 def test_unknown_paths_keep_the_bare_404(quick_bodies: RunningServer) -> None:
-    with _client(quick_bodies) as client:
+    with client_from(quick_bodies) as client:
         answer = client.get("/no/such/path")
     assert answer.status_code == 404
     assert answer.content == b""

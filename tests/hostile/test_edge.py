@@ -13,16 +13,13 @@ import json
 import logging
 import resource
 import socket
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response
@@ -35,18 +32,14 @@ from tests.hostile.support import (
     VALID_NOTIFY,
     assert_client_error,
     assert_still_serving,
+    log_lines,
     read_until_closed,
     server_port,
+    server_side,
+    serving,
     status_and_body,
 )
 from tests.support.configs import API_EXAMPLE, with_changes
-from tests.support.process import (
-    aviso_command,
-    clean_environment,
-    free_port,
-    stop,
-    wait_until_healthy,
-)
 from tests.support.server import RunningServer, running_server
 
 NOTIFY = "/api/v1/notification"
@@ -321,17 +314,6 @@ SLOW_CONSUMER = with_changes(
 PAD = "x" * 2048
 
 
-def _server_side(server_port: int, client_port: int) -> list[str]:
-    """The states of the kernel's sockets for the server's end of one connection."""
-    return [
-        connection.status
-        for connection in psutil.net_connections(kind="tcp4")
-        if connection.laddr
-        and connection.raddr
-        and (connection.laddr.port, connection.raddr.port) == (server_port, client_port)
-    ]
-
-
 def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
     """Cut off as a slow consumer, its connection is reset: the server holds no
     descriptor, socket or send queue for it, though the client never reads nor closes."""
@@ -372,9 +354,9 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
             assert not watcher_connected(), "the cut-off watcher's connection is still open"
             # Reset, not closed: no socket of the server's side is left (in FIN-WAIT-1,
             # holding its send queue while the kernel tries to deliver it).
-            while _server_side(server_port(server), client_port) and time.monotonic() < deadline:
+            while server_side(server_port(server), client_port) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert _server_side(server_port(server), client_port) == []
+            assert server_side(server_port(server), client_port) == []
             assert_still_serving(client)
         assert not [line for line in log.lines() if line["logger"] == "uvicorn.error"]
         watcher.close()
@@ -499,42 +481,16 @@ def _open_files_limits(pid: int) -> tuple[str, str]:
     raise AssertionError("no Max open files line")
 
 
-@contextmanager
-def _serve(tmp_path: Path, limit_descriptors: Callable[[], None]) -> Iterator[tuple[int, int]]:
-    """``aviso-server serve`` started with ``limit_descriptors`` applied; yields its port and
-    pid. Its stderr is in ``tmp_path / "server.log"`` once the block is left."""
-    config = tmp_path / "config.yaml"
-    config.write_text(SERVE_CONFIG)
-    port = free_port()
-    with (tmp_path / "server.log").open("wb") as stderr:
-        process = subprocess.Popen(
-            aviso_command("serve", "--config", str(config), "--port", str(port)),
-            stderr=stderr,
-            stdout=subprocess.DEVNULL,
-            env=clean_environment(),
-            preexec_fn=limit_descriptors,
-        )
-        try:
-            wait_until_healthy(f"http://127.0.0.1:{port}", process)
-            yield port, process.pid
-        finally:
-            stop(process, 30.0)
-
-
-def _log_lines(tmp_path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (tmp_path / "server.log").read_text().splitlines()]
-
-
 def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) -> None:
     """Started with a soft limit of 256, ``aviso-server serve`` raises it to the hard limit;
     what uvicorn itself logs (a request it cannot parse) is a JSON line like ours."""
-    with _serve(tmp_path, _lower_descriptor_limit) as (port, pid):
+    with serving(tmp_path, SERVE_CONFIG, _lower_descriptor_limit) as (port, pid):
         soft, hard = _open_files_limits(pid)
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             assert read_until_closed(sock).startswith(b"HTTP/1.1 400 ")
     assert soft == hard, (soft, hard)
-    lines = _log_lines(tmp_path)
+    lines = log_lines(tmp_path)
     assert any(
         line["logger"] == "uvicorn.error" and line["message"] == "Invalid HTTP request received."
         for line in lines
@@ -544,11 +500,11 @@ def test_serve_raises_its_descriptor_limit_and_logs_only_json(tmp_path: Path) ->
 def test_max_connections_stays_below_the_descriptor_limit(tmp_path: Path) -> None:
     """Hard limit 512: the default 10,000 connections could never be served, so the cap is
     lowered to leave descriptors for everything else, and the log says so."""
-    with _serve(tmp_path, _descriptor_limit_of_512):
+    with serving(tmp_path, SERVE_CONFIG, _descriptor_limit_of_512):
         pass
     (line,) = [
         line
-        for line in _log_lines(tmp_path)
+        for line in log_lines(tmp_path)
         if line.get("event_name") == "server.connections.capped"
     ]
     assert line["level"] == "warn"
