@@ -60,8 +60,7 @@ def workers_of(server: Aviso) -> list[psutil.Process]:
     return [
         child
         for child in children
-        if WORKER_ENTRY in _cmdline(child)
-        and child.status() != psutil.STATUS_ZOMBIE
+        if WORKER_ENTRY in _cmdline(child) and child.status() != psutil.STATUS_ZOMBIE
     ]
 
 
