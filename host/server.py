@@ -159,6 +159,9 @@ class AvisoServer(uvicorn.Server):
         stopping = asyncio.ensure_future(self._stop_requested.wait())
         try:
             await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            starting.cancel()
+            raise
         finally:
             stopping.cancel()
         # A stop signal while the backend still starts (a broker that does not answer holds
