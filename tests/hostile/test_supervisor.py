@@ -36,7 +36,7 @@ from tests.host.backends.jetstream_support import (
     watching,
     write_config,
 )
-from tests.support.process import free_port, run_aviso
+from tests.support.process import ended, free_port, run_aviso
 
 pytestmark = pytest.mark.heavy
 
@@ -129,16 +129,6 @@ def serving(directory: Path, config: dict[str, Any], *args: str) -> Iterator[Ser
                 worker.kill()
 
 
-def gone(process: psutil.Process | None) -> bool:
-    """Ended (a zombie has ended: an orphan waits for whichever process adopted it)."""
-    if process is None:
-        return True
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def connecting_to(process: psutil.Process, port: int) -> bool:
     with suppress(psutil.NoSuchProcess):
         return any(
@@ -170,7 +160,7 @@ def assert_stopped_cleanly(serve: Serve) -> None:
     output = serve.log()
     assert status == 0, output
     for worker in serve.logged_workers():
-        assert gone(worker), f"worker {worker} outlived its supervisor\n{output}"
+        assert ended(worker), f"worker {worker} outlived its supervisor\n{output}"
     for failure in ("Traceback", "Aborted!", "Error:", '"level":"error"'):
         assert failure not in output, output
 
@@ -243,7 +233,7 @@ def test_workers_end_with_a_supervisor_killed_outright(tmp_path: Path, moment: s
         serve.process.wait(GONE_TIMEOUT)
         workers = [*serve.logged_workers(), *serve.seen.values()]
         assert workers
-        poll(lambda: all(gone(w) for w in workers), GONE_TIMEOUT, "every worker gone")
+        poll(lambda: all(ended(w) for w in workers), GONE_TIMEOUT, "every worker gone")
 
 
 # -- the number of workers --------------------------------------------------------------------

@@ -23,7 +23,7 @@ from aviso_host.lifecycle import WORKER_ENTRY
 from aviso_host.supervisor import WORKERS_PER_CPU, usable_cpus, worker_count
 from aviso_host.worker_metrics import MULTIPROCESS_DIRECTORY_VARIABLE, WorkerMetrics
 from tests.host.backends.jetstream_support import poll
-from tests.support.process import free_port
+from tests.support.process import ended, free_port
 
 CHILD_TIMEOUT = 60.0
 CRASHES = 5
@@ -148,19 +148,11 @@ def test_a_process_tied_to_its_parent_ends_when_the_parent_is_killed_outright() 
         child = psutil.Process(int(armed[1]))
         parent.kill()
         parent.wait(CHILD_TIMEOUT)
-        poll(lambda: _ended(child), CHILD_TIMEOUT, "the child to end")
+        poll(lambda: ended(child), CHILD_TIMEOUT, "the child to end")
     finally:
         parent.kill()
         parent.wait(CHILD_TIMEOUT)
         parent.stdout.close()
-
-
-def _ended(process: psutil.Process) -> bool:
-    """Ended (a zombie has: an orphan waits for whichever process adopted it to reap it)."""
-    try:
-        return process.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 _TIED_CHILD = (
