@@ -22,8 +22,7 @@ has it). Load generators are processes of their own on uvloop, one protocol obje
   one interval, so that a server keeping up shows the offered rate x watches) and
   deliveries missing;
   also how long opening took, the server's RSS growth per idle watch (all aviso processes:
-  supervisor, workers, the supervisor's multiprocessing helper; nats-server excluded; before
-  and after opening) and how evenly the
+  supervisor and workers; nats-server excluded; before and after opening) and how evenly the
   watches spread over the workers (the most descriptors a worker gained over the mean).
 
 Then the ratios: notify with the most workers over one worker, and notify over raw nats-py

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -101,7 +100,37 @@ def serve(
     embedded_nats: str | None,
     workers: str | None,
 ) -> None:
-    """Run the server with uvicorn."""
+    """Run the server with uvicorn.
+
+    SIGTERM or SIGINT (Ctrl-C) at any moment stops it: open streams end with
+    ``server_shutdown``, requests in flight drain, and it exits 0 (with or without
+    ``--workers``). It exits non-zero, with one ``Error:`` line, when it cannot start or
+    loses what it depends on."""
+    from aviso_host.lifecycle import Stopped, stop_on_signals
+
+    lost: list[str] = []
+    try:
+        with stop_on_signals():
+            _serve(config_file, host, port, embedded_nats, workers, lost)
+    except Stopped:
+        # Asked to stop, before serving or once drained: the same ending as --workers
+        # (uvicorn alone would re-raise the signal, click would turn SIGINT into "Aborted!").
+        pass
+    if lost:
+        raise click.ClickException(lost[0])
+    sys.exit(0)
+
+
+def _serve(
+    config_file: str | None,
+    host: str | None,
+    port: int | None,
+    embedded_nats: str | None,
+    workers: str | None,
+    lost: list[str],
+) -> None:
+    """``serve``, stop signals raising ``Stopped``; exits non-zero when it cannot serve, and
+    notes in ``lost`` why a shared resource ended the service."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.supervisor import (
@@ -113,7 +142,7 @@ def serve(
         stop_extensions,
         worker_count,
     )
-    from aviso_host.worker import Stopped, otlp_export, run_server, stop_on_signals
+    from aviso_host.worker import otlp_export, run_server
 
     if config_file is not None:
         os.environ[CONFIG_ENV] = config_file
@@ -154,32 +183,21 @@ def serve(
             if supervisor.failure is not None:
                 raise click.ClickException(supervisor.failure)
             sys.exit(status)
-        lost: list[str] = []
-        stopped_by: int | None = None
-        served = False
         try:
-            with stop_on_signals():
-                try:
-                    started, environment = start_extensions(extensions, lost_in_process(lost))
-                except Exception as exc:  # a shared resource could not start: one line
-                    raise click.ClickException(str(exc) or type(exc).__name__) from exc
-                try:
-                    if environment:
-                        # The backend connects to what was started as to any server.
-                        os.environ.update(environment)
-                        settings = load_settings(registry)
-                    served = run_server(settings, registry, *address)
-                except (ConfigError, PluginError) as exc:
-                    raise click.ClickException(str(exc)) from exc
-                finally:
-                    stop_extensions(started)
-        except Stopped as exc:
-            stopped_by = exc.signum
-    if lost:
-        raise click.ClickException(lost[0])
-    if stopped_by is not None:
-        signal.raise_signal(stopped_by)  # ended by the signal, as uvicorn would have it
-    if not served:
+            started, environment = start_extensions(extensions, lost_in_process(lost))
+        except Exception as exc:  # a shared resource could not start: one line
+            raise click.ClickException(str(exc) or type(exc).__name__) from exc
+        try:
+            if environment:
+                # The backend connects to what was started as to any server.
+                os.environ.update(environment)
+                settings = load_settings(registry)
+            served = run_server(settings, registry, *address)
+        except (ConfigError, PluginError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        finally:
+            stop_extensions(started)
+    if not served and not lost:
         sys.exit(1)
 
 

@@ -55,6 +55,8 @@ class MetricsListener:
             self._socket = None
 
 
+GRACEFUL_SHUTDOWN_SECONDS = 30
+"""After a stop signal, requests in flight get this long to finish (streams end at once)."""
 DESCRIPTOR_RESERVE = 128
 """Descriptors kept out of ``max_connections``: ``PROBE_RESERVE`` for connections past the
 caps, the rest for listening sockets, backend connections, files, the metrics listener's
@@ -127,6 +129,7 @@ class AvisoServer(uvicorn.Server):
         super().__init__(config)
         self._service = service
         self._shutdown_task: asyncio.Task[None] | None = None
+        self._stop_requested = asyncio.Event()
         self._on_started = on_started
         self.start_error: PluginError | None = None
         """Why a plugin did not start (then the server never served); one line."""
@@ -153,10 +156,29 @@ class AvisoServer(uvicorn.Server):
                 return
         # Started before uvicorn runs the lifespan (whose own call then returns at once):
         # uvicorn would log a failure there as a raw traceback and exit the process.
+        starting = asyncio.ensure_future(self._service.ensure_started())
+        stopping = asyncio.ensure_future(self._stop_requested.wait())
         try:
-            await self._service.ensure_started()
+            await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            starting.cancel()
+            raise
+        finally:
+            stopping.cancel()
+        # A stop signal while the backend still starts (a broker that does not answer holds
+        # it for retry_attempts x timeout_seconds) ends the start: nothing is served yet, so
+        # nothing is drained, where uvicorn alone would wait for the start to end.
+        interrupted = not starting.done()
+        if interrupted:
+            starting.cancel()
+        try:
+            await starting
         except PluginError as exc:
             self.start_error = exc
+        except (asyncio.CancelledError, Exception):
+            if not interrupted:
+                raise
+        if interrupted or self.start_error is not None:
             self.should_exit = True
             if listener is not None:
                 await listener.stop()
@@ -179,6 +201,7 @@ class AvisoServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
     def _begin_shutdown(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._stop_requested.set()
         if self._shutdown_task is None:
             self._shutdown_task = loop.create_task(self._service.begin_shutdown())
 
@@ -190,7 +213,7 @@ def uvicorn_config(app: object, host: str, port: int, lifespan: bool = True) -> 
         port=port,
         log_config=None,
         access_log=False,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         loop="auto",
         http="auto",
         # aviso serves no WebSocket route: without a WebSocket protocol an upgrade request is

@@ -8,9 +8,14 @@ service's address through its own ``SO_REUSEPORT`` socket. It accepts no connect
 - A worker that dies is replaced. Workers that keep failing (``STARTUP_FAILURES`` in a row
   before serving, or more than ``CRASHES_PER_WORKER`` x N exits within ``CRASH_WINDOW``
   seconds once serving) stop the service, which exits non-zero with one line saying so.
-- SIGTERM or SIGINT is forwarded to every worker as SIGTERM: each drains as a single
-  process does (open streams get ``server_shutdown``), and the supervisor exits 0 once they
-  all exited cleanly. A second signal kills the workers at once.
+- SIGTERM or SIGINT, at any moment (start-up included), stops the service: no further
+  worker is started, and every one started gets SIGTERM. Each drains as a single process
+  does (open streams get ``server_shutdown``; one that did not serve yet has nothing to
+  drain), and the supervisor exits 0 once they all exited cleanly. A second signal kills
+  the workers at once, and so does the supervisor itself for any still running
+  ``STOP_DEADLINE_SECONDS`` after the first.
+- A worker dies with its supervisor, from its first instant
+  (:func:`aviso_host.lifecycle.die_with_parent`), even when the supervisor is killed outright.
 - An extension may declare the service lost (``fail``): the workers are drained the same
   way and the supervisor exits non-zero with its reason.
 """
@@ -19,25 +24,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import wait
 from types import FrameType
 
 from aviso_host.config import ConfigError
 from aviso_host.config.construct import construct
 from aviso_host.config.loader import ENV_PREFIX, ENV_SEPARATOR
 from aviso_host.config.settings import Settings
+from aviso_host.lifecycle import WORKER_ENTRY
 from aviso_host.logs import log_event
 from aviso_host.plugins import PluginRegistry
-from aviso_host.worker import READY, reuse_port_socket, worker_main
+from aviso_host.server import GRACEFUL_SHUTDOWN_SECONDS
+from aviso_host.worker import READY, reuse_port_socket
 from aviso_plugins.types import SharedResources
 
 AUTO = "auto"
@@ -46,17 +53,35 @@ STARTUP_FAILURES = 3
 CRASH_WINDOW = 60.0
 CRASHES_PER_WORKER = 5
 """Exits of serving workers tolerated per worker within ``CRASH_WINDOW`` seconds."""
+WORKERS_PER_CPU = 8
+"""At most this many workers per usable CPU: each is a whole interpreter (tens of MiB), and
+more than a few per CPU only add memory and start-up time."""
+STOP_DEADLINE_SECONDS = GRACEFUL_SHUTDOWN_SECONDS + 10
+"""After a stop signal, workers still running this long are killed: a worker drains for at
+most ``GRACEFUL_SHUTDOWN_SECONDS``, then closes its backend connection."""
 
 Fail = Callable[[str], None]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    usable = getattr(os, "sched_getaffinity", None)  # Linux
+    return len(usable(0)) if usable is not None else os.cpu_count() or 1
+
+
 def worker_count(value: int | str) -> int:
-    """``application.workers`` (or ``--workers``) as a number: ``auto`` is one per core this
-    process may run on."""
+    """``application.workers`` (or ``--workers``) as a number: ``auto`` is one per usable
+    CPU. ``ConfigError`` above ``WORKERS_PER_CPU`` per usable CPU."""
     if value == AUTO:
-        usable = getattr(os, "sched_getaffinity", None)  # Linux
-        return len(usable(0)) if usable is not None else os.cpu_count() or 1
-    return int(value)
+        return usable_cpus()
+    count, cpus = int(value), usable_cpus()
+    if count > WORKERS_PER_CPU * cpus:
+        raise ConfigError(
+            f"application.workers: {count} workers is more than {WORKERS_PER_CPU} per CPU "
+            f"({WORKERS_PER_CPU * cpus} for the {cpus} CPUs this process may use); use auto "
+            "(one per CPU) or fewer"
+        )
+    return count
 
 
 def refuse_process_local_backend(
@@ -185,10 +210,21 @@ def _status(code: int | None) -> str:
 
 @dataclass
 class _Worker:
-    process: BaseProcess
-    ready: Connection
-    """The supervisor's end of the pipe the worker says ``READY`` on."""
+    process: subprocess.Popen[bytes]
+    ready: int
+    """The supervisor's end of the pipe the worker says ``READY`` on; its end of file is the
+    worker's exit (the worker holds the other end for its whole life, as the sentinels of
+    ``multiprocessing`` work)."""
     serving: bool = False
+
+    def read(self) -> bool:
+        """Take what the worker said; whether it exited (end of file)."""
+        try:
+            while said := os.read(self.ready, 64):
+                self.serving = self.serving or READY in said
+        except BlockingIOError:  # nothing more for now
+            return False
+        return True
 
 
 class Supervisor:
@@ -205,10 +241,10 @@ class Supervisor:
         self.failure: str | None = None
         """Why the service stopped on its own (``None``: it was asked to, or is running)."""
         self._extensions = list(extensions)
-        self._context = multiprocessing.get_context("spawn")
         self._running: dict[int, _Worker] = {}
         self._signals = 0
         self._forwarded = 0
+        self._deadline: float | None = None
         self._unclean = False
         self._startup_failures = 0
         self._crashes: deque[float] = deque()
@@ -255,11 +291,15 @@ class Supervisor:
                     f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}"
                 ) from exc
             self.port = reservation.getsockname()[1]
+            # A signal meanwhile waits for the extension being started (bounded by its own
+            # timeout): interrupted, it could leave what it started half-recorded.
             started, environment = start_extensions(self._extensions, self.fail)
             os.environ.update(environment)
-            if not self.stopping:
-                for slot in range(self.workers):
-                    self._spawn(slot)
+            for slot in range(self.workers):
+                if self.stopping:  # a signal while starting: start no more
+                    break
+                self._spawn(slot)
+            else:
                 log_event(
                     "supervisor.started",
                     f"supervisor {os.getpid()} started {self.workers} workers on "
@@ -267,9 +307,10 @@ class Supervisor:
                 )
             self._supervise()
         finally:
-            for process in [worker.process for worker in self._running.values()]:
-                process.kill()
-                process.join()
+            for worker in self._running.values():
+                worker.process.kill()
+                worker.process.wait()
+                os.close(worker.ready)
             stop_extensions(started)
             if reservation is not None:
                 reservation.close()
@@ -283,42 +324,79 @@ class Supervisor:
         return 0
 
     def _spawn(self, slot: int) -> None:
-        receive, send = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=worker_main,
-            args=(self.host, self.port, self.workers, os.getpid(), send),
-            name=f"aviso-worker-{slot}",
-        )
-        process.start()
-        send.close()
-        self._running[slot] = _Worker(process, receive)
+        """Start a worker (from the main thread only: the kernel sends a parent-death signal
+        when the thread that started the child ends, not the process)."""
+        ready, told = os.pipe()
+        try:
+            # A plain interpreter rather than multiprocessing's spawn, which would import the
+            # parent's __main__ and unpickle the target (much of aviso) before the worker's
+            # first line could tie it to this process.
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    WORKER_ENTRY,
+                    self.host,
+                    str(self.port),
+                    str(self.workers),
+                    str(os.getpid()),
+                    str(told),
+                ],
+                pass_fds=(told,),
+                # Out of the supervisor's process group from the start: a Ctrl-C in a
+                # terminal reaches the supervisor alone, which forwards one SIGTERM (a
+                # second signal would cut the drain short).
+                process_group=0,
+            )
+        except BaseException:
+            os.close(ready)
+            raise
+        finally:
+            os.close(told)
+        os.set_blocking(ready, False)
+        self._running[slot] = _Worker(process, ready)
         log_event("worker.started", f"worker {process.pid} started", pid=process.pid)
-        assert process.pid is not None  # started
         for extension in self._extensions:
             extension.worker_started(process.pid)
 
     def _supervise(self) -> None:
         while self._running:
             self._forward_signals()
-            waiting: list[Connection | int] = [self._wake_read]
-            for worker in self._running.values():
-                waiting.append(worker.process.sentinel)
-                if not worker.serving and not worker.ready.closed:
-                    waiting.append(worker.ready)
-            wait(waiting)
+            self._kill_when_overdue()
+            waiting = [self._wake_read, *(worker.ready for worker in self._running.values())]
+            timeout = None if self._deadline is None else self._deadline - time.monotonic()
+            wait(waiting, None if timeout is None else max(timeout, 0.0))
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_read, 512):
                     pass
             for slot, worker in list(self._running.items()):
-                self._check_ready(worker)
-                if worker.process.exitcode is not None:
+                serving = worker.serving
+                exited = worker.read()
+                if worker.serving and not serving:
+                    self._startup_failures = 0
+                if exited:
                     self._exited(slot, worker)
+
+    def _kill_when_overdue(self) -> None:
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return
+        self._deadline = None
+        log_event(
+            "supervisor.stop.overdue",
+            f"killing {len(self._running)} workers still running "
+            f"{STOP_DEADLINE_SECONDS:.0f} s after the stop signal",
+            logging.WARNING,
+        )
+        for worker in self._running.values():
+            worker.process.kill()
 
     def _forward_signals(self) -> None:
         wanted = 2 if self._signals > 1 else 1 if self.stopping else 0
         if wanted <= self._forwarded:
             return
         self._forwarded = wanted
+        if wanted == 1:
+            self._deadline = time.monotonic() + STOP_DEADLINE_SECONDS
         # First SIGTERM (drain), then SIGKILL for an operator who does not want to wait.
         sig = signal.SIGTERM if wanted == 1 else signal.SIGKILL
         log_event(
@@ -326,34 +404,27 @@ class Supervisor:
             f"{'draining' if wanted == 1 else 'killing'} {len(self._running)} workers",
         )
         for worker in self._running.values():
-            pid = worker.process.pid
-            if pid is not None and worker.process.exitcode is None:
-                os.kill(pid, sig)
+            # Not reaped before _exited, so the pid is still this worker's.
+            worker.process.send_signal(sig)
 
-    def _check_ready(self, worker: _Worker) -> None:
-        if worker.serving or worker.ready.closed or not worker.ready.poll():
-            return
-        try:
-            message = worker.ready.recv_bytes()
-        except EOFError:  # exited before serving: its sentinel tells the rest
-            worker.ready.close()
-            return
-        if message == READY:
-            worker.serving = True
-            self._startup_failures = 0
+    def _stopped_cleanly(self, worker: _Worker, code: int) -> bool:
+        if code == 0 or self._forwarded > 1:  # drained, or killed as the operator asked
+            return True
+        # One that never served had nothing to drain: its SIGTERM may have come before its
+        # handlers (the interpreter still starting), or the deadline killed it mid-start.
+        return not worker.serving and code in (-signal.SIGTERM, -signal.SIGKILL)
 
     def _exited(self, slot: int, worker: _Worker) -> None:
         process = worker.process
-        process.join()
-        worker.ready.close()
+        code = process.wait()  # its end of the pipe closed: it exited, or is about to
+        os.close(worker.ready)
         del self._running[slot]
-        pid, code = process.pid, process.exitcode
-        assert pid is not None
+        pid = process.pid
         for extension in self._extensions:
             extension.worker_exited(pid)
         status = _status(code)
         if self.stopping:
-            if code != 0 and self._forwarded < 2:
+            if not self._stopped_cleanly(worker, code):
                 self._unclean = True
             log_event("worker.exited", f"worker {pid} exited with {status}")
             return

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from multiprocessing.connection import Connection
-from types import FrameType
 
 from aviso_host.config import ConfigError, load_settings
 from aviso_host.config.settings import Settings
@@ -64,32 +61,6 @@ def run_server(
     return server.started
 
 
-class Stopped(BaseException):
-    """SIGTERM or SIGINT arrived while uvicorn was not handling them: before it served, or
-    re-raised by uvicorn once it drained (which would otherwise end the process at once).
-    Not an ``Exception``, so that no error handling on its way mistakes it for a failure."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM and SIGINT raise :class:`Stopped` inside this block (uvicorn installs its own
-    handlers while it serves and restores these)."""
-
-    def stopped(signum: int, frame: FrameType | None) -> None:
-        raise Stopped(signum)
-
-    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def address_family(host: str, port: int) -> socket.AddressFamily:
     """The family of the first address ``host`` resolves to (IPv6 for ``::``)."""
     return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
@@ -110,34 +81,12 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def die_with_parent() -> None:
-    """Linux: this process gets SIGTERM (a graceful drain) when its supervisor dies, even
-    killed with SIGKILL; then checks it did not die already."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def worker_main(
-    host: str, port: int, workers: int, supervisor: int, ready: Connection
+    host: str, port: int, workers: int, ready: int
 ) -> None:  # pragma: no cover - runs in a worker process, covered by tests/host/test_workers.py
-    """A worker process's entry point (``multiprocessing``, spawned)."""
-    die_with_parent()
-    if os.getppid() != supervisor:
-        sys.exit(1)
-    # Out of the supervisor's process group: a Ctrl-C in a terminal reaches the supervisor
-    # alone, which forwards one SIGTERM (a second signal would cut the drain short).
-    os.setpgid(0, 0)
-    try:
-        with stop_on_signals():
-            _serve_as_worker(host, port, workers, ready)
-    except Stopped:
-        sys.exit(0)  # asked to stop, and drained if it was serving
-
-
-def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> None:
+    """Serve as one of ``workers`` workers; say ``READY`` on the descriptor ``ready`` once
+    serving (:func:`aviso_host.lifecycle.worker_entry` calls it, stop signals raising
+    ``Stopped``)."""
     try:
         registry = discover()
         settings = load_settings(registry)
@@ -163,11 +112,11 @@ def _serve_as_worker(host: str, port: int, workers: int, ready: Connection) -> N
     sys.exit(0 if started else 1)
 
 
-def _tell(supervisor: Connection) -> None:
+def _tell(supervisor: int) -> None:
     """Say ``READY``; a supervisor already gone is not this worker's failure (its death
     signal follows)."""
     with suppress(OSError):
-        supervisor.send_bytes(READY)
+        os.write(supervisor, READY)
 
 
 @contextmanager

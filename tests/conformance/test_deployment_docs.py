@@ -18,7 +18,8 @@ import yaml
 
 from aviso_host.cli import main
 from aviso_host.routes.ops import ops_routes
-from aviso_host.server import uvicorn_config
+from aviso_host.server import GRACEFUL_SHUTDOWN_SECONDS, uvicorn_config
+from aviso_host.supervisor import STOP_DEADLINE_SECONDS
 from tests.conformance.config_support import Sandbox
 from tests.support.nats import NatsServer
 from tests.support.process import free_port
@@ -129,6 +130,12 @@ def test_ports_probes_and_the_grace_period_match_the_server() -> None:
     assert drain is not None
     assert pod["spec"]["terminationGracePeriodSeconds"] > drain
     assert int(unit()["TimeoutStopSec"][0]) > drain
+    # Under --workers the supervisor kills workers still draining at its own deadline first.
+    assert pod["spec"]["terminationGracePeriodSeconds"] > STOP_DEADLINE_SECONDS
+    assert int(unit()["TimeoutStopSec"][0]) > STOP_DEADLINE_SECONDS
+    guide = (DEPLOY.parent / "deployment.md").read_text()
+    assert f"at most {GRACEFUL_SHUTDOWN_SECONDS} s" in guide
+    assert f"{STOP_DEADLINE_SECONDS} s after the first" in guide
     assert unit()["KillSignal"] == ["SIGTERM"]
 
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import psutil
 
 from aviso_loadtests.servers import free_port
 
@@ -115,3 +116,14 @@ def install_into(target: Path, package: Path) -> None:
 def with_pythonpath(folder: Path) -> dict[str, str]:
     """Environment entries putting ``folder`` first on a child process's import path."""
     return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+def ended(process: psutil.Process | None) -> bool:
+    """Whether ``process`` (``None``: already gone when looked up) has ended; a zombie has
+    (an orphan waits for whichever process adopted it to reap it)."""
+    if process is None:
+        return True
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

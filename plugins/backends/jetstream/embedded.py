@@ -188,7 +188,7 @@ class EmbeddedNatsServer:
             raise RuntimeError("embedded nats-server is stopping")
         try:
             self._await_listening(process)
-        except RuntimeError:
+        except BaseException:  # also a stop signal raised while waiting: nothing left behind
             if process.poll() is None:  # running but not listening: no second one beside it
                 process.kill()
                 process.wait()

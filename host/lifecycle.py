@@ -1,0 +1,78 @@
+"""How an aviso process stops on a signal, and the first code a worker process runs.
+
+Nothing of aviso's is imported at module level: a worker runs :func:`worker_entry` before
+anything else, so that it is tied to its supervisor from its first instant. Importing the
+app takes a fraction of a second alone and many seconds when a hundred workers start on a
+busy machine; a supervisor killed meanwhile must not leave them starting on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+WORKER_ENTRY = "from aviso_host.lifecycle import worker_entry; worker_entry()"
+"""A worker's command is ``python -c WORKER_ENTRY HOST PORT WORKERS SUPERVISOR_PID READY_FD``."""
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (linux/prctl.h): the signal this process gets when its parent dies."""
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT arrived while uvicorn was not handling them: before it served, or
+    re-raised by uvicorn once it drained (which would otherwise end the process at once).
+    Not an ``Exception``, so that no error handling on its way mistakes it for a failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise :class:`Stopped` inside this block (uvicorn installs its own
+    handlers while it serves and restores these)."""
+
+    def stopped(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def die_with_parent(parent: int) -> None:
+    """Tie this process's life to ``parent``'s: exit now if it is already gone, and (Linux)
+    get SIGTERM, a graceful drain, when it dies later, even killed with SIGKILL.
+
+    The kernel's parent-death signal needs nothing of the parent, which may be killed
+    outright, and no thread of this process, which may be busy importing for seconds (a
+    pipe whose end-of-file a thread watched would be noticed only once that thread runs).
+    It is armed only from here on, so the parent's pid is checked after arming it: one that
+    died in between has left this process to another parent already."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
+def worker_entry() -> None:  # pragma: no cover - runs in a worker process
+    """A worker process's first code (its command line: :data:`WORKER_ENTRY`)."""
+    host, port, workers, supervisor, ready = sys.argv[1:6]
+    die_with_parent(int(supervisor))
+    try:
+        with stop_on_signals():
+            from aviso_host.worker import worker_main
+
+            worker_main(host, int(port), int(workers), int(ready))
+    except Stopped:
+        sys.exit(0)  # asked to stop, and drained if it was serving
