@@ -104,6 +104,7 @@ def serve(
     """Run the server with uvicorn."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
+    from aviso_host.config.loader import config_files, packaged_example
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -115,8 +116,11 @@ def serve(
     )
     from aviso_host.worker import Stopped, otlp_export, run_server, stop_on_signals
 
-    if config_file is not None:
-        os.environ[CONFIG_ENV] = config_file
+    # Nothing configures the server (e.g. installed from a wheel, run in an empty folder):
+    # it serves the example shipped in the package, and says so.
+    example = None if config_file else packaged_example(os.environ, Path.cwd(), Path.home())
+    if config_file or example is not None:
+        os.environ[CONFIG_ENV] = str(config_file or example)
     # Expressed as configuration overrides: the host knows config keys, not backends.
     if embedded_nats is not None:
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
@@ -135,6 +139,13 @@ def serve(
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level)
     with otlp_export(settings):
+        read = [str(path) for path in config_files(os.environ, Path.cwd(), Path.home())]
+        log_event(
+            "config.files",
+            f"configuration read from {', '.join(read) or 'the environment alone'}",
+            files=read,
+            example=example is not None,
+        )
         for warning in (*registry.warnings, *settings.warnings):
             log_event("config.warning", warning, logging.WARNING)
         address = (
@@ -294,9 +305,12 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
     ``serve`` can build."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
-    from aviso_host.config.loader import config_files, environment_overrides
+    from aviso_host.config.loader import config_files, environment_overrides, packaged_example
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
+    example = packaged_example(environ, Path.cwd(), Path.home())
+    if example is not None:  # what serve would read
+        environ[CONFIG_ENV] = str(example)
     try:
         registry = discover()
         files = config_files(environ, Path.cwd(), Path.home())

@@ -63,6 +63,45 @@ def test_no_file_and_no_environment_fails(cwd: Path, home: Path) -> None:
         load_settings(make_registry(), environ={}, cwd=cwd, home=home)
 
 
+def test_no_file_names_every_place_looked_for(cwd: Path, home: Path) -> None:
+    environ = {"AVISOSERVER_APPLICATION__PORT": "8000"}
+    with pytest.raises(ConfigError) as refused:
+        load_settings(make_registry(), environ=environ, cwd=cwd, home=home)
+    looked = [cwd / "configuration" / "config.yaml", loader.SYSTEM_CONFIG]
+    looked.append(home / ".aviso_server" / "config.yaml")
+    assert str(refused.value).endswith(
+        f"(no configuration file: looked for {', '.join(map(str, looked))})"
+    )
+
+
+def test_the_packaged_example_is_read_only_when_nothing_configures_the_server(
+    cwd: Path, home: Path
+) -> None:
+    example = loader.packaged_example
+    assert example({}, cwd, home) == loader.EXAMPLE_CONFIG
+    # A variable or two apply over the example; both required sections are a configuration.
+    assert example({"AVISOSERVER_APPLICATION__PORT": "8100"}, cwd, home) == loader.EXAMPLE_CONFIG
+    assert example(ENV_ONLY, cwd, home) is None
+    assert example({"AVISOSERVER_CONFIG_FILE": "mine.yaml"}, cwd, home) is None
+    write(home / ".aviso_server" / "config.yaml", "application: {port: 9000}")
+    assert example({}, cwd, home) is None
+    # The example is a whole configuration (the one a checkout reads by default).
+    environ = {"AVISOSERVER_CONFIG_FILE": str(loader.EXAMPLE_CONFIG)}
+    assert load_document(environ, cwd, home)["notification_backend"]["kind"] == "in_memory"
+
+
+def test_a_relative_config_file_that_does_not_exist_names_where_it_was_looked_for(
+    cwd: Path, home: Path
+) -> None:
+    environ = {"AVISOSERVER_CONFIG_FILE": "conf/missing.yaml"}
+    with pytest.raises(ConfigError) as refused:
+        load_document(environ, cwd, home)
+    assert str(refused.value) == (
+        "AVISOSERVER_CONFIG_FILE does not point to a file: conf/missing.yaml "
+        f"(looked for {cwd / 'conf' / 'missing.yaml'})"
+    )
+
+
 def test_config_file_that_does_not_exist_fails_despite_default_file(cwd: Path, home: Path) -> None:
     write(cwd / "configuration" / "config.yaml", DEFAULT_FILE)
     environ = {"AVISOSERVER_CONFIG_FILE": "/nonexistent.yaml"}
