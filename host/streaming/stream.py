@@ -384,7 +384,15 @@ class EventStream:
         return False
 
     async def _check_gap(self, cursor: StartCursor) -> None:
-        """Say so before anything else when the requested history has been pruned."""
+        """Say so before anything else when the requested history is gone: pruned, or
+        beyond the stream's end.
+
+        A resume point past the last sequence allocated plus one comes from an earlier
+        incarnation of the stream (an in-memory server restarted, a stream deleted and
+        re-created), which numbers from 1 again. Its replay stays empty and a watch goes
+        live, as for any start beyond the end; the event tells the client where what is
+        retained now begins.
+        """
         requested = cursor.from_sequence
         base = self._filter.pattern.base
         if not requested or base is None:
@@ -394,12 +402,15 @@ class EventStream:
         except Exception as exc:  # the replay itself will report a failing backend
             log_event("stream.gap_check.failed", str(exc), logging.WARNING, topic=self._topic)
             return
-        if requested <= pruned:
+        beyond_end = self._bound is not None and requested > self._bound + 1
+        if requested <= pruned or beyond_end:
             self._out += frames.history_gap(self._topic, requested, pruned + 1)
             self._metrics.history_gap()
             log_event(
                 "stream.history_gap",
-                "requested history was pruned",
+                "requested history is beyond the stream's end"
+                if beyond_end
+                else "requested history was pruned",
                 logging.INFO,
                 topic=self._topic,
                 requested=requested,
