@@ -137,7 +137,7 @@ def serve(
         extensions = service_extensions(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
-    configure_logging(settings.logging.level)
+    configure_logging(settings.logging.level, settings.logging.format)
     with otlp_export(settings):
         read = [str(path) for path in config_files(os.environ, Path.cwd(), Path.home())]
         log_event(
@@ -316,7 +316,7 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         files = config_files(environ, Path.cwd(), Path.home())
         settings = load_settings(registry, environ=environ)
         # As serve: what plugins log while being constructed is a masked JSON line.
-        configure_logging(settings.logging.level)
+        configure_logging(settings.logging.level, settings.logging.format)
         create_app(settings, registry)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc

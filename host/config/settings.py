@@ -52,6 +52,8 @@ class OtlpSettings:
 class LoggingSettings:
     level: str = "info"
     """One of trace, debug, info, warn, error (lower case); anything else became info."""
+    format: str = "json"
+    """``text``: one readable line per record; ``json`` (anything else became it): JSON lines."""
     otlp: OtlpSettings = OtlpSettings()
 
 

@@ -96,10 +96,10 @@ def _unknown_in_variable(path: KeyPath, schema: Any) -> str | None:
             return None
         schema, known = _child_schema(schema, key)
         if known is not None:
-            nearest = _nearest(str(key), known)
-            if nearest is None:
+            close = nearest(str(key), known)
+            if close is None:
                 return f"{key_path(path[: depth + 1])} is not a known key"
-            return f"did you mean {_variable((*path[:depth], nearest))}?"
+            return f"did you mean {_variable((*path[:depth], close))}?"
     return None
 
 
@@ -108,12 +108,13 @@ def _variable(path: KeyPath) -> str:
 
 
 def _hint(key: Any, known: Iterable[str]) -> str:
-    nearest = _nearest(str(key), known)
-    if nearest is not None:
-        return f"did you mean {nearest!r}?"
+    close = nearest(str(key), known)
+    if close is not None:
+        return f"did you mean {close!r}?"
     return "known keys: " + ", ".join(sorted(known))
 
 
-def _nearest(key: str, known: Iterable[str]) -> str | None:
+def nearest(key: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` closest to ``key`` when close enough to be a misspelling of it."""
     matches = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
     return matches[0] if matches else None

@@ -176,6 +176,7 @@ class EventStream:
         control.task = asyncio.current_task()
         self._streams.add(control)
         self._metrics.opened()
+        self._log_opened()
         self._send = send
         # Under aviso's protocol the connection itself says when the client goes away; a
         # task per stream waiting for it on ``receive`` would cost every idle watch ~1 KB.
@@ -209,6 +210,19 @@ class EventStream:
             self._streams.discard(control)
             if self._subscription is not None:
                 await self._subscription.close()
+
+    def _log_opened(self) -> None:
+        """The stream's ``http.request`` line is written when it ends, maybe hours later:
+        this one says at once that it opened, and from where it reads."""
+        replay = self._replay
+        log_event(
+            "stream.opened",
+            f"{'watch' if self._is_watch else 'replay'} opened on {self._topic}",
+            kind="watch" if self._is_watch else "replay",
+            topic=self._topic,
+            from_id=None if replay is None else replay.from_sequence,
+            from_date=None if replay is None or replay.from_date is None else str(replay.from_date),
+        )
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
