@@ -104,7 +104,7 @@ def serve(
     """Run the server with uvicorn."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
-    from aviso_host.config.loader import config_files, packaged_example
+    from aviso_host.config.loader import packaged_example
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -117,7 +117,7 @@ def serve(
     from aviso_host.worker import Stopped, otlp_export, run_server, stop_on_signals
 
     # Nothing configures the server (e.g. installed from a wheel, run in an empty folder):
-    # it serves the example shipped in the package, and says so.
+    # it serves the example shipped in the package (service.started names the files read).
     example = None if config_file else packaged_example(os.environ, Path.cwd(), Path.home())
     if config_file or example is not None:
         os.environ[CONFIG_ENV] = str(config_file or example)
@@ -139,13 +139,6 @@ def serve(
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level, settings.logging.format)
     with otlp_export(settings):
-        read = [str(path) for path in config_files(os.environ, Path.cwd(), Path.home())]
-        log_event(
-            "config.files",
-            f"configuration read from {', '.join(read) or 'the environment alone'}",
-            files=read,
-            example=example is not None,
-        )
         for warning in (*registry.warnings, *settings.warnings):
             log_event("config.warning", warning, logging.WARNING)
         address = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from aviso_host.config.build import settings_from_document
@@ -36,13 +37,15 @@ def load_settings(
     cwd = Path.cwd() if cwd is None else cwd
     home = Path.home() if home is None else home
     document = load_document(environ, cwd, home)
+    files = tuple(str(path) for path in config_files(environ, cwd, home))
     try:
-        return settings_from_document(document, registry, environment_overrides(environ))
+        settings = settings_from_document(document, registry, environment_overrides(environ))
     except ConfigError as exc:
-        if CONFIG_FILE_ENV in environ or config_files(environ, cwd, home):
+        if CONFIG_FILE_ENV in environ or files:
             raise
         looked = ", ".join(str(path) for path in cascade(cwd, home))
         raise ConfigError(f"{exc} (no configuration file: looked for {looked})") from exc
+    return replace(settings, files=files)
 
 
 __all__ = [

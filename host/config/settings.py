@@ -208,6 +208,9 @@ class Settings:
     keys are not redacted for sounding secret (``api_keys``)."""
     secrets: frozenset[str] = frozenset()
     """The text of every secret value, masked wherever free text is written (logs, errors)."""
+    files: tuple[str, ...] = ()
+    """The configuration files read, in merge order (``load_settings``; none: environment
+    alone, or a document built in code)."""
 
     def watch_for(self, event_type: str) -> WatchSettings:
         """The watch settings of streams of ``event_type`` (its schema's replay cap applied)."""

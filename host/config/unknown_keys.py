@@ -18,9 +18,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aviso_host.config.errors import KeyPath, key_path
-from aviso_host.config.loader import CONFIG_FILE_ENV, ENV_PREFIX, ENV_SEPARATOR
+from aviso_host.config.loader import (
+    CONFIG_FILE_ENV,
+    ENV_PREFIX,
+    ENV_SEPARATOR,
+    environment_overrides,
+)
 
 _COMBINATORS = ("allOf", "anyOf", "oneOf", "if", "$ref")
+_CONFIG_FILE_KEY = tuple(environment_overrides({CONFIG_FILE_ENV: ""})[CONFIG_FILE_ENV])
 
 
 def unknown_key_warnings(
@@ -50,8 +56,11 @@ def unknown_key_warnings(
 def unknown_key_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
     """The key path of every unknown key of ``document``, however it was set (file or
     variable). Their values are treated as secrets: a misspelled ``admin_pasword`` or
-    ``credentails`` is no less secret for not matching a secret key name."""
-    return frozenset(path for path, _ in _unknown_in_document(document, schema, ()))
+    ``credentails`` is no less secret for not matching a secret key name. The key
+    ``AVISOSERVER_CONFIG_FILE`` lands in is no secret: it names the file read."""
+    return frozenset(
+        path for path, _ in _unknown_in_document(document, schema, ()) if path != _CONFIG_FILE_KEY
+    )
 
 
 def _unknown_in_document(

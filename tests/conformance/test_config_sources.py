@@ -90,10 +90,9 @@ def test_no_file_and_no_environment_serves_the_packaged_example_and_says_so(
             schemas = client.get("/api/v1/schema").json()
         records = server.log_records()
     assert "dissemination" in schemas["event_types"]
-    (read,) = [r for r in records if r.get("event_name") == "config.files"]
-    assert read["example"] is True
-    assert read["files"] == [str(EXAMPLE_CONFIG)]
-    assert str(EXAMPLE_CONFIG) in read["message"]
+    (started,) = [r for r in records if r.get("event_name") == "service.started"]
+    assert started["config_files"] == [str(EXAMPLE_CONFIG)]
+    assert str(EXAMPLE_CONFIG) in started["message"]
 
 
 @no_system_config

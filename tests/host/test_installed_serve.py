@@ -60,7 +60,8 @@ def test_an_installed_server_in_an_empty_folder_serves_the_packaged_example(
     assert schema.status_code == 200
     assert "dissemination" in schema.json()["event_types"]
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    (read,) = [record for record in records if record.get("event_name") == "config.files"]
-    assert read["files"] == [str(example)] and read["example"] is True
+    (started,) = [r for r in records if r.get("event_name") == "service.started"]
+    assert started["config_files"] == [str(example)]
+    assert started["message"] == f"aviso service started (configuration: {example})"
     assert example.is_relative_to(tmp_path / "venv")
     assert list(empty.iterdir()) == []  # nothing written in the folder it was started in

@@ -262,3 +262,17 @@ def test_deep_merge_replaces_scalars_and_lists_whole() -> None:
     assert deep_merge(base, {"a": {"b": [3], "d": {"f": 2}}}) == {
         "a": {"b": [3], "c": 1, "d": {"e": 1, "f": 2}}
     }
+
+
+def test_the_files_read_are_named_and_the_config_file_path_is_no_secret(
+    cwd: Path, home: Path
+) -> None:
+    path = write(cwd / "mine.yaml", DEFAULT_FILE)
+    environ = {"AVISOSERVER_CONFIG_FILE": str(path)}
+    settings = load_settings(make_registry(), environ=environ, cwd=cwd, home=home)
+    assert settings.files == (str(path),)
+    # It lands in the document as the unknown key config_file, yet names a file: shown.
+    assert str(path) not in settings.secrets
+    write(cwd / "configuration" / "config.yaml", DEFAULT_FILE)
+    cascaded = load_settings(make_registry(), environ={}, cwd=cwd, home=home)
+    assert cascaded.files == (str(cwd / "configuration" / "config.yaml"),)
