@@ -120,7 +120,24 @@ def _hint(key: Any, known: Iterable[str]) -> str:
     close = nearest(str(key), known)
     if close is not None:
         return f"did you mean {close!r}?"
+    # A key written a level too high (``prot:`` for ``application.port``).
+    nested = _nested_keys(known)
+    close = nearest(str(key), nested)
+    if close is not None:
+        return f"did you mean {nested[close]!r}?"
     return "known keys: " + ", ".join(sorted(known))
+
+
+def _nested_keys(known: Iterable[str]) -> dict[str, str]:
+    """The keys one level below ``known`` (a mapping of key -> schema) -> their key path
+    (the first section's, where several have one)."""
+    nested: dict[str, str] = {}
+    if isinstance(known, Mapping):
+        for section, child in known.items():
+            properties = child.get("properties") if isinstance(child, Mapping) else None
+            for name in properties if isinstance(properties, Mapping) else ():
+                nested.setdefault(name, f"{section}.{name}")
+    return nested
 
 
 def nearest(key: str, known: Iterable[str]) -> str | None:
