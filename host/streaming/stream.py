@@ -33,7 +33,7 @@ from aviso_host.config.settings import WatchSettings
 from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection, on_client_gone
-from aviso_host.logs import log_event
+from aviso_host.logs import log_event, logger
 from aviso_host.metrics import SseConnection
 from aviso_host.request_id import RAW_SEND
 from aviso_host.streaming import frames
@@ -214,6 +214,8 @@ class EventStream:
     def _log_opened(self) -> None:
         """The stream's ``http.request`` line is written when it ends, maybe hours later:
         this one says at once that it opened, and from where it reads."""
+        if not logger.isEnabledFor(logging.INFO):  # the line would be dropped: do not build it
+            return
         replay = self._replay
         log_event(
             "stream.opened",
