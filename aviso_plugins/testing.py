@@ -31,6 +31,7 @@ import json
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ def _settings(
 ) -> tuple[Settings, PluginRegistry]:
     given = yaml.safe_load(config) if isinstance(config, str) else config
     registry = discover(load_entry_points=installed, extra=plugins)
+    for problem in registry.warnings:  # what serve would log, e.g. a hook without @hookimpl
+        warnings.warn(problem, UserWarning, stacklevel=3)
     return settings_from_document(deep_merge(TEST_DEFAULTS, given or {}), registry), registry
 
 

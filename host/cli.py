@@ -133,6 +133,7 @@ def _serve(
     notes in ``lost`` why a shared resource ended the service."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
+    from aviso_host.config.loader import packaged_example
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -144,8 +145,11 @@ def _serve(
     )
     from aviso_host.worker import otlp_export, run_server
 
-    if config_file is not None:
-        os.environ[CONFIG_ENV] = config_file
+    # Nothing configures the server (e.g. installed from a wheel, run in an empty folder):
+    # it serves the example shipped in the package (service.started names the files read).
+    example = None if config_file else packaged_example(os.environ, Path.cwd(), Path.home())
+    if config_file or example is not None:
+        os.environ[CONFIG_ENV] = str(config_file or example)
     # Expressed as configuration overrides: the host knows config keys, not backends.
     if embedded_nats is not None:
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
@@ -162,7 +166,7 @@ def _serve(
         extensions = service_extensions(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
-    configure_logging(settings.logging.level)
+    configure_logging(settings.logging.level, settings.logging.format)
     with otlp_export(settings):
         for warning in (*registry.warnings, *settings.warnings):
             log_event("config.warning", warning, logging.WARNING)
@@ -312,15 +316,18 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
     ``serve`` can build."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
-    from aviso_host.config.loader import config_files, environment_overrides
+    from aviso_host.config.loader import config_files, environment_overrides, packaged_example
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
+    example = packaged_example(environ, Path.cwd(), Path.home())
+    if example is not None:  # what serve would read
+        environ[CONFIG_ENV] = str(example)
     try:
         registry = discover()
         files = config_files(environ, Path.cwd(), Path.home())
         settings = load_settings(registry, environ=environ)
         # As serve: what plugins log while being constructed is a masked JSON line.
-        configure_logging(settings.logging.level)
+        configure_logging(settings.logging.level, settings.logging.format)
         create_app(settings, registry)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc

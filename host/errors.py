@@ -10,6 +10,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from aviso_host.config.unknown_keys import nearest
 from aviso_host.encoding import dumps, dumps_texts
 from aviso_host.logs import echoed, log_event, masked
 
@@ -99,11 +100,14 @@ UNKNOWN_EVENT_TYPE_CODE = "UNKNOWN_EVENT_TYPE"
 
 
 def unknown_event_type(event_type: str, configured: list[str]) -> ApiError:
+    # The upstream message, then the configured event type it likely misspells.
+    close = nearest(event_type, configured)
+    hint = f" (did you mean '{close}'?)" if close is not None else ""
     return ApiError(
         400,
         UNKNOWN_EVENT_TYPE_CODE,
         "unknown_event_type",
-        f"unknown event type '{echoed(event_type)}'",
+        f"unknown event type '{echoed(event_type)}'{hint}",
         extra={"configured_event_types": configured},
         with_details=False,
     )

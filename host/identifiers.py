@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from aviso_host.config.settings import LimitSettings
+from aviso_host.config.unknown_keys import nearest
 from aviso_host.encoding import dumps
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
 from aviso_host.schemas import (
@@ -242,6 +243,13 @@ def _quick_plan(
     return PlannedNotification(topic, dumps(payload), _metadata(canonical))
 
 
+def unknown_field(key: str, schema: EventSchema, operation: str) -> InvalidValue:
+    """The upstream message, then the declared field the key is likely a misspelling of."""
+    close = nearest(key, schema.fields)
+    hint = f" (did you mean '{close}'?)" if close is not None else ""
+    return InvalidValue(f"Unknown field '{key}' provided for {operation} operation{hint}")
+
+
 def plan_notification(
     schema: EventSchema | None, event_type: str, identifier: Mapping[str, Any], payload: Any
 ) -> PlannedNotification:
@@ -252,7 +260,7 @@ def plan_notification(
         return PlannedNotification(build_topic(tokens), dumps(payload), _metadata(canonical))
     for key in identifier:
         if key not in schema.fields:
-            raise InvalidValue(f"Unknown field '{key}' provided for notify operation")
+            raise unknown_field(key, schema, "notify")
     for key in schema.fields:
         if key not in identifier:
             raise InvalidValue(f"Required field '{key}' missing for notify operation")
@@ -395,7 +403,7 @@ def plan_stream_filter(
     for key in identifier:
         # ``point`` is the reserved watch/replay-only spatial filter, checked before.
         if key not in schema.fields and key != POINT and not _point_cloud_filter(schema, key):
-            raise InvalidValue(f"Unknown field '{key}' provided for {operation} operation")
+            raise unknown_field(key, schema, operation)
     values: dict[str, str] = {}
     requested: dict[str, str] = {}
     constraints: dict[str, ConstraintPredicate] = {}

@@ -1,4 +1,5 @@
-"""Structured logging: one JSON object per line, carrying the current request id."""
+"""Structured logging: one JSON object per line (or, with ``logging.format: text``, one
+readable line for a terminal), carrying the current request id."""
 
 from __future__ import annotations
 
@@ -66,12 +67,24 @@ def masked(text: str) -> str:
     return mask_secrets(text, _secrets) if _secrets else text
 
 
-class JsonLineFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        line = self._format(record)
-        return masked(line)
+TEXT_FORMAT = "text"
+"""``logging.format`` for readable lines; ``json`` (the default) or anything else: JSON."""
 
-    def _format(self, record: logging.LogRecord) -> str:
+
+class JsonLineFormatter(logging.Formatter):
+    """One record, one line, secrets masked: a JSON object, or with ``text`` the same
+    members as ``<timestamp> <level> <message> key=value ...`` (values that are not plain
+    words JSON-quoted, so a line stays one line)."""
+
+    def __init__(self, text: bool = False) -> None:
+        super().__init__()
+        self._text = text
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = self._entry(record)
+        return masked(_text_line(entry) if self._text else dumps(entry, sort_keys=False))
+
+    def _entry(self, record: logging.LogRecord) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
@@ -87,13 +100,29 @@ class JsonLineFormatter(logging.Formatter):
             entry[name] = echoed(value, LINE_TEXT_LIMIT) if isinstance(value, str) else value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return dumps(entry, sort_keys=False)
+        return entry
 
 
-def configure_logging(level: str) -> None:
-    """Route every logger (uvicorn's included) through the JSON formatter on stderr."""
+def _text_line(entry: dict[str, Any]) -> str:
+    timestamp, level, message = entry.pop("timestamp"), entry.pop("level"), entry.pop("message")
+    del entry["logger"]
+    text = message if message.isprintable() else dumps(message)
+    pairs = (f"{name}={_text_value(value)}" for name, value in entry.items())
+    return " ".join((timestamp, f"{level.upper():<5}", text, *pairs))
+
+
+def _text_value(value: Any) -> str:
+    """A word as it is; anything else (spaces, quotes, line breaks, numbers, lists) as JSON."""
+    if isinstance(value, str) and value.isprintable() and value and not set(value) & set(' "='):
+        return value
+    return dumps(value, sort_keys=False)
+
+
+def configure_logging(level: str, log_format: str = "json") -> None:
+    """Route every logger (uvicorn's included) through one formatter on stderr: JSON lines,
+    or readable text lines when ``log_format`` is ``text``."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLineFormatter())
+    handler.setFormatter(JsonLineFormatter(text=log_format == TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(LEVELS.get(level, logging.INFO))

@@ -59,6 +59,7 @@ NOT_DESCRIBED_PATHS = frozenset(
         "/swagger-ui/",
         "/swagger-ui/{file}",
         "/console/{file}",
+        "/favicon.ico",
     }
 )
 """Routes the server has but the document leaves out: files, and the documentation itself.

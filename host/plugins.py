@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import inspect
 import os
 import re
 from collections.abc import Iterable
@@ -255,7 +256,7 @@ class _Survey:
 
     def register(self, plugin: Any, name: str | None, distribution: str, version: str) -> None:
         try:
-            self.manager.register(plugin, name=name)
+            registered = self.manager.register(plugin, name=name)
         except pluggy.PluginValidationError as exc:
             shown = name or repr(plugin)
             self.fail(
@@ -265,6 +266,26 @@ class _Survey:
                 FAILED,
                 f"plugin '{shown}' ({_label(distribution, version)}): {exc}",
             )
+            return
+        if registered is not None:
+            self.warn_unmarked(plugin, registered)
+
+    def warn_unmarked(self, plugin: Any, name: str) -> None:
+        """pluggy registers only the functions marked ``@hookimpl``: one named like a hook
+        but not marked would never be called, in silence."""
+        marked = {caller.name for caller in self.manager.get_hookcallers(plugin) or ()}
+        specs = [spec for spec in dir(hookspecs) if spec.startswith("aviso_")]
+        for attribute in sorted(dir(plugin)):
+            if not attribute.startswith("aviso_") or attribute in marked:
+                continue
+            # Looked up without running anything (a property named aviso_... stays unread).
+            value = inspect.getattr_static(plugin, attribute, None)
+            if inspect.isroutine(value) or isinstance(value, (staticmethod, classmethod)):
+                hint = "" if attribute in specs else _did_you_mean(attribute, specs)
+                self.warnings.append(
+                    f"plugin '{name}' defines {attribute}(){hint} without @hookimpl, so it is "
+                    "never called: mark it with aviso_plugins.hookimpl"
+                )
 
     def check_hook_names(self) -> None:
         """pluggy's ``check_pending``: a hook implementation whose name matches no hook (a
@@ -354,7 +375,13 @@ class _Survey:
                         f"plugin '{name}': {hook_name}() raised {type(exc).__name__}: {exc}"
                     ) from exc
                 for provided_object in results:
-                    claimed = getattr(provided_object, key)
+                    claimed = getattr(provided_object, key, None)
+                    if not isinstance(claimed, str) or not claimed:
+                        raise PluginError(
+                            f"plugin '{name}': {hook_name}() returned {provided_object!r}, "
+                            f"which has no '{key}' (the name configuration selects it by): "
+                            f"set the class attribute {key}"
+                        )
                     if attribute == "commands" and claimed in HOST_COMMANDS:
                         raise _Conflict(
                             f"plugin '{name}' provides command '{claimed}', "

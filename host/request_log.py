@@ -1,5 +1,6 @@
 """One ``http.request`` log line per request on the main listener, written when the
-response ends: who asked (audit fields), what, the status and how long it took."""
+response ends: who asked (audit fields, client address), what, the status and how long it
+took."""
 
 from __future__ import annotations
 
@@ -23,4 +24,12 @@ def log_request(scope: Scope, status: int, started: float) -> None:
         path=scope["path"],
         status=status,
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        client=client_address(scope),
     )
+
+
+def client_address(scope: Scope) -> str | None:
+    """``host:port`` of the peer, as the server saw it (``None`` when unknown, e.g. a Unix
+    socket)."""
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None

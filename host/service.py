@@ -114,11 +114,13 @@ class Service:
                     await self.backend.shutdown()
                     raise
                 self._started = True
+                files = self.settings.files
                 log_event(
                     "service.started",
-                    "aviso service started",
+                    f"aviso service started (configuration: {', '.join(files) or 'none read'})",
                     backend=self.settings.backend.kind,
                     event_types=self.catalog.event_types,
+                    config_files=list(files),
                 )
                 if self.settings.subscriptions.enabled and self.subscriptions is None:
                     log_event(

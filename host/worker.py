@@ -90,7 +90,7 @@ def worker_main(
     try:
         registry = discover()
         settings = load_settings(registry)
-        configure_logging(settings.logging.level)
+        configure_logging(settings.logging.level, settings.logging.format)
         sockets = [reuse_port_socket(host, port)]
     except (ConfigError, PluginError, OSError) as exc:
         log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)

@@ -140,6 +140,7 @@ def _logging(section: Mapping[str, Any]) -> LoggingSettings:
     endpoint = otlp.get("endpoint", "")
     return LoggingSettings(
         level=_log_level(section.get("level")),
+        format="text" if section.get("format") == "text" else "json",
         otlp=OtlpSettings(
             enabled=otlp.get("enabled", False),
             endpoint=otlp_endpoint(endpoint, protocol) if endpoint.strip() else "",

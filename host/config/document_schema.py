@@ -63,7 +63,7 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                 "properties": {
                     # Unconstrained: an unusable level means info, never a failure.
                     "level": {},
-                    # Accepted for compatibility: output is always JSON lines.
+                    # json or text; anything else (aviso-server files) warns, keeps JSON.
                     "format": {},
                     "otlp": {
                         "type": "object",

@@ -25,6 +25,14 @@ ENV_SEPARATOR = "__"
 SYSTEM_CONFIG = Path("/etc/aviso_server/config.yaml")
 """The system-wide file of the default cascade (a module attribute so tests can move it)."""
 
+EXAMPLE_CONFIG = Path(__file__).with_name("example.yaml")
+"""The example configuration shipped in the package (in a checkout, also
+``configuration/config.yaml``)."""
+
+# The sections without which no server can start: variables addressing both configure the
+# server by the environment alone, so the example is not read under them.
+REQUIRED_SECTIONS = frozenset({"application", "notification_backend"})
+
 
 def load_document(
     environ: Mapping[str, str] | None = None,
@@ -46,12 +54,7 @@ def config_files(environ: Mapping[str, str], cwd: Path, home: Path) -> list[Path
     """The files read, in merge order: ``AVISOSERVER_CONFIG_FILE`` alone when set, else
     those of the default cascade that exist."""
     if CONFIG_FILE_ENV not in environ:
-        cascade = [
-            cwd / "configuration" / "config.yaml",
-            SYSTEM_CONFIG,
-            home / ".aviso_server" / "config.yaml",
-        ]
-        return [path for path in cascade if _probe(path.exists)]
+        return [path for path in cascade(cwd, home) if _probe(path.exists)]
     raw = environ[CONFIG_FILE_ENV]
     try:
         raw.encode("utf-8")
@@ -63,8 +66,33 @@ def config_files(environ: Mapping[str, str], cwd: Path, home: Path) -> list[Path
         raise ConfigError(f"{CONFIG_FILE_ENV} is set but empty")
     path = cwd / name
     if not _probe(path.is_file):
-        raise ConfigError(f"{CONFIG_FILE_ENV} does not point to a file: {name}")
+        looked = "" if Path(name).is_absolute() else f" (looked for {path})"
+        raise ConfigError(f"{CONFIG_FILE_ENV} does not point to a file: {name}{looked}")
     return [path]
+
+
+def cascade(cwd: Path, home: Path) -> list[Path]:
+    """The files of the default cascade, in merge order, whether they exist or not."""
+    return [
+        cwd / "configuration" / "config.yaml",
+        SYSTEM_CONFIG,
+        home / ".aviso_server" / "config.yaml",
+    ]
+
+
+def packaged_example(environ: Mapping[str, str], cwd: Path, home: Path) -> Path | None:
+    """The shipped example configuration when nothing else configures the server: no
+    ``AVISOSERVER_CONFIG_FILE``, no file of the cascade, and no variables addressing every
+    required section (a deployment configured by the environment alone keeps only that; a
+    variable or two, such as the port, apply over the example)."""
+    try:
+        if CONFIG_FILE_ENV in environ or config_files(environ, cwd, home):
+            return None
+    except ConfigError:  # e.g. an unreadable /etc/aviso_server: loading says so
+        return None
+    if {path[0] for path in environment_overrides(environ).values()} >= REQUIRED_SECTIONS:
+        return None
+    return EXAMPLE_CONFIG
 
 
 def _probe(check: Callable[[], bool]) -> bool:

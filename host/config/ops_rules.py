@@ -1,5 +1,5 @@
 """The aviso-server 0.13 operations keys: ``application.homepage``, ``logging.otlp`` and the
-replay caps."""
+replay caps; and ``logging.format``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from aviso_host.config.errors import at
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
+from aviso_host.config.unknown_keys import nearest
 
 OTLP_PROTOCOLS = ("grpc", "http")
 _OTLP_HTTP_PATH = "/v1/logs"
@@ -46,6 +47,20 @@ def check_otlp(logging_section: Mapping[str, Any]) -> None:
     otlp = logging_section.get("otlp", {})
     if otlp.get("enabled", False) and not str(otlp.get("endpoint", "")).strip():
         raise at(("logging", "otlp", "endpoint"), "is required when logging.otlp.enabled is true")
+
+
+LOG_FORMATS = ("json", "text")
+
+
+def log_format_warnings(logging_section: Mapping[str, Any]) -> list[str]:
+    """``logging.format`` other than ``json`` or ``text`` is accepted (aviso-server files
+    carry other values) and keeps JSON lines, with a warning."""
+    if "format" not in logging_section or logging_section["format"] in LOG_FORMATS:
+        return []
+    value = logging_section["format"]
+    close = nearest(str(value), LOG_FORMATS)
+    hint = f"did you mean {close!r}?" if close else "use 'json' or 'text'"
+    return [f"logging.format: {value!r} is not a log format ({hint}); logs stay JSON lines"]
 
 
 def otlp_endpoint(endpoint: str, protocol: str) -> str:

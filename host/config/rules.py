@@ -21,6 +21,7 @@ from aviso_host.config.ops_rules import (
     check_homepage,
     check_otlp,
     check_workqueue,
+    log_format_warnings,
     replay_cap_warnings,
 )
 from aviso_host.config.schema_rules import check_schemas
@@ -67,6 +68,7 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     warnings += check_authorisers(document, registry)
     _check_watch_endpoint(document.get("watch_endpoint", {}))
     warnings += replay_cap_warnings(document.get("watch_endpoint", {}))
+    warnings += log_format_warnings(document.get("logging", {}))
     check_plugins_installed(auth, set(registry.auth_providers))
     return warnings
 

@@ -52,6 +52,8 @@ class OtlpSettings:
 class LoggingSettings:
     level: str = "info"
     """One of trace, debug, info, warn, error (lower case); anything else became info."""
+    format: str = "json"
+    """``text``: one readable line per record; ``json`` (anything else became it): JSON lines."""
     otlp: OtlpSettings = OtlpSettings()
 
 
@@ -223,6 +225,9 @@ class Settings:
     keys are not redacted for sounding secret (``api_keys``)."""
     secrets: frozenset[str] = frozenset()
     """The text of every secret value, masked wherever free text is written (logs, errors)."""
+    files: tuple[str, ...] = ()
+    """The configuration files read, in merge order (``load_settings``; none: environment
+    alone, or a document built in code)."""
 
     def watch_for(self, event_type: str) -> WatchSettings:
         """The watch settings of streams of ``event_type`` (its schema's replay cap applied)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,6 +10,7 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from aviso_host.config.errors import KeyPath, at
+from aviso_host.config.unknown_keys import nearest
 
 # JSON Schema counts 8000.0 as an integer; aviso-server's typed settings do not.
 _TYPE_CHECKER = Draft202012Validator.TYPE_CHECKER.redefine(
@@ -98,7 +98,7 @@ def _misspellings(missing: list[str], instance: Mapping[str, Any], schema: Mappi
     found = [
         f"unknown key {match!r} looks like {key!r}"
         for key in missing
-        for match in difflib.get_close_matches(key, unknown, n=1, cutoff=0.8)
+        if (match := nearest(key, unknown)) is not None
     ]
     return f" ({'; '.join(found)})" if found else ""
 

@@ -18,9 +18,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aviso_host.config.errors import KeyPath, key_path
-from aviso_host.config.loader import CONFIG_FILE_ENV, ENV_PREFIX, ENV_SEPARATOR
+from aviso_host.config.loader import (
+    CONFIG_FILE_ENV,
+    ENV_PREFIX,
+    ENV_SEPARATOR,
+    environment_overrides,
+)
 
 _COMBINATORS = ("allOf", "anyOf", "oneOf", "if", "$ref")
+_CONFIG_FILE_KEY = tuple(environment_overrides({CONFIG_FILE_ENV: ""})[CONFIG_FILE_ENV])
 
 
 def unknown_key_warnings(
@@ -50,8 +56,11 @@ def unknown_key_warnings(
 def unknown_key_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
     """The key path of every unknown key of ``document``, however it was set (file or
     variable). Their values are treated as secrets: a misspelled ``admin_pasword`` or
-    ``credentails`` is no less secret for not matching a secret key name."""
-    return frozenset(path for path, _ in _unknown_in_document(document, schema, ()))
+    ``credentails`` is no less secret for not matching a secret key name. The key
+    ``AVISOSERVER_CONFIG_FILE`` lands in is no secret: it names the file read."""
+    return frozenset(
+        path for path, _ in _unknown_in_document(document, schema, ()) if path != _CONFIG_FILE_KEY
+    )
 
 
 def _unknown_in_document(
@@ -96,10 +105,10 @@ def _unknown_in_variable(path: KeyPath, schema: Any) -> str | None:
             return None
         schema, known = _child_schema(schema, key)
         if known is not None:
-            nearest = _nearest(str(key), known)
-            if nearest is None:
+            close = nearest(str(key), known)
+            if close is None:
                 return f"{key_path(path[: depth + 1])} is not a known key"
-            return f"did you mean {_variable((*path[:depth], nearest))}?"
+            return f"did you mean {_variable((*path[:depth], close))}?"
     return None
 
 
@@ -108,12 +117,30 @@ def _variable(path: KeyPath) -> str:
 
 
 def _hint(key: Any, known: Iterable[str]) -> str:
-    nearest = _nearest(str(key), known)
-    if nearest is not None:
-        return f"did you mean {nearest!r}?"
+    close = nearest(str(key), known)
+    if close is not None:
+        return f"did you mean {close!r}?"
+    # A key written a level too high (``prot:`` for ``application.port``).
+    nested = _nested_keys(known)
+    close = nearest(str(key), nested)
+    if close is not None:
+        return f"did you mean {nested[close]!r}?"
     return "known keys: " + ", ".join(sorted(known))
 
 
-def _nearest(key: str, known: Iterable[str]) -> str | None:
+def _nested_keys(known: Iterable[str]) -> dict[str, str]:
+    """The keys one level below ``known`` (a mapping of key -> schema) -> their key path
+    (the first section's, where several have one)."""
+    nested: dict[str, str] = {}
+    if isinstance(known, Mapping):
+        for section, child in known.items():
+            properties = child.get("properties") if isinstance(child, Mapping) else None
+            for name in properties if isinstance(properties, Mapping) else ():
+                nested.setdefault(name, f"{section}.{name}")
+    return nested
+
+
+def nearest(key: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` closest to ``key`` when close enough to be a misspelling of it."""
     matches = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
     return matches[0] if matches else None

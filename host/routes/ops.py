@@ -150,6 +150,7 @@ def ops_routes(
     fallback_home = _filled(packaged_home, values)
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
+    favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
     document = openapi_document(version, catalog, subscriptions)
     openapi_json = dumps(document, sort_keys=False).encode()
     swagger_assets = {
@@ -179,6 +180,10 @@ def ops_routes(
 
     async def console(request: Request) -> Response:
         return console_file("index.html")
+
+    async def favicon(request: Request) -> Response:
+        # Browsers ask for it on every page of the origin: a 404 each time is log noise.
+        return Response(favicon_ico, media_type="image/x-icon", headers=_CONSOLE_HEADERS)
 
     async def console_asset(request: Request) -> Response:
         name: str = request.path_params["file"]
@@ -233,6 +238,7 @@ def ops_routes(
         Route("/", home, methods=["GET"]),
         Route("/console", console, methods=["GET"]),
         Route("/console/{file}", console_asset, methods=["GET"]),
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/static/{path:path}", static, methods=["GET"]),
         Route("/api-docs/openapi.json", openapi, methods=["GET"]),
         Route("/swagger-ui/", swagger_ui, methods=["GET"]),

@@ -33,7 +33,7 @@ from aviso_host.config.settings import WatchSettings
 from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection, on_client_gone
-from aviso_host.logs import log_event
+from aviso_host.logs import log_event, logger
 from aviso_host.metrics import SseConnection
 from aviso_host.request_id import RAW_SEND
 from aviso_host.streaming import frames
@@ -184,6 +184,7 @@ class EventStream:
         control.task = asyncio.current_task()
         self._streams.add(control)
         self._metrics.opened()
+        self._log_opened()
         self._send = send
         # Under aviso's protocol the connection itself says when the client goes away; a
         # task per stream waiting for it on ``receive`` would cost every idle watch ~1 KB.
@@ -217,6 +218,21 @@ class EventStream:
             self._streams.discard(control)
             if self._subscription is not None:
                 await self._subscription.close()
+
+    def _log_opened(self) -> None:
+        """The stream's ``http.request`` line is written when it ends, maybe hours later:
+        this one says at once that it opened, and from where it reads."""
+        if not logger.isEnabledFor(logging.INFO):  # the line would be dropped: do not build it
+            return
+        replay = self._replay
+        log_event(
+            "stream.opened",
+            f"{'watch' if self._is_watch else 'replay'} opened on {self._topic}",
+            kind="watch" if self._is_watch else "replay",
+            topic=self._topic,
+            from_id=None if replay is None else replay.from_sequence,
+            from_date=None if replay is None or replay.from_date is None else str(replay.from_date),
+        )
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -392,7 +408,15 @@ class EventStream:
         return False
 
     async def _check_gap(self, cursor: StartCursor) -> None:
-        """Say so before anything else when the requested history has been pruned."""
+        """Say so before anything else when the requested history is gone: pruned, or
+        beyond the stream's end.
+
+        A resume point past the last sequence allocated plus one comes from an earlier
+        incarnation of the stream (an in-memory server restarted, a stream deleted and
+        re-created), which numbers from 1 again. Its replay stays empty and a watch goes
+        live, as for any start beyond the end; the event tells the client where what is
+        retained now begins.
+        """
         requested = cursor.from_sequence
         base = self._filter.pattern.base
         if not requested or base is None:
@@ -402,12 +426,15 @@ class EventStream:
         except Exception as exc:  # the replay itself will report a failing backend
             log_event("stream.gap_check.failed", str(exc), logging.WARNING, topic=self._topic)
             return
-        if requested <= pruned:
+        beyond_end = self._bound is not None and requested > self._bound + 1
+        if requested <= pruned or beyond_end:
             self._out += frames.history_gap(self._topic, requested, pruned + 1)
             self._metrics.history_gap()
             log_event(
                 "stream.history_gap",
-                "requested history was pruned",
+                "requested history is beyond the stream's end"
+                if beyond_end
+                else "requested history was pruned",
                 logging.INFO,
                 topic=self._topic,
                 requested=requested,

@@ -70,6 +70,23 @@ def test_the_storage_backend_example_serves_notify_watch_and_replay() -> None:
         assert aviso.replay("paint_batch", {"colour": "red"}).notifications() == []
 
 
+def test_the_storage_backend_example_numbers_each_stream_from_1() -> None:
+    ink = {
+        "topic": {"base": "ink", "key_order": ["colour"]},
+        "identifier": {"colour": {"type": "StringHandler", "required": True}},
+    }
+    schemas = {**SCHEMA["notification_schema"], "ink_batch": ink}
+    config = {"notification_schema": schemas, "notification_backend": {"kind": "list"}}
+    with serve(config, plugins=[example("class ListBackend")]) as aviso:
+        for event_type in ("paint_batch", "ink_batch", "paint_batch", "ink_batch"):
+            identifier = {"colour": "red", "line": 1} if event_type == "paint_batch" else {}
+            answer = aviso.notify(event_type, {"colour": "red", **identifier}, {"n": 1})
+            assert answer.status_code == 200, answer.text
+        for event_type in ("paint_batch", "ink_batch"):
+            replayed = aviso.replay(event_type, {"colour": "red"}).notifications()
+            assert [event.data["sequence"] for event in replayed] == [1, 2]
+
+
 def test_the_sink_example_writes_valid_notifications_and_rejects_the_rest(
     tmp_path: Path,
 ) -> None:

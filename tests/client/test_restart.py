@@ -1,8 +1,9 @@
 """A running ``aviso listen`` across an aviso-server restart: the server closes its streams
 with ``server_shutdown``, pyaviso reconnects with backoff once the server is back on the same
 port. On JetStream (``--embedded-nats``) it resumes from its cursor; an in-memory server's
-history and sequences start over after a restart (by design), so there the listener only
-has to come back and receive what is published after it.
+history and sequences start over after a restart (by design), so there the listener's
+cursor is beyond the stream's end: the gap is reported, and the listener receives what is
+published after it came back.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.client.support import CONFIG, client_env, listening, payloads, publish
+from tests.client.support import CONFIG, client_env, json_lines, listening, payloads, publish
 from tests.support.process import (
     aviso_command,
     clean_environment,
@@ -97,3 +98,7 @@ def test_an_in_memory_server_shutdown_makes_the_listener_come_back(tmp_path: Pat
             assert payloads(listener.notifications(2)) == [2, 3]
             assert listener.stop() == 0
         assert listener.no_more_notifications() == []
+    # It resumed from 3, beyond the restarted stream's end: the gap is reported, not silent.
+    records = json_lines(log.read_text())
+    gaps = [record for record in records if record.get("event_name") == "stream.history_gap"]
+    assert [(gap["requested"], gap["first_available"]) for gap in gaps] == [(3, 1)]

@@ -76,6 +76,18 @@ def test_an_unfiltered_listener_sees_consecutive_sequences(two_streams: RunningS
     assert [n.payload for n in replayed(two_streams, "useq_alpha")] == [0, 1, 2]
 
 
+def test_an_unfiltered_listener_resuming_beyond_the_end_tolerates_the_gap(
+    two_streams: RunningServer,
+) -> None:
+    """A resume point past the stream's end (kept across an in-memory restart): the
+    server's ``history_gap`` is ignored and the replay is empty, no HistoryGapError."""
+    with httpx.Client(base_url=two_streams.url, timeout=10.0) as http:
+        _send(http, "useq_alpha", 9)
+    with pyaviso.AvisoClient(base_url=two_streams.url, auth=pyaviso.Anonymous()) as client:
+        listened = client.listen("useq_alpha", filter={}, start_from=10**9, mode="replay_only")
+        assert list(listened) == []
+
+
 def replayed(server: RunningServer, event_type: str) -> list[pyaviso.Notification]:
     with pyaviso.AvisoClient(base_url=server.url, auth=pyaviso.Anonymous()) as client:
         return list(client.listen(event_type, filter={}, start_from=0, mode="replay_only"))

@@ -172,7 +172,8 @@ def test_unknown_event_type_on_notify(client: httpx.Client) -> None:
         400,
         "UNKNOWN_EVENT_TYPE",
         error="unknown_event_type",
-        message="unknown event type 'tide_gauge'",
+        # Deviation: upstream's message, then the likely misspelled configured type.
+        message="unknown event type 'tide_gauge' (did you mean 'river_gauge'?)",
         keys=UNKNOWN_EVENT_TYPE_KEYS,
     )
     assert error["configured_event_types"] == ["river_gauge", "storm_cell"]
@@ -189,10 +190,26 @@ def test_unknown_event_type_on_streams(client: httpx.Client, path: str) -> None:
         post(client, path, body),
         400,
         "UNKNOWN_EVENT_TYPE",
-        message="unknown event type 'tide_gauge'",
+        message="unknown event type 'tide_gauge' (did you mean 'river_gauge'?)",
         keys=UNKNOWN_EVENT_TYPE_KEYS,
     )
     assert error["configured_event_types"] == ["river_gauge", "storm_cell"]
+
+
+def test_an_unknown_event_type_like_no_configured_one_gets_no_hint(client: httpx.Client) -> None:
+    body = {"event_type": "lightning", "identifier": {}}
+    error = post(client, NOTIFY, body).json()
+    assert error["message"] == "unknown event type 'lightning'"
+
+
+def test_an_unknown_identifier_field_names_the_declared_one_it_resembles(
+    client: httpx.Client,
+) -> None:
+    body = {"event_type": "river_gauge", "identifier": {"basn": "rhine"}, "from_id": "1"}
+    error = post(client, REPLAY, body).json()
+    assert error["message"] == (
+        "Unknown field 'basn' provided for replay operation (did you mean 'basin'?)"
+    )
 
 
 def test_unknown_event_type_precedes_cursor_validation(client: httpx.Client) -> None:

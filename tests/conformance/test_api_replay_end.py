@@ -273,7 +273,10 @@ def test_end_points_must_be_strings(client: httpx.Client) -> None:
 
 def test_an_empty_replay_still_opens_with_replay_started(client: httpx.Client) -> None:
     result = read_stream(client, REPLAY, _body(unique_basin(), from_id=str(U64_MAX)))
-    _ends_normally(result)
+    # Beyond the stream's end: the gap is reported after the opening, nothing is replayed.
+    assert result.kinds[1] == "replay-control/history_gap"
+    assert [kind for kind in result.kinds if kind != "replay-control/history_gap"] == BOUNDED
+    assert result.events[-1].data["reason"] == "end_of_stream" and result.ended
     assert result.events[0].data["end_sequence"] is None
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from aviso_host.config.loader import EXAMPLE_CONFIG
 from tests.conformance.config_support import (
     SYSTEM_CONFIG,
     Sandbox,
@@ -77,9 +78,37 @@ def test_environment_alone_starts_with_default_base_url(
 
 
 @no_system_config
-def test_no_file_and_no_environment_fails(sandbox: Sandbox) -> None:
-    failure = sandbox.serve_fails()
-    failure.names("application")
+def test_no_file_and_no_environment_serves_the_packaged_example_and_says_so(
+    sandbox: Sandbox,
+) -> None:
+    """Deviation: the reference refuses to start; an installed aviso-py run in an empty
+    folder serves the example configuration it ships (a variable such as the port applies
+    over it)."""
+    port = free_port()
+    with sandbox.serve(port=port, env={"AVISOSERVER_APPLICATION__PORT": str(port)}) as server:
+        with server.client() as client:
+            schemas = client.get("/api/v1/schema").json()
+        records = server.log_records()
+    assert "dissemination" in schemas["event_types"]
+    (started,) = [r for r in records if r.get("event_name") == "service.started"]
+    assert started["config_files"] == [str(EXAMPLE_CONFIG)]
+    assert str(EXAMPLE_CONFIG) in started["message"]
+
+
+@no_system_config
+def test_an_environment_configuring_the_server_is_read_alone(sandbox: Sandbox) -> None:
+    """Variables addressing both required sections: no example, and the error says which
+    files were looked for."""
+    environment = {
+        "AVISOSERVER_APPLICATION__HOST": "127.0.0.1",
+        "AVISOSERVER_NOTIFICATION_BACKEND__KIND": "in_memory",
+    }
+    failure = sandbox.serve_fails(env=environment)
+    failure.names(
+        "missing required key 'port'",
+        f"looked for {sandbox.cwd / 'configuration' / 'config.yaml'}, {SYSTEM_CONFIG}, "
+        f"{sandbox.home / '.aviso_server' / 'config.yaml'}",
+    )
 
 
 # -- AVISOSERVER_CONFIG_FILE missing or blank -------------------------------------------

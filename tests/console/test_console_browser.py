@@ -23,6 +23,7 @@ if importlib.util.find_spec("playwright") is None and not os.environ.get("CI"):
 
 from playwright.sync_api import Page, expect
 
+from aviso_host.config.loader import EXAMPLE_CONFIG
 from tests.console.browser_support import screenshot
 from tests.support.server import RunningServer, running_server
 from tests.support.tokens import SECRET, mint
@@ -167,19 +168,67 @@ def test_publish_from_the_console_reaches_its_own_watch(page: Page, server: Runn
     page.goto(f"{server.url}/console?event_type=mars&class=od&date=20260101&watch=1")
     expect(control(page, "connection_established")).to_have_count(1)
     page.click("#publish-panel summary")
+    # Its own identifier, prefilled from the subscription's values.
+    expect(page.locator("#publish-class")).to_have_value("od")
+    expect(page.locator("#publish-date")).to_have_value("20260101")
     page.fill("#payload", '{"path": "/data/1.grib"}')
     page.click("#publish")
     # A notify names every field: the server says which one is missing.
     expect(page.locator("#error")).to_contain_text(
         "400 INVALID_NOTIFICATION_REQUEST Required field 'step' missing for notify operation"
     )
-    page.fill("#field-step", "12")
+    page.fill("#publish-step", "12")
     page.click("#publish")
     expect(page.locator("#publish-result")).to_contain_text("Published")
     expect(page.locator("#error")).to_be_hidden()
     expect(notifications(page)).to_have_count(1)
     expect(notifications(page).first).to_contain_text('{"path":"/data/1.grib"}')
+    # The running watch's own fields were left as they were.
+    expect(page.locator("#field-step")).to_have_value("")
+    assert "step" not in page.url
     screenshot(page, "publish")
+
+
+def test_a_new_stream_starts_its_own_event_list(page: Page, server: RunningServer) -> None:
+    for step in (1, 2):
+        publish(server, {"class": "od", "date": "20260101", "step": str(step)})
+    publish(server, {"class": "rd", "date": "20260101", "step": "7"})
+    page.goto(f"{server.url}/console?event_type=mars&class=od&from_id=1&replay=1")
+    expect(page.locator("#state")).to_have_text("replay complete")
+    expect(notifications(page)).to_have_count(2)
+    page.select_option("#field-class", "rd")
+    page.click("#replay")
+    expect(control(page, "replay_completed")).to_contain_text("1 replayed")
+    # Only the new stream's events, as the counter says.
+    assert notifications(page).evaluate_all("rows => rows.map(r => r.dataset.sequence)") == ["3"]
+    expect(page.locator("#rate")).to_contain_text("1 notification (1 replayed, 0 live)")
+    expect(control(page, "replay_started")).to_have_count(1)
+
+
+def test_the_readme_picture_with_the_default_configuration(page: Page) -> None:
+    """docs/console.png is this test's screenshot (test-artifacts/console/readme.png): the
+    README's watch, on the configuration ``aviso-server serve`` reads by default."""
+    document = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+    document["application"]["port"] = 0
+    with running_server(document) as server:
+        page.goto(f"{server.url}/console?event_type=mars&class=od&step=gte:6&watch=1")
+        expect(control(page, "connection_established")).to_have_count(1)
+        identifier = {
+            **{"class": "od", "expver": "1", "domain": "g", "date": "2026-04-02"},
+            **{"time": "12", "stream": "enfo", "step": 12},
+        }
+        body = {
+            "event_type": "mars",
+            "identifier": identifier,
+            "payload": {"path": "/data/od/enfo/20260402/12/12.grib"},
+        }
+        answer = httpx.post(f"{server.url}/api/v1/notification", json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        row = notifications(page).first
+        expect(row).to_contain_text("step=12")
+        row.get_by_role("button", name="JSON").click()
+        expect(row.locator("pre")).to_contain_text('"id": "mars@1"')
+        screenshot(page, "readme")
 
 
 def test_a_spatial_watch_by_point(page: Page, server: RunningServer) -> None:

@@ -47,6 +47,10 @@ def test_each_kind_is_a_complete_ruff_clean_package(tmp_path: Path) -> None:
             pyproject
         )
         assert "aviso_host" not in (tmp_path / project / module / "__init__.py").read_text()
+        # aviso-py's own page, not ECMWF's aviso client repository.
+        readme = (tmp_path / project / "README.md").read_text()
+        assert "[aviso-py](https://pypi.org/project/aviso-py/)" in readme
+        assert "github.com/ecmwf/aviso)" not in readme
     for check in (("check", "--no-cache"), ("format", "--check", "--no-cache")):
         linted = run([sys.executable, "-m", "ruff", *check, "."], tmp_path, 120)
         assert linted.returncode == 0, linted.stdout + linted.stderr

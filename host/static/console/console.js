@@ -25,6 +25,7 @@
   const form = $("query");
   const eventTypeSelect = $("event-type");
   const fieldsBox = $("fields");
+  const publishBox = $("publish-fields");
   const eventsList = $("events");
   const stateLine = $("state");
   const rateLine = $("rate");
@@ -127,23 +128,27 @@
     }
   }
 
-  function valueInput(name, rule) {
-    const id = `field-${name}`;
+  // An input for one identifier field: the subscription's ("field") or the publish form's
+  // ("publish"), which a notify fills in full, with plain values only.
+  function valueInput(name, rule, role = "field") {
+    const id = `${role}-${name}`;
+    const marker = { [`data-${role}`]: name };
     const kind = fieldKind(rule);
     if (kind === "enum" && Array.isArray(rule.values)) {
-      const select = element("select", { id, name, "data-field": name });
-      select.append(element("option", { value: "", text: rule.required ? "choose…" : "any" }));
+      const select = element("select", { id, name, ...marker });
+      const blank = role === "publish" || rule.required ? "choose…" : "any";
+      select.append(element("option", { value: "", text: blank }));
       for (const value of rule.values) select.append(element("option", { value, text: value }));
       return select;
     }
     if (kind === "polygon" || kind === "point") {
       return element("textarea", {
-        id, name, "data-field": name, rows: 2, spellcheck: "false",
+        id, name, ...marker, rows: 2, spellcheck: "false",
         placeholder: placeholderFor(name, rule),
       });
     }
     return element("input", {
-      id, name, "data-field": name, autocomplete: "off",
+      id, name, ...marker, autocomplete: "off",
       inputmode: kind === "integer" || kind === "float" ? "decimal" : null,
       placeholder: placeholderFor(name, rule),
     });
@@ -189,6 +194,42 @@
       }
     }
     $("schema-note").textContent = schema.payload && schema.payload.required ? "A payload is required." : "";
+    buildPublishFields(schema);
+  }
+
+  // The publish form's own identifier: editing it never changes the running stream's.
+  function buildPublishFields(schema) {
+    publishBox.replaceChildren(element("legend", { text: "Identifier" }));
+    for (const [name, rule] of Object.entries(schema.identifier || {})) {
+      publishBox.append(
+        element("label", { for: `publish-${name}` }, name,
+          element("span", { className: "kind", text: ` ${fieldKind(rule)}` })),
+        valueInput(name, rule, "publish"),
+      );
+    }
+    if ($("publish-panel").open) prefillPublish();
+  }
+
+  // Empty publish fields take the subscription's plain values (not its operators).
+  function prefillPublish() {
+    for (const input of publishBox.querySelectorAll("[data-publish]")) {
+      const name = input.dataset.publish;
+      const source = $(`field-${name}`);
+      const select = $(`op-${name}`);
+      if (input.value.trim() === "" && source && !(select && select.value)) input.value = source.value;
+    }
+  }
+
+  function publishIdentifier() {
+    const identifier = {};
+    for (const input of publishBox.querySelectorAll("[data-publish]")) {
+      const name = input.dataset.publish;
+      const text = input.value;
+      if (text.trim() === "") continue;
+      const kind = kindOf(name);
+      identifier[name] = kind === "polygon" || kind === "point" ? spatialValue(text) : text.trim();
+    }
+    return identifier;
   }
 
   function fieldInputs() {
@@ -226,8 +267,8 @@
     }
   }
 
-  // The identifier of a watch/replay (operators allowed) or of a notify (plain values).
-  function identifierFrom(forNotify) {
+  // The identifier of a watch/replay (operators allowed).
+  function identifierFrom() {
     const identifier = {};
     for (const input of fieldInputs()) {
       const name = input.dataset.field;
@@ -236,17 +277,17 @@
       const kind = name === "point" ? "text" : kindOf(name);
       if (kind === "point") {
         // A point cloud is notified as its points and filtered with a polygon.
-        identifier[forNotify ? name : "polygon"] = spatialValue(text);
+        identifier.polygon = spatialValue(text);
         continue;
       }
       if (name === "point") {
-        if (!forNotify) identifier.point = text.trim();
+        identifier.point = text.trim();
         continue;
       }
       const select = $(`op-${name}`);
       const operator = select ? select.value : "";
       if (kind === "polygon") identifier[name] = spatialValue(text);
-      else if (operator && !forNotify) identifier[name] = { [operator]: operand(operator, text, kind) };
+      else if (operator) identifier[name] = { [operator]: operand(operator, text, kind) };
       else identifier[name] = text.trim();
     }
     return identifier;
@@ -358,7 +399,7 @@
     button.addEventListener("click", () => {
       $("from_id").value = String(fromId);
       $("from_date").value = "";
-      start(lastKind);
+      start(lastKind, true);
     });
     return button;
   }
@@ -495,11 +536,13 @@
     if (stream) stream.controller.abort();
   }
 
-  async function start(kind) {
+  // ``continuing``: the same reading, resumed (its events and counts go on); otherwise the
+  // list starts over with the counts, so both always describe one reading.
+  async function start(kind, continuing = false) {
     stop();
     clearError();
     rememberInUrl(kind);
-    const body = { event_type: eventTypeSelect.value, identifier: identifierFrom(false) };
+    const body = { event_type: eventTypeSelect.value, identifier: identifierFrom() };
     for (const name of CURSORS) {
       const text = $(name).value.trim();
       if (text && !(kind === "watch" && REPLAY_ONLY.includes(name))) body[name] = text;
@@ -508,8 +551,11 @@
     const current = { controller, kind };
     lastKind = kind;
     stream = current;
-    counts = { replay: 0, live: 0 };
-    arrivals = [];
+    if (!continuing) {
+      eventsList.replaceChildren();
+      counts = { replay: 0, live: 0 };
+      arrivals = [];
+    }
     lastSequence = null;
     replayDone = false;
     streamStarted = performance.now();
@@ -546,7 +592,7 @@
     clearError();
     const result = $("publish-result");
     result.textContent = "";
-    const body = { event_type: eventTypeSelect.value, identifier: identifierFrom(true) };
+    const body = { event_type: eventTypeSelect.value, identifier: publishIdentifier() };
     const text = $("payload").value.trim();
     if (text) {
       try {
@@ -621,6 +667,9 @@
       counts = { replay: 0, live: 0 };
       arrivals = [];
       updateRate();
+    });
+    $("publish-panel").addEventListener("toggle", () => {
+      if ($("publish-panel").open) prefillPublish();
     });
     $("publish").addEventListener("click", () => {
       publish().catch((error) => showError("Publish failed:", String(error.message || error)));

@@ -63,6 +63,45 @@ def test_no_file_and_no_environment_fails(cwd: Path, home: Path) -> None:
         load_settings(make_registry(), environ={}, cwd=cwd, home=home)
 
 
+def test_no_file_names_every_place_looked_for(cwd: Path, home: Path) -> None:
+    environ = {"AVISOSERVER_APPLICATION__PORT": "8000"}
+    with pytest.raises(ConfigError) as refused:
+        load_settings(make_registry(), environ=environ, cwd=cwd, home=home)
+    looked = [cwd / "configuration" / "config.yaml", loader.SYSTEM_CONFIG]
+    looked.append(home / ".aviso_server" / "config.yaml")
+    assert str(refused.value).endswith(
+        f"(no configuration file: looked for {', '.join(map(str, looked))})"
+    )
+
+
+def test_the_packaged_example_is_read_only_when_nothing_configures_the_server(
+    cwd: Path, home: Path
+) -> None:
+    example = loader.packaged_example
+    assert example({}, cwd, home) == loader.EXAMPLE_CONFIG
+    # A variable or two apply over the example; both required sections are a configuration.
+    assert example({"AVISOSERVER_APPLICATION__PORT": "8100"}, cwd, home) == loader.EXAMPLE_CONFIG
+    assert example(ENV_ONLY, cwd, home) is None
+    assert example({"AVISOSERVER_CONFIG_FILE": "mine.yaml"}, cwd, home) is None
+    write(home / ".aviso_server" / "config.yaml", "application: {port: 9000}")
+    assert example({}, cwd, home) is None
+    # The example is a whole configuration (the one a checkout reads by default).
+    environ = {"AVISOSERVER_CONFIG_FILE": str(loader.EXAMPLE_CONFIG)}
+    assert load_document(environ, cwd, home)["notification_backend"]["kind"] == "in_memory"
+
+
+def test_a_relative_config_file_that_does_not_exist_names_where_it_was_looked_for(
+    cwd: Path, home: Path
+) -> None:
+    environ = {"AVISOSERVER_CONFIG_FILE": "conf/missing.yaml"}
+    with pytest.raises(ConfigError) as refused:
+        load_document(environ, cwd, home)
+    assert str(refused.value) == (
+        "AVISOSERVER_CONFIG_FILE does not point to a file: conf/missing.yaml "
+        f"(looked for {cwd / 'conf' / 'missing.yaml'})"
+    )
+
+
 def test_config_file_that_does_not_exist_fails_despite_default_file(cwd: Path, home: Path) -> None:
     write(cwd / "configuration" / "config.yaml", DEFAULT_FILE)
     environ = {"AVISOSERVER_CONFIG_FILE": "/nonexistent.yaml"}
@@ -223,3 +262,17 @@ def test_deep_merge_replaces_scalars_and_lists_whole() -> None:
     assert deep_merge(base, {"a": {"b": [3], "d": {"f": 2}}}) == {
         "a": {"b": [3], "c": 1, "d": {"e": 1, "f": 2}}
     }
+
+
+def test_the_files_read_are_named_and_the_config_file_path_is_no_secret(
+    cwd: Path, home: Path
+) -> None:
+    path = write(cwd / "mine.yaml", DEFAULT_FILE)
+    environ = {"AVISOSERVER_CONFIG_FILE": str(path)}
+    settings = load_settings(make_registry(), environ=environ, cwd=cwd, home=home)
+    assert settings.files == (str(path),)
+    # It lands in the document as the unknown key config_file, yet names a file: shown.
+    assert str(path) not in settings.secrets
+    write(cwd / "configuration" / "config.yaml", DEFAULT_FILE)
+    cascaded = load_settings(make_registry(), environ={}, cwd=cwd, home=home)
+    assert cascaded.files == (str(cwd / "configuration" / "config.yaml"),)

@@ -91,3 +91,18 @@ def test_a_variable_that_addresses_no_key_is_a_warning_under_its_own_name(
         "AVISOSERVER_WATCH_ENDPOINT__NO_SUCH_THING: matches no configuration key "
         "(watch_endpoint.no_such_thing is not a known key)",
     )
+
+
+def test_a_key_written_a_level_too_high_names_where_it_belongs() -> None:
+    doc = document(prot=8001)
+    assert _unknown(doc) == ("prot: unknown key (did you mean 'application.port'?)",)
+
+
+def test_a_misspelled_required_key_inside_a_section_is_named() -> None:
+    doc = document()
+    doc["application"] = {"host": "127.0.0.1", "prot": 8000}
+    with pytest.raises(ConfigError) as refused:
+        settings_from_document(doc, make_registry())
+    assert str(refused.value) == (
+        "application: missing required key 'port' (unknown key 'prot' looks like 'port')"
+    )

@@ -201,6 +201,16 @@ def test_home_links_the_console_and_reads_the_status(client: TestClient) -> None
     assert 'fetch("status"' in page
 
 
+def test_the_favicon_is_an_icon_from_the_package(client: TestClient) -> None:
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 200
+    assert icon.headers["content-type"] == "image/x-icon"
+    # An ICO file (reserved 0, type 1) holding one image.
+    assert icon.content[:6] == b"\x00\x00\x01\x00\x01\x00"
+    assert client.head("/favicon.ico").status_code == 200
+    assert client.post("/favicon.ico").status_code == 405
+
+
 def test_console_is_served_from_the_package(client: TestClient) -> None:
     page = client.get("/console")
     assert page.status_code == 200

@@ -96,3 +96,20 @@ def test_from_id_zero_asks_for_whatever_is_retained(client: httpx.Client) -> Non
     for _ in range(3):
         _notify(client, "zero")
     assert "replay-control/history_gap" not in _replay(client, "zero", "0")
+
+
+def test_a_resume_point_beyond_the_streams_end_is_a_gap(client: httpx.Client) -> None:
+    """A cursor from an earlier incarnation of the stream (an in-memory server restarted,
+    numbering from 1 again) is past the end: the gap is reported, saying where the retained
+    history begins, and the replay stays empty as for any start beyond the end."""
+    _notify(client, "r")
+    _notify(client, "other")
+    gap = _gap(client, "r", "7")
+    assert (gap["requested_from_sequence"], gap["first_available_sequence"]) == (7, 1)
+    assert "replay" not in _replay(client, "r", "7")
+    # Resuming just after the last notification is not a gap: nothing was missed.
+    assert _replay(client, "r", "3") == [
+        "replay-control/replay_started",
+        "replay-control/replay_completed",
+        "connection-closing",
+    ]
