@@ -13,8 +13,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from aviso_plugins.numbers import parse_decimal_text
 
 Coordinate = tuple[float, float]
@@ -176,6 +174,10 @@ def _kind(value: Any) -> str:
 def _pairs(items: list[Any]) -> list[Coordinate]:
     """Validated pairs: vectorised for the common case (10,000 pairs in about a
     millisecond), pair by pair when something is wrong, to name the first culprit."""
+    # Imported on first use: discovering plugins (`aviso-server --help`) imports this
+    # module, and numpy costs about a tenth of a second to import.
+    import numpy as np
+
     if (
         items
         and all(type(item) is list and len(item) == 2 for item in items)

@@ -6,11 +6,12 @@ same handler type, backend kind, auth mode, authoriser or sink name. A test fail
 hook here lacks a docstring or a section in ``docs/plugins.md``.
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from starlette.routing import BaseRoute
 
 from aviso_plugins import hookspec
 from aviso_plugins.types import (
@@ -23,6 +24,11 @@ from aviso_plugins.types import (
     StorageBackend,
     StreamAuthoriser,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: discovering plugins (`aviso-server --help`) imports this module,
+    # and Starlette is not needed to answer it.
+    from starlette.routing import BaseRoute
 
 # -- identifiers -------------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
-from aviso_host.logs import configure_logging, log_event
+# Only what `--version` and `--help` need is imported here: each command imports the rest
+# (configuration, logging, the app) itself, so that answering them stays fast (the modules
+# that must not load for them are listed in tests/host/test_cli_startup.py).
 from aviso_host.plugins import BUILTIN_DISTRIBUTION, PluginError, PluginInfo, discover
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
@@ -134,6 +135,7 @@ def _serve(
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.config.loader import packaged_example
+    from aviso_host.logs import configure_logging, log_event
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -314,9 +316,12 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
     file cascade, and the AVISOSERVER_* overrides. Every plugin is constructed exactly as
     ``serve`` constructs it (nothing is started), so a configuration this accepts is one
     ``serve`` can build."""
+    import yaml
+
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
     from aviso_host.config.loader import config_files, environment_overrides, packaged_example
+    from aviso_host.logs import configure_logging
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
     example = packaged_example(environ, Path.cwd(), Path.home())

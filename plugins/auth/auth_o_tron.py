@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-
-import httpx
+from typing import TYPE_CHECKING
 
 from aviso_builtins.auth.http import upstream_client
 from aviso_builtins.auth.tokens import INVALID_TOKEN, is_jwt_shaped
 from aviso_plugins.types import AuthError
+
+if TYPE_CHECKING:
+    # httpx is imported by the code that calls upstream: discovering plugins
+    # (`aviso-server --help`) imports this module and has no use for httpx.
+    import httpx
 
 UNAVAILABLE = "Authentication service temporarily unavailable"
 NOT_CONFIGURED = "Authentication service is not configured correctly"
@@ -32,6 +36,8 @@ class AuthOTron:
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
+        import httpx  # deferred: see the imports at the top
+
         try:
             self._client = upstream_client(httpx.Timeout(self._timeout), follow_redirects=True)
         except Exception as exc:
@@ -48,6 +54,8 @@ class AuthOTron:
         """Exchange the client's credential for a JWT, or raise the mapped AuthError."""
         if self._client is None:
             raise AuthError(503, NOT_CONFIGURED)
+        import httpx  # deferred: see the imports at the top
+
         try:
             async with asyncio.timeout(self._timeout):
                 response = await self._client.get(

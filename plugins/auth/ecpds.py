@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aviso_builtins.auth.ecpds_cache import DestinationCache, Destinations
 from aviso_builtins.auth.ecpds_rules import OPTIONS_SCHEMA, SECTION, check
@@ -33,6 +31,11 @@ from aviso_plugins.types import (
     ConfigurationProblem,
     StreamAuthoriser,
 )
+
+if TYPE_CHECKING:
+    # httpx is imported by the code that calls upstream: discovering plugins
+    # (`aviso-server --help`) imports this module and has no use for httpx.
+    import httpx
 
 UNAVAILABLE = "ECPDS service is inaccessible"
 FAILED = "ECPDS check failed unexpectedly"
@@ -73,6 +76,8 @@ class EcpdsAuthoriser(StreamAuthoriser):
     def __init__(
         self, options: Mapping[str, Any], metrics: AuthoriserMetrics | None = None
     ) -> None:
+        import httpx  # deferred: see the imports at the top
+
         super().__init__(options, metrics)
         self._servers: tuple[str, ...] = tuple(options["servers"])
         self._match_key: str = options["match_key"]

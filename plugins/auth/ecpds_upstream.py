@@ -12,10 +12,13 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import httpx
+if TYPE_CHECKING:
+    # httpx is imported by the code that calls upstream: discovering plugins
+    # (`aviso-server --help`) imports this module and has no use for httpx.
+    import httpx
 
 SUCCESS = "success"
 # Failure labels, worst first: the merged failure reports the worst one seen.
@@ -89,6 +92,8 @@ async def ask_server(
     target_field: str,
     deadline_seconds: float,
 ) -> ServerAnswer:
+    import httpx  # deferred: see the imports at the top
+
     try:
         async with asyncio.timeout(deadline_seconds):
             response = await client.get(list_url(server, username))

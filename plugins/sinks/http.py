@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from typing import ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, ClassVar
 
 from aviso_builtins.sinks.common import backoff_seconds, int_option, publish_all
 from aviso_plugins import hookimpl
@@ -27,6 +25,11 @@ from aviso_plugins.types import (
     SinkUnavailable,
 )
 
+if TYPE_CHECKING:
+    # httpx is imported by the code that posts: discovering plugins
+    # (`aviso-server --help`) imports this module and has no use for httpx.
+    import httpx
+
 NOTIFY_PATH = "/api/v1/notification"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -35,6 +38,8 @@ class HttpSink(Sink):
     name: ClassVar[str] = "http"
 
     def __init__(self, context: SinkContext) -> None:
+        import httpx  # deferred: see the imports at the top
+
         super().__init__(context)
         options = context.options
         if not options.get("url"):
@@ -55,6 +60,8 @@ class HttpSink(Sink):
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
+        import httpx  # deferred: see the imports at the top
+
         # One pooled client per sink: connections are reused across the whole partition.
         limits = httpx.Limits(
             max_connections=self.concurrency, max_keepalive_connections=self.concurrency
@@ -72,6 +79,8 @@ class HttpSink(Sink):
         return await publish_all(notifications, self.concurrency, self._publish_one)
 
     async def _publish_one(self, notification: Notification) -> SinkOutcome:
+        import httpx  # deferred: see the imports at the top
+
         assert self._client is not None, "start() was not called"
         body = json.dumps(
             {
