@@ -51,6 +51,7 @@ DISCOVERED = (
 CHILD = """
 import json, sys
 from aviso_host.cli import main
+status = None
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
