@@ -6,9 +6,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
+
+from nats.aio.client import Client
+from nats.errors import (
+    ConnectionClosedError,
+    NoServersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+)
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from aviso_builtins.backends.jetstream.embedded import EmbeddedNatsServer
+from aviso_builtins.backends.jetstream.live import LiveFeeds
+from aviso_builtins.backends.jetstream.messages import filter_subject, read_stored
 from aviso_builtins.backends.jetstream.options import (
     OPTIONS_SCHEMA,
     JetStreamOptions,
@@ -16,6 +28,15 @@ from aviso_builtins.backends.jetstream.options import (
     redacted,
     split_servers,
 )
+from aviso_builtins.backends.jetstream.publisher import (
+    PublishingClient,
+    acknowledged_sequence,
+    dropped_as_duplicate,
+    message_headers,
+    sent_metadata,
+)
+from aviso_builtins.backends.jetstream.replay import HistoryReaders
+from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
 from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
 from aviso_plugins.literals import parse_duration
 from aviso_plugins.topics import TopicPattern, decode_token
@@ -35,20 +56,11 @@ from aviso_plugins.types import (
     publishing_writer,
 )
 
-if TYPE_CHECKING:
-    # nats-py, and this package's modules built on it, are imported by the methods that use
-    # them (all run once the backend has started): discovering plugins (`aviso-server
-    # --help`, `config check`) imports this module and has no use for nats-py.
-    from nats.aio.client import Client
-    from nats.js import JetStreamContext
-
-    from aviso_builtins.backends.jetstream.live import LiveFeeds
-    from aviso_builtins.backends.jetstream.publisher import PublishingClient
-    from aviso_builtins.backends.jetstream.replay import HistoryReaders
-    from aviso_builtins.backends.jetstream.streams import StreamKeeper
-
 logger = logging.getLogger("aviso.jetstream")
 
+# Only a lost connection is worth retrying a publish for; anything else (no stream, ack
+# timeout, permissions) fails the notify at once.
+_TRANSIENT = (ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError)
 _NO_MESSAGE = (10037, 10043, 10057)
 _NO_STREAM = 10059
 _MAX_RENEWAL_DELAY = 30.0
@@ -148,10 +160,6 @@ class JetStreamBackend(StorageBackend):
     def _install(self, client: PublishingClient) -> None:
         """Make ``client`` the connection everything uses; stream and replay state of an
         earlier client is dropped with it (its streams are ensured again on first use)."""
-        from aviso_builtins.backends.jetstream.live import LiveFeeds
-        from aviso_builtins.backends.jetstream.replay import HistoryReaders
-        from aviso_builtins.backends.jetstream.streams import StreamKeeper
-
         options = self.options
         self._nc = client
         self._js = client.jetstream()
@@ -195,8 +203,6 @@ class JetStreamBackend(StorageBackend):
         """One connection attempt. The reconnect settings are applied only once connected:
         given to the first connect, nats-py would retry inside the attempt (forever with
         unlimited reconnects)."""
-        from aviso_builtins.backends.jetstream.publisher import PublishingClient
-
         options = self.options
         client = PublishingClient()
 
@@ -291,8 +297,6 @@ class JetStreamBackend(StorageBackend):
 
     def _final_loss(self, client: Client) -> str | None:
         """Why ``client``'s loss is the configured end of the connection, if it is."""
-        from nats.errors import NoServersError
-
         options = self.options
         if not options.enable_auto_reconnect:
             return "automatic reconnection is disabled (enable_auto_reconnect: false)"
@@ -404,8 +408,6 @@ class JetStreamBackend(StorageBackend):
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        from aviso_builtins.backends.jetstream.publisher import sent_metadata
-
         base = decode_token(topic.split(".", 1)[0])
         message_id = metadata.get(MESSAGE_ID_METADATA)
         if message_id is None:
@@ -434,11 +436,6 @@ class JetStreamBackend(StorageBackend):
     ) -> StoredNotification:
         """The stored message whose sequence the broker answered a re-send with, as a
         replayed record if it is the same notification; raise otherwise."""
-        from nats.js.errors import APIError, NotFoundError
-
-        from aviso_builtins.backends.jetstream.messages import read_stored
-        from aviso_builtins.backends.jetstream.streams import stream_name
-
         js, _ = self._require()
         try:
             stored = await js.get_msg(stream_name(base), dropped.sequence)
@@ -460,22 +457,6 @@ class JetStreamBackend(StorageBackend):
         self, base: str, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> tuple[StoredNotification, bool]:
         """Store one notification; also whether JetStream dropped it as a re-send."""
-        from nats.errors import (
-            ConnectionClosedError,
-            OutboundBufferLimitError,
-            StaleConnectionError,
-        )
-        from nats.js.errors import NoStreamResponseError
-
-        from aviso_builtins.backends.jetstream.publisher import (
-            acknowledged_sequence,
-            dropped_as_duplicate,
-            message_headers,
-        )
-
-        # Only a lost connection is worth retrying a publish for; anything else (no stream,
-        # ack timeout, permissions) fails the notify at once.
-        transient = (ConnectionClosedError, OutboundBufferLimitError, StaleConnectionError)
         options = self.options
         # With a message id JetStream drops a re-send, so an unanswered publish may be sent
         # again: after a short wait, which bounds a cluster failover (a stream without a
@@ -502,7 +483,7 @@ class JetStreamBackend(StorageBackend):
                 keeper.forget(base)
                 if attempt == options.publish_retry_attempts:
                     raise
-            except (*transient, BackendUnavailable):
+            except (*_TRANSIENT, BackendUnavailable):
                 if attempt == options.publish_retry_attempts:
                     raise
             except (TimeoutError, RequestLost):  # nats-py's timeout is a TimeoutError
@@ -513,10 +494,6 @@ class JetStreamBackend(StorageBackend):
         raise AssertionError("unreachable")
 
     async def fetch_batch(self, pattern: TopicPattern, start: StartCursor, limit: int) -> Batch:
-        from nats.js.errors import NotFoundError
-
-        from aviso_builtins.backends.jetstream.messages import filter_subject
-
         _, keeper = self._require()
         assert pattern.base is not None and self._history is not None
         try:
@@ -535,8 +512,6 @@ class JetStreamBackend(StorageBackend):
         )
 
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> Subscription:
-        from nats.js.errors import NotFoundError
-
         _, keeper = self._require()
         assert self._live is not None and pattern.base is not None
         try:
@@ -546,8 +521,6 @@ class JetStreamBackend(StorageBackend):
             return await self._live.join(pattern, sink)
 
     async def history_bound(self, pattern: TopicPattern) -> int:
-        from nats.js.errors import NotFoundError
-
         js, keeper = self._require()
         assert pattern.base is not None
         try:
@@ -571,10 +544,6 @@ class JetStreamBackend(StorageBackend):
         return state.first_seq - 1
 
     async def wipe_stream(self, name: str) -> None:
-        from nats.js.errors import NotFoundError
-
-        from aviso_builtins.backends.jetstream.streams import stream_name
-
         js, _ = self._require()
         try:
             await js.purge_stream(stream_name(name))
@@ -590,10 +559,6 @@ class JetStreamBackend(StorageBackend):
                 logger.warning("purging stream %s failed: %s", info.config.name, exc)
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
-        from nats.js.errors import APIError, NotFoundError
-
-        from aviso_builtins.backends.jetstream.streams import stream_name
-
         js, _ = self._require()
         try:
             return await js.delete_msg(stream_name(stream), sequence)
