@@ -132,7 +132,7 @@ def test_a_definition_is_validated_exactly_as_a_watch(
 
 def test_what_a_subscription_cannot_hold(aviso: AvisoClient) -> None:
     url = f"{SUBSCRIPTIONS}/x"
-    delivery = {**RHINE, "delivery": {"kind": "webhook", "url": "https://example.org"}}
+    delivery = {**RHINE, "delivery": {"kind": "carrier-pigeon", "url": "https://example.org"}}
     _error(aviso.put(url, json=delivery), 400, "UNSUPPORTED_DELIVERY")
     _error(aviso.put(url, json={**RHINE, "to_id": "5"}), 400, "INVALID_SUBSCRIPTION_REQUEST")
     _error(aviso.put(url, json={**RHINE, "payload": 1}), 400, "INVALID_SUBSCRIPTION_REQUEST")
