@@ -43,13 +43,17 @@ from aviso_plugins.types import (
 )
 
 DEAD_LETTERS_KEPT = 1_000
-"""Dead letters kept per subscription; beyond it the oldest is forgotten (and counted)."""
+"""Dead letters kept per subscription; beyond it the oldest is forgotten (and counted). A
+dead letter holds a sequence, not the notification (a redrive reads it from the store): at
+most a few hundred bytes each."""
 MAX_CONCURRENT_DELIVERIES = 64
 """Delivery attempts in flight at once across every subscription (one per subscription)."""
 BATCH_SIZE = 64
 """Notifications read per history page."""
 RETRY_SECONDS = 1.0
 """Wait after a history page or a live subscription failed, before trying again."""
+ERROR_CHARACTERS = 300
+"""The most of a delivery kind's error text kept (in the state and each dead letter)."""
 OUTCOMES = frozenset({"delivered", "retry", "gone"})
 ACTIVE = "active"
 DISABLED = "disabled"
@@ -303,10 +307,11 @@ class DeliveryRunner:
                 push.retrying = 0
                 self._move_cursor(entry, record.sequence)
                 return
+            error = None if result.error is None else result.error[:ERROR_CHARACTERS]
             push.last_error = {
                 "sequence": record.sequence,
                 "attempt": attempt,
-                "error": result.error,
+                "error": error,
                 "at": now_whole_seconds(),
             }
             if result.outcome == "gone":
@@ -321,9 +326,7 @@ class DeliveryRunner:
                 return
             if attempt > len(delays):
                 push.retrying = 0
-                push.dead_letter(
-                    DeadLetter(record.sequence, attempt, result.error, now_whole_seconds())
-                )
+                push.dead_letter(DeadLetter(record.sequence, attempt, error, now_whole_seconds()))
                 counter.labels(kind.kind, "dead_lettered").inc()
                 self._move_cursor(entry, record.sequence)
                 return

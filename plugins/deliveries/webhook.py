@@ -181,7 +181,12 @@ class Webhook(DeliveryKind):
         url = _url(delivery["url"])
         if not self._exempt(url):
             try:
-                await self._checked_address(url)
+                async with asyncio.timeout(self.timeout):
+                    await self._checked_address(url)
+            except TimeoutError as exc:
+                raise InvalidValue(
+                    f"'url' refused: the host '{url.host}' did not resolve in time"
+                ) from exc
             except Refused as exc:
                 raise InvalidValue(f"'url' refused: {exc}") from exc
         given = delivery.get("secret")
