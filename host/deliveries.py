@@ -75,6 +75,10 @@ class DeadLetter:
         }
 
 
+def _by_sequence(letter: DeadLetter) -> int:
+    return letter.sequence
+
+
 @dataclass(slots=True, eq=False)
 class PushState:
     """A push subscription's delivery: its kind, what ``prepare`` stored, and its counts."""
@@ -92,8 +96,8 @@ class PushState:
     """Dead letters forgotten because more than ``DEAD_LETTERS_KEPT`` were kept."""
     last_error: dict[str, Any] | None = None
     dead_letters: deque[DeadLetter] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
-    redrive: list[int] = field(default_factory=list)
-    """Sequences to deliver again, ascending (at most ``DEAD_LETTERS_KEPT``)."""
+    redrive: list[DeadLetter] = field(default_factory=list)
+    """Dead letters to deliver again, by sequence (at most ``DEAD_LETTERS_KEPT``)."""
     wakeup: Wakeup | None = None
     task: asyncio.Task[None] | None = None
 
@@ -116,16 +120,28 @@ class PushState:
         self.dead_lettered += 1
 
     def take_dead_letters(self) -> int:
-        """Queue every kept dead letter for delivery again; return how many."""
+        """Queue every kept dead letter for delivery again; return how many. A disabled
+        subscription delivers nothing: its dead letters stay where they are."""
+        if self.status != ACTIVE:
+            return 0
         letters = list(self.dead_letters)
         self.dead_letters.clear()
+        queued = {letter.sequence for letter in self.redrive}
         for letter in letters:
-            index = bisect.bisect_left(self.redrive, letter.sequence)
-            if index == len(self.redrive) or self.redrive[index] != letter.sequence:
-                self.redrive.insert(index, letter.sequence)
+            if letter.sequence not in queued:
+                bisect.insort(self.redrive, letter, key=_by_sequence)
         if self.wakeup is not None:
             self.wakeup.event.set()
         return len(letters)
+
+    def disable(self, current: DeadLetter | None) -> None:
+        """The receiver is gone: deliver nothing more; the dead letter being redriven and
+        those still queued go back to the dead letters."""
+        self.status = DISABLED
+        self.retrying = 0
+        for letter in (*(() if current is None else (current,)), *self.redrive):
+            self.dead_letters.append(letter)
+        self.redrive.clear()
 
 
 def kind_options(settings: Settings, cls: type[DeliveryKind]) -> dict[str, Any]:
@@ -222,10 +238,10 @@ class DeliveryRunner:
         while not wakeup.ended and push.status == ACTIVE:
             wakeup.event.clear()
             if push.redrive:
-                sequence = push.redrive.pop(0)
-                record = await self._record(push, sequence)
+                letter = push.redrive.pop(0)
+                record = await self._record(push, letter)
                 if record is not None:
-                    await self._push(entry, push, record)
+                    await self._push(entry, push, record, letter)
                 continue
             try:
                 cursor = StartCursor(from_sequence=entry.next_sequence)
@@ -246,8 +262,9 @@ class DeliveryRunner:
                 elif not batch.has_more:
                     await wakeup.event.wait()
 
-    async def _record(self, push: PushState, sequence: int) -> StoredNotification | None:
-        """The stored notification ``sequence`` of the subscription's stream, if retained."""
+    async def _record(self, push: PushState, letter: DeadLetter) -> StoredNotification | None:
+        """The stored notification a dead letter names, if it is still retained."""
+        sequence = letter.sequence
         try:
             batch = await self._backend.fetch_batch(
                 push.stream_filter.pattern, StartCursor(from_sequence=sequence), 1
@@ -255,7 +272,7 @@ class DeliveryRunner:
         except Exception as exc:
             log_failure("delivery.read_failed", "history page failed", exc)
             await asyncio.sleep(RETRY_SECONDS)
-            bisect.insort(push.redrive, sequence)
+            bisect.insort(push.redrive, letter, key=_by_sequence)
             return None
         if batch.messages and batch.messages[0].sequence == sequence:
             return batch.messages[0]
@@ -273,10 +290,14 @@ class DeliveryRunner:
         entry.acknowledge(sequence)
 
     async def _push(
-        self, entry: SubscriptionEntry, push: PushState, record: StoredNotification
+        self,
+        entry: SubscriptionEntry,
+        push: PushState,
+        record: StoredNotification,
+        redriven: DeadLetter | None = None,
     ) -> None:
-        """Deliver one notification with its retries; move the cursor past it unless the
-        receiver is gone."""
+        """Deliver one notification (``redriven``: a dead letter's) with its retries; move
+        the cursor past it unless the receiver is gone."""
         event_type = entry.definition["event_type"]
         kind = push.kind
         try:
@@ -315,8 +336,7 @@ class DeliveryRunner:
                 "at": now_whole_seconds(),
             }
             if result.outcome == "gone":
-                push.retrying = 0
-                push.status = DISABLED
+                push.disable(redriven)
                 log_event(
                     "delivery.gone",
                     "the receiver asked for the subscription to stop: disabled",

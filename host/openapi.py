@@ -1859,7 +1859,8 @@ def _subscription_operations(examples: RequestExamples) -> Doc:
                 "summary": "Deliver a push subscription's dead letters again",
                 "description": "Each dead letter still stored is delivered again (with a fresh "
                 "retry schedule), in sequence order, before the subscription's next "
-                "notifications; the list is emptied." + _SUBSCRIPTION_DESCRIPTION,
+                "notifications; the list is emptied. A disabled subscription (its receiver "
+                "answered gone) keeps them and answers 0." + _SUBSCRIPTION_DESCRIPTION,
                 "security": _STREAM_CREDENTIALS,
                 "parameters": name,
                 "responses": {

@@ -253,3 +253,26 @@ def test_a_pulled_subscription_has_no_dead_letters(aviso: AvisoClient) -> None:
     assert letters["dead_letters"] == [] and letters["dropped"] == 0
     assert aviso.post(f"{SUBSCRIPTIONS}/pull/dead-letters/redrive").json()["redriven"] == 0
     assert aviso.get(f"{SUBSCRIPTIONS}/nobody/dead-letters").status_code == 404
+
+
+def test_a_dead_letter_redriven_to_a_gone_receiver_stays_a_dead_letter(
+    aviso: AvisoClient,
+) -> None:
+    _subscribe(aviso, "fading", ["retry"])
+    first = _notify(aviso, 1)
+    assert _attempts(3) == [("fading", first, n) for n in (1, 2, 3)]
+    _settled(aviso, "fading", first)
+    Recorder.answers["fading"] = ["gone"]
+    assert aviso.post(f"{SUBSCRIPTIONS}/fading/dead-letters/redrive").json()["redriven"] == 1
+    assert _attempts(1) == [("fading", first, 1)]
+    for _ in range(1000):
+        state = _state(aviso, "fading")
+        if state["deliveries"]["status"] == "disabled":
+            break
+    assert state["deliveries"]["status"] == "disabled"
+    letters = aviso.get(f"{SUBSCRIPTIONS}/fading/dead-letters").json()["dead_letters"]
+    assert [letter["sequence"] for letter in letters] == [first]
+    # Disabled: a redrive delivers nothing and keeps them.
+    assert aviso.post(f"{SUBSCRIPTIONS}/fading/dead-letters/redrive").json()["redriven"] == 0
+    letters = aviso.get(f"{SUBSCRIPTIONS}/fading/dead-letters").json()["dead_letters"]
+    assert [letter["sequence"] for letter in letters] == [first]
