@@ -30,7 +30,7 @@ from aviso_host.cursors import now_whole_seconds
 from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event
-from aviso_host.metrics import Metrics
+from aviso_host.metrics import DELIVERY_OUTCOMES, Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.subscriptions import SubscriptionEntry
 from aviso_plugins.types import (
@@ -169,6 +169,10 @@ class DeliveryRunner:
             kind: cls(kind_options(settings, cls))
             for kind, cls in sorted(registry.delivery_kinds.items())
         }
+        for kind in self.kinds:  # at 0 from startup, for dashboards' rates
+            for outcome in DELIVERY_OUTCOMES:
+                metrics.webhook_deliveries.labels(kind, outcome)
+            metrics.webhook_latency.labels(kind)
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_DELIVERIES)
         self._tasks: set[asyncio.Task[None]] = set()
         self._started: list[DeliveryKind] = []

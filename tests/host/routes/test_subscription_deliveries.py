@@ -27,6 +27,7 @@ SUBSCRIPTIONS = "/api/v1/subscriptions"
 RHINE = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}}
 CONFIG = with_changes(API_EXAMPLE, watch_endpoint={"replay_batch_delay_ms": 0})
 WAIT = 10.0
+METRIC = "aviso_webhook_deliveries_total"
 """Seconds a test waits for an attempt it expects (a bound, never a margin)."""
 
 
@@ -134,6 +135,9 @@ def _settled(aviso: AvisoClient, name: str, sequence: int) -> dict[str, Any]:
 def test_a_push_subscription_is_delivered_in_order_and_its_secret_shown_once(
     aviso: AvisoClient,
 ) -> None:
+    for outcome in ("delivered", "retry", "gone", "dead_lettered"):
+        labels = {"kind": "recorder", "outcome": outcome}
+        assert aviso.metrics_registry.get_sample_value(METRIC, labels) == 0
     created = _subscribe(aviso, "push", ["ok"])
     shown = {"kind": "recorder", "answers": ["ok"], "token": "generated-token"}
     assert created["delivery"] == shown
@@ -158,7 +162,7 @@ def test_a_push_subscription_is_delivered_in_order_and_its_secret_shown_once(
     assert listed[0]["delivery"] == {"kind": "recorder", "answers": ["ok"]}
     assert "generated-token" not in aviso.get(SUBSCRIPTIONS).text
     delivered = aviso.metrics_registry.get_sample_value(
-        "aviso_webhook_deliveries_total", {"kind": "recorder", "outcome": "delivered"}
+        METRIC, {"kind": "recorder", "outcome": "delivered"}
     )
     assert delivered == 3
     latency = aviso.metrics_registry.get_sample_value(
