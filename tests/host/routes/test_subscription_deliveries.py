@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -123,13 +124,26 @@ def _state(aviso: AvisoClient, name: str) -> dict[str, Any]:
     return state
 
 
-def _settled(aviso: AvisoClient, name: str, sequence: int) -> dict[str, Any]:
-    """The state once the cursor reached ``sequence`` (bounded: the attempt was seen)."""
-    for _ in range(1000):
+def _state_when(aviso: AvisoClient, name: str, done: Any) -> dict[str, Any]:
+    """The state once ``done(state)`` holds, read again until ``WAIT`` seconds have passed
+    (a state announces no change: it is polled)."""
+    deadline = time.monotonic() + WAIT
+    while True:
         state = _state(aviso, name)
-        if (state["acknowledged_sequence"] or 0) >= sequence:
+        if done(state):
             return state
-    raise AssertionError(f"the cursor of {name} never reached {sequence}: {state}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} never reached the expected state: {state}")
+        time.sleep(0.01)
+
+
+def _settled(aviso: AvisoClient, name: str, sequence: int) -> dict[str, Any]:
+    """The state once the cursor reached ``sequence``."""
+    return _state_when(aviso, name, lambda s: (s["acknowledged_sequence"] or 0) >= sequence)
+
+
+def _disabled(aviso: AvisoClient, name: str) -> dict[str, Any]:
+    return _state_when(aviso, name, lambda s: s["deliveries"]["status"] == "disabled")
 
 
 def test_a_push_subscription_is_delivered_in_order_and_its_secret_shown_once(
@@ -206,11 +220,7 @@ def test_gone_disables_the_subscription(aviso: AvisoClient) -> None:
     _subscribe(aviso, "gone", ["gone"])
     first = _notify(aviso, 1)
     assert _attempts(1) == [("gone", first, 1)]
-    for _ in range(1000):
-        state = _state(aviso, "gone")
-        if state["deliveries"]["status"] == "disabled":
-            break
-    assert state["deliveries"]["status"] == "disabled"
+    state = _disabled(aviso, "gone")
     assert state["deliveries"]["last_error"]["error"] == "answered gone"
     assert state["acknowledged_sequence"] is None and state["pending"] == 1
     # A later notification is never attempted: the next attempt seen is another's.
@@ -269,11 +279,7 @@ def test_a_dead_letter_redriven_to_a_gone_receiver_stays_a_dead_letter(
     Recorder.answers["fading"] = ["gone"]
     assert aviso.post(f"{SUBSCRIPTIONS}/fading/dead-letters/redrive").json()["redriven"] == 1
     assert _attempts(1) == [("fading", first, 1)]
-    for _ in range(1000):
-        state = _state(aviso, "fading")
-        if state["deliveries"]["status"] == "disabled":
-            break
-    assert state["deliveries"]["status"] == "disabled"
+    _disabled(aviso, "fading")
     letters = aviso.get(f"{SUBSCRIPTIONS}/fading/dead-letters").json()["dead_letters"]
     assert [letter["sequence"] for letter in letters] == [first]
     # Disabled: a redrive delivers nothing and keeps them.

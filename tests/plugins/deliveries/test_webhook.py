@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,8 @@ WAIT = 15.0
 """Seconds a test waits for a request it expects (a bound, never a margin)."""
 HANG = 0
 """A scripted status that never answers (until the test ends)."""
+ENDLESS = 1
+"""A scripted answer: 200 announcing 100 MB, 64 KiB of it sent, the rest never."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,14 @@ class ReceiverHandler(Handler):
         if status == HANG:
             receiver.release.wait(60)
             status = 200
+        if status == ENDLESS:
+            self.send_response(200)
+            self.send_header("Content-Length", str(100_000_000))
+            self.end_headers()
+            self.wfile.write(b" " * 65536)
+            self.wfile.flush()
+            receiver.release.wait(60)
+            return
         self.reply(status, b'{"ok": true}')
 
 
@@ -120,12 +132,16 @@ def _notify(aviso: AvisoClient, level: int) -> None:
 
 
 def _state_when(aviso: AvisoClient, name: str, done: Any) -> dict[str, Any]:
-    """The subscription's state once ``done(state)`` holds (a bounded number of reads)."""
-    for _ in range(2000):
+    """The subscription's state once ``done(state)`` holds, read again until ``WAIT``
+    seconds have passed (a state announces no change: it is polled)."""
+    deadline = time.monotonic() + WAIT
+    while True:
         state: dict[str, Any] = aviso.get(f"{SUBSCRIPTIONS}/{name}").json()
         if done(state):
             return state
-    raise AssertionError(f"{name} never reached the expected state: {state}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} never reached the expected state: {state}")
+        time.sleep(0.01)
 
 
 def test_delivered_signed_with_the_cloudevent_a_watch_delivers(
@@ -235,6 +251,32 @@ def test_a_hanging_receiver_does_not_delay_another_subscription(
     healthy = [receiver.next("/healthy") for _ in range(3)]
     assert [json.loads(r.body)["data"]["payload"]["level"] for r in healthy] == [2, 3, 4]
     assert aviso.get(f"{SUBSCRIPTIONS}/hangs").json()["deliveries"]["delivered"] == 0
+
+
+def test_timeouts_and_refused_connections_are_retried_and_answers_read_to_a_bound(
+    receiver: Receiver,
+) -> None:
+    quick = {"allow_private_networks": True, "retry_schedule_seconds": [1], "timeout_seconds": 1}
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}/"  # bound, never listening
+        with serve(with_changes(BASE, subscriptions={"webhook": quick})) as aviso:
+            receiver.scripts["/slow"] = [HANG]
+            receiver.scripts["/endless"] = [ENDLESS]
+            _subscribe(aviso, "slow", f"{receiver.url}/slow")
+            _subscribe(aviso, "closed", closed)
+            _subscribe(aviso, "endless", f"{receiver.url}/endless")
+            _notify(aviso, 1)
+            # Each attempt on its own: two to the hanging receiver, one to the endless one.
+            paths = sorted(receiver.next().path for _ in range(3))
+            assert paths == ["/endless", "/slow", "/slow"]
+            slow = _state_when(aviso, "slow", lambda s: s["deliveries"]["dead_lettered"] == 1)
+            assert slow["deliveries"]["last_error"]["error"] == "no answer within 1 s"
+            gone = _state_when(aviso, "closed", lambda s: s["deliveries"]["dead_lettered"] == 1)
+            assert gone["deliveries"]["last_error"]["error"] == "the request failed (ConnectError)"
+            assert gone["deliveries"]["last_error"]["attempt"] == 2
+            endless = _state_when(aviso, "endless", lambda s: s["deliveries"]["delivered"] == 1)
+            assert endless["deliveries"]["last_error"] is None
 
 
 NON_PUBLIC = [
