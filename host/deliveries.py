@@ -114,10 +114,13 @@ class PushState:
         }
 
     def dead_letter(self, letter: DeadLetter) -> None:
+        self._keep(letter)
+        self.dead_lettered += 1
+
+    def _keep(self, letter: DeadLetter) -> None:
         if len(self.dead_letters) == DEAD_LETTERS_KEPT:
             self.dead_letters_dropped += 1
         self.dead_letters.append(letter)
-        self.dead_lettered += 1
 
     def take_dead_letters(self) -> int:
         """Queue every kept dead letter for delivery again; return how many. A disabled
@@ -140,7 +143,7 @@ class PushState:
         self.status = DISABLED
         self.retrying = 0
         for letter in (*(() if current is None else (current,)), *self.redrive):
-            self.dead_letters.append(letter)
+            self._keep(letter)
         self.redrive.clear()
 
 
