@@ -109,10 +109,12 @@ def aviso_notification_consumers() -> Iterable[type[NotificationConsumer]]:
 def aviso_delivery_kinds() -> Iterable[type[DeliveryKind]]:
     """Return delivery kind classes; one is selected by a subscription's ``delivery.kind``.
 
-    A subscription without ``delivery`` is pulled over Server-Sent Events. The host
-    registers delivery kinds (refusing two of one ``kind``) but does not push yet: a
-    subscription naming a ``delivery`` is refused with 400 ``UNSUPPORTED_DELIVERY``, so
-    ``prepare`` and ``deliver`` are not called in this version.
+    A subscription without ``delivery`` is pulled over Server-Sent Events. For one with a
+    ``delivery`` the host checks it against the kind's ``delivery_schema``, calls ``prepare``
+    when the subscription is created, then ``deliver`` for each matching notification, in
+    sequence order and one at a time per subscription, retrying after each of
+    ``retry_delays`` and dead-lettering after the last (see ``DeliveryKind``). Two plugins
+    cannot provide one ``kind``.
     """
 
 

@@ -46,6 +46,16 @@ def stream_pattern(schema: EventSchema) -> TopicPattern:
     return TopicPattern((schema.base, *(None for _ in schema.topic_fields)))
 
 
+def consumed_notification(
+    renderer: CloudEventRenderer, event_type: str, record: StoredNotification
+) -> ConsumedNotification:
+    """``record`` with the CloudEvent a watch delivers for it; raises ``CloudEventError`` or
+    ``ValueError`` for a record that cannot be rendered."""
+    cloudevent = renderer.render(record)
+    data = loads(cloudevent)["data"]
+    return ConsumedNotification(event_type, record, cloudevent, data["identifier"], data["payload"])
+
+
 class CatalogPublisher:
     """``NotificationPublisher``: notify's validation (``CatalogPlanner``), then the backend."""
 
@@ -67,7 +77,7 @@ class CatalogPublisher:
         return await self._backend.publish(planned.topic, planned.payload, metadata)
 
 
-class _Wakeup:
+class Wakeup:
     """``LiveSink`` that only says something was stored (the record is read from history)."""
 
     __slots__ = ("ended", "event")
@@ -171,7 +181,7 @@ class ConsumerRunner:
         already set the wake-up."""
         pattern = stream_pattern(schema)
         while True:
-            wakeup = _Wakeup()
+            wakeup = Wakeup()
             try:
                 subscription = await self._backend.subscribe(pattern, wakeup)
             except Exception as exc:
@@ -189,7 +199,7 @@ class ConsumerRunner:
         consumer: NotificationConsumer,
         schema: EventSchema,
         pattern: TopicPattern,
-        wakeup: _Wakeup,
+        wakeup: Wakeup,
     ) -> None:
         """Until the live feed ends (then ``_follow`` subscribes again)."""
         key = (type(consumer).name, schema.event_type)
@@ -226,8 +236,7 @@ class ConsumerRunner:
     ) -> None:
         name = type(consumer).name
         try:
-            cloudevent = self._renderer.render(record)
-            data = loads(cloudevent)["data"]
+            notification = consumed_notification(self._renderer, event_type, record)
         except (CloudEventError, ValueError) as exc:
             log_event(
                 "consumer.unreadable",
@@ -238,9 +247,6 @@ class ConsumerRunner:
                 sequence=record.sequence,
             )
             return
-        notification = ConsumedNotification(
-            event_type, record, cloudevent, data["identifier"], data["payload"]
-        )
         try:
             await consumer.consume(notification)
         except Exception as exc:

@@ -79,6 +79,9 @@ AUTHORISER_DECISIONS = ("allow", "deny", "unauthenticated", "unavailable", "erro
 _DECISION_BY_STATUS = {401: "unauthenticated", 403: "deny", 503: "unavailable"}
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+DELIVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000)
+DELIVERY_OUTCOMES = ("delivered", "retry", "gone", "dead_lettered")
+"""Outcomes of push delivery attempts (``dead_lettered``: a notification given up)."""
 CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 
 # How a gauge of several worker processes (``serve --workers``) is aggregated; counters and
@@ -438,6 +441,20 @@ class Metrics:
             "aviso_idempotency_keys_evicted_early",
             "Remembered Idempotency-Keys forgotten before their duplicate window ended",
             ["backend", "reason"],
+            registry=registry,
+        )
+        # Push deliveries, by delivery kind (the registered kinds, a bounded set).
+        self.webhook_deliveries = Counter(
+            "aviso_webhook_deliveries",
+            "Push delivery attempts by outcome, plus one dead_lettered per notification given up",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.webhook_latency = Histogram(
+            "aviso_webhook_delivery_latency_seconds",
+            "From a notification's storage to its delivery's 2xx (retries included)",
+            ["kind"],
+            buckets=DELIVERY_BUCKETS,
             registry=registry,
         )
         self.backend_recorder = BackendRecorder(self)

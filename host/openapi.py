@@ -1613,6 +1613,7 @@ def _subscription_example(event_type: str, identifier: Mapping[str, Any], pendin
         "from_id": None,
         "from_date": None,
         "delivery": None,
+        "deliveries": None,
         "created_at": "2026-04-01T06:00:00Z",
         "start_sequence": 58,
         "acknowledged_sequence": 61,
@@ -1674,7 +1675,11 @@ def _subscription_operations(examples: RequestExamples) -> Doc:
                 "wildcards, constraints, `polygon` or `point`, validated exactly as a watch "
                 "validates them) and optionally `from_id` or `from_date` (default: from the "
                 "next notification stored). The stream's read roles and authorisers are "
-                "checked now and whenever its events are read." + _SUBSCRIPTION_DESCRIPTION,
+                "checked now and whenever its events are read. With a `delivery` (say "
+                '`{"kind": "webhook", "url": "https://..."}`) the server pushes each matching '
+                "notification itself, in sequence order, with retries and dead letters; the "
+                "answer that creates it is the only one to show a generated secret."
+                + _SUBSCRIPTION_DESCRIPTION,
                 "security": _STREAM_CREDENTIALS,
                 "parameters": name,
                 "requestBody": _request_body("SubscriptionRequest", {"watch": first}),
@@ -1692,9 +1697,9 @@ def _subscription_operations(examples: RequestExamples) -> Doc:
                     ),
                     "400": _json_response(
                         "The name breaks the naming rule, the body could not be parsed or "
-                        "failed a watch's validation, names a `payload` or a `delivery` "
-                        "(`UNSUPPORTED_DELIVERY`: subscriptions are pulled over Server-Sent "
-                        "Events), or its definition is over "
+                        "failed a watch's validation, names a `payload`, a `delivery` of no "
+                        "delivery kind this server has (`UNSUPPORTED_DELIVERY`) or one its kind "
+                        "refuses (a URL it may not reach), or its definition is over "
                         "`subscriptions.max_definition_bytes` (16384).",
                         {"oneOf": [_schema("RequestError"), _schema("UnknownEventTypeError")]},
                         validation=_request_error(
@@ -1706,9 +1711,8 @@ def _subscription_operations(examples: RequestExamples) -> Doc:
                         unsupported_delivery=_request_error(
                             "UNSUPPORTED_DELIVERY",
                             "Unsupported Delivery",
-                            "this server delivers subscriptions over Server-Sent Events "
-                            "only: leave out 'delivery' and read "
-                            "GET /api/v1/subscriptions/{name}/events",
+                            "'delivery' must be an object naming a delivery kind: its 'kind' "
+                            "must be one of 'webhook'",
                             _RID_SUBSCRIPTION,
                         ),
                     ),
@@ -1817,6 +1821,62 @@ def _subscription_operations(examples: RequestExamples) -> Doc:
                 },
             }
         },
+        "/api/v1/subscriptions/{name}/dead-letters": {
+            "get": {
+                "tags": ["subscriptions"],
+                "operationId": "subscriptionDeadLetters",
+                "summary": "The notifications a push subscription gave up on",
+                "description": "Oldest first, at most 1000 per subscription (`dropped` counts "
+                "those forgotten beyond it); always empty for a subscription pulled over "
+                "Server-Sent Events." + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "responses": {
+                    "200": _json_response(
+                        "Its dead letters.",
+                        _schema("DeadLetters"),
+                        one={
+                            "dead_letters": [
+                                {
+                                    "sequence": 63,
+                                    "attempts": 7,
+                                    "error": "the receiver answered 503",
+                                    "dead_lettered_at": "2026-04-02T23:10:02Z",
+                                }
+                            ],
+                            "dropped": 0,
+                            "request_id": _RID_SUBSCRIPTION,
+                        },
+                    ),
+                    "400": invalid_name,
+                    **_auth_responses(),
+                    "404": not_found,
+                },
+            }
+        },
+        "/api/v1/subscriptions/{name}/dead-letters/redrive": {
+            "post": {
+                "tags": ["subscriptions"],
+                "operationId": "redriveSubscriptionDeadLetters",
+                "summary": "Deliver a push subscription's dead letters again",
+                "description": "Each dead letter still stored is delivered again (with a fresh "
+                "retry schedule), in sequence order, before the subscription's next "
+                "notifications; the list is emptied. A disabled subscription (its receiver "
+                "answered gone) keeps them and answers 0." + _SUBSCRIPTION_DESCRIPTION,
+                "security": _STREAM_CREDENTIALS,
+                "parameters": name,
+                "responses": {
+                    "200": _json_response(
+                        "How many were queued.",
+                        _schema("Redrive"),
+                        one={"redriven": 1, "request_id": _RID_SUBSCRIPTION},
+                    ),
+                    "400": invalid_name,
+                    **_auth_responses(),
+                    "404": not_found,
+                },
+            }
+        },
         "/api/v1/subscriptions/{name}/ack": {
             "post": {
                 "tags": ["subscriptions"],
@@ -1885,7 +1945,41 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
         "identifier": {"type": "object", "additionalProperties": True},
         "from_id": nullable_text,
         "from_date": nullable_text,
-        "delivery": {"type": "null", "description": "Pulled over Server-Sent Events."},
+        "delivery": {
+            "type": ["object", "null"],
+            "required": ["kind"],
+            "properties": {"kind": {"type": "string"}},
+            "description": "null: pulled over Server-Sent Events; else the delivery as its kind "
+            "shows it (secrets only in the answer that created it).",
+        },
+        "deliveries": {
+            "oneOf": [
+                {"type": "null"},
+                _object(
+                    {
+                        "status": {"enum": ["active", "disabled"]},
+                        "delivered": {"type": "integer", "minimum": 0},
+                        "retrying": {"type": "integer", "minimum": 0},
+                        "dead_lettered": {"type": "integer", "minimum": 0},
+                        "last_error": {
+                            "oneOf": [
+                                {"type": "null"},
+                                _object(
+                                    {
+                                        "sequence": sequence,
+                                        "attempt": {"type": "integer", "minimum": 1},
+                                        "error": nullable_text,
+                                        "at": {"type": "string", "pattern": _SECOND_PATTERN},
+                                    }
+                                ),
+                            ]
+                        },
+                    }
+                ),
+            ],
+            "description": "A push subscription's delivery counts (`disabled`: its receiver "
+            "answered gone); null for a pulled one.",
+        },
         "created_at": {"type": "string", "pattern": _SECOND_PATTERN},
         "start_sequence": {
             **sequence,
@@ -1909,7 +2003,8 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
         "SubscriptionRequest": {
             "type": "object",
             "description": "A watch's body (`to_id`, `to_date` and `payload` are refused), "
-            "plus `delivery`, which this server refuses (`UNSUPPORTED_DELIVERY`).",
+            "plus an optional `delivery`: an object whose `kind` names a delivery kind "
+            "(`webhook`: `url` and optionally `secret`).",
             "required": ["event_type", "identifier"],
             "additionalProperties": False,
             "properties": {
@@ -1918,7 +2013,11 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                     for key, value in stream_request["properties"].items()
                     if key in ("event_type", "identifier", "from_id", "from_date")
                 },
-                "delivery": {"type": ["object", "null"]},
+                "delivery": {
+                    "type": ["object", "null"],
+                    "required": ["kind"],
+                    "properties": {"kind": {"type": "string"}},
+                },
             },
         },
         "AcknowledgeRequest": _object({"sequence": {"type": "integer", "minimum": 0}}),
@@ -1937,6 +2036,26 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
             }
         ),
         "SubscriptionStreamEvent": stream_event,
+        "DeadLetters": _object(
+            {
+                "dead_letters": {
+                    "type": "array",
+                    "items": _object(
+                        {
+                            "sequence": sequence,
+                            "attempts": {"type": "integer", "minimum": 1},
+                            "error": nullable_text,
+                            "dead_lettered_at": {"type": "string", "pattern": _SECOND_PATTERN},
+                        }
+                    ),
+                },
+                "dropped": {"type": "integer", "minimum": 0},
+                "request_id": _schema("RequestId"),
+            }
+        ),
+        "Redrive": _object(
+            {"redriven": {"type": "integer", "minimum": 0}, "request_id": _schema("RequestId")}
+        ),
     }
 
 

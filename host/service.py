@@ -11,6 +11,7 @@ from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
 from aviso_host.consumers import ConsumerRunner
+from aviso_host.deliveries import DeliveryRunner
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
@@ -81,6 +82,11 @@ class Service:
         self.consumers = ConsumerRunner(
             settings, registry, self.catalog, self.backend, self.renderer
         )
+        self.deliveries: DeliveryRunner | None = (
+            DeliveryRunner(settings, registry, self.backend, self.renderer, self.metrics)
+            if self.subscriptions is not None
+            else None
+        )
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
@@ -106,6 +112,12 @@ class Service:
                         await self.auth.start()
                     try:
                         await self.consumers.start()
+                        try:
+                            if self.deliveries is not None:
+                                await self.deliveries.start()
+                        except BaseException:
+                            await self.consumers.close()
+                            raise
                     except BaseException:
                         if self.auth is not None:
                             await self.auth.close()
@@ -148,6 +160,8 @@ class Service:
     async def close(self) -> None:
         if self._started:
             self._started = False
+            if self.deliveries is not None:
+                await self.deliveries.close()
             await self.consumers.close()
             if self.auth is not None:
                 await self.auth.close()

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aviso_host.streaming.control import StreamControl
+
+if TYPE_CHECKING:
+    from aviso_host.deliveries import PushState
 
 NAME_RULE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """Letters, digits, ``-``, ``_`` and ``.``, at most 64 characters (``.`` and ``..`` excepted:
@@ -45,6 +48,8 @@ class SubscriptionEntry:
     """Its open event streams, stopped when it is deleted."""
     deleted: bool = False
     """Removed from the store: a stream set up meanwhile ends as soon as it starts."""
+    push: PushState | None = None
+    """Its push delivery; ``None`` for a subscription pulled over Server-Sent Events."""
 
     @property
     def next_sequence(self) -> int:

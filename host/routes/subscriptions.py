@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -23,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import now_whole_seconds, to_ns
+from aviso_host.deliveries import DeliveryRunner, PushState
 from aviso_host.encoding import dumps, loads
 from aviso_host.errors import (
     ApiError,
@@ -53,7 +56,7 @@ from aviso_host.streaming.control import StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_host.subscriptions import SubscriptionEntry, SubscriptionStore, valid_name
 from aviso_plugins.json_depth import exceeds_json_depth
-from aviso_plugins.types import Caller, InvalidValue, StartCursor
+from aviso_plugins.types import Caller, DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
 
 ENDPOINT = Endpoint.SUBSCRIPTION
 ACK_LABEL = "Invalid Acknowledgement"
@@ -98,13 +101,18 @@ def _too_many(message: str) -> ApiError:
     return ApiError(429, "TOO_MANY_SUBSCRIPTIONS", "Too Many Subscriptions", message)
 
 
-def _unsupported_delivery() -> ApiError:
+def _unsupported_delivery(kinds: list[str]) -> ApiError:
+    offered = (
+        f"its 'kind' must be one of {', '.join(repr(kind) for kind in kinds)}"
+        if kinds
+        else "this server pushes no deliveries: leave out 'delivery' and read "
+        "GET /api/v1/subscriptions/{name}/events"
+    )
     return ApiError(
         400,
         "UNSUPPORTED_DELIVERY",
         "Unsupported Delivery",
-        "this server delivers subscriptions over Server-Sent Events only: leave out 'delivery' "
-        "and read GET /api/v1/subscriptions/{name}/events",
+        f"'delivery' must be an object naming a delivery kind: {offered}",
     )
 
 
@@ -113,6 +121,12 @@ def _invalid_ack(message: str) -> ApiError:
 
 
 # -- the steps shared by every route ---------------------------------------------------------
+
+
+def _runner(service: Service) -> DeliveryRunner:
+    runner = service.deliveries
+    assert runner is not None  # present whenever the store is
+    return runner
 
 
 def _store(service: Service) -> SubscriptionStore:
@@ -202,13 +216,15 @@ async def _start_sequence(
 
 def _view(entry: SubscriptionEntry) -> dict[str, Any]:
     definition = entry.definition
+    push = entry.push
     return {
         "name": entry.name,
         "event_type": definition["event_type"],
         "identifier": definition["identifier"],
         "from_id": definition.get("from_id"),
         "from_date": definition.get("from_date"),
-        "delivery": None,
+        "delivery": None if push is None else dict(push.public_view()),
+        "deliveries": None if push is None else push.counts(),
         "created_at": entry.created_at,
         "start_sequence": entry.start_sequence,
         "acknowledged_sequence": entry.acknowledged,
@@ -269,6 +285,7 @@ async def subscription(request: Request) -> ASGIApp:
     entry = _entry(service, request)
     if method == "DELETE":
         _store(service).remove(entry)
+        _runner(service).stop(entry)
         return Response(status_code=204)
     stream_filter = await _admitted_entry_filter(service, request, entry)
     return json_response(await _state(service, entry, stream_filter))
@@ -282,8 +299,8 @@ async def _put(request: Request) -> ASGIApp:
     body = parse_body(
         await read_body(request), ENDPOINT, ("delivery",), max_depth=limits.max_json_depth
     )
-    if "delivery" in body.extras:
-        raise _unsupported_delivery()
+    delivery = body.extras.get("delivery")
+    kind = None if delivery is None else _delivery_kind(service, delivery)
     if body.payload is not None:
         raise validation_error(ENDPOINT, "payload is not part of a subscription")
     _, stream_filter, replay = await _admitted_filter(service, caller_of(request), body)
@@ -292,6 +309,9 @@ async def _put(request: Request) -> ASGIApp:
         value = getattr(body, key)
         if value is not None:
             definition[key] = value
+    if delivery is not None:
+        # As the client put it: a generated secret is no part of what is compared.
+        definition["delivery"] = delivery
     size = len(dumps(definition).encode())
     cap = service.settings.subscriptions.max_definition_bytes
     if size > cap:
@@ -300,6 +320,7 @@ async def _put(request: Request) -> ASGIApp:
             f"the subscription's definition is {size} bytes of JSON, over the limit of {cap} "
             "(subscriptions.max_definition_bytes)",
         )
+    prepared = None if kind is None else await _prepare(kind, delivery)
     start = await _start_sequence(service, stream_filter, replay)
     # No await from here on: the check and the insertion are one step for the event loop.
     store = _store(service)
@@ -320,8 +341,41 @@ async def _put(request: Request) -> ASGIApp:
             "(subscriptions.max_total)"
         )
     entry = SubscriptionEntry(owner, name, definition, now_whole_seconds(), start)
+    if kind is not None and prepared is not None:
+        entry.push = PushState(kind, prepared.stored, stream_filter)
     store.add(entry)
-    return json_response(await _state(service, entry, stream_filter), 201)
+    if entry.push is not None:
+        _runner(service).begin(entry)
+    state = await _state(service, entry, stream_filter)
+    if prepared is not None:
+        state["delivery"] = dict(prepared.shown)  # the only answer that shows a secret
+    return json_response(state, 201)
+
+
+def _delivery_kind(service: Service, delivery: Any) -> DeliveryKind:
+    """The delivery kind ``delivery`` names, its object checked against the kind's schema."""
+    kinds = _runner(service).kinds
+    name = delivery.get("kind") if isinstance(delivery, dict) else None
+    kind = kinds.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise _unsupported_delivery(sorted(kinds))
+    error = next(iter(Draft202012Validator(kind.delivery_schema).iter_errors(delivery)), None)
+    if error is not None:
+        # The schema's words, not the value's: a secret given in it is never echoed.
+        where = "/".join(str(part) for part in error.absolute_path) or "(the object)"
+        raise validation_error(
+            ENDPOINT,
+            f"delivery: '{where}' breaks the {kind.kind} delivery's schema "
+            f"({error.validator}: {dumps(error.validator_value)})",
+        )
+    return kind
+
+
+async def _prepare(kind: DeliveryKind, delivery: Mapping[str, Any]) -> PreparedDelivery:
+    try:
+        return await kind.prepare(delivery)
+    except InvalidValue as exc:
+        raise validation_error(ENDPOINT, f"delivery: {exc.message}") from exc
 
 
 def _sequence(value: Any) -> int | None:
@@ -412,6 +466,32 @@ async def events(request: Request) -> ASGIApp:
     return _Tracked(stream, entry, control)
 
 
+@api_endpoint
+async def dead_letters(request: Request) -> ASGIApp:
+    """The notifications a push subscription gave up on, oldest first (none for a pulled
+    one)."""
+    service = service_of(request)
+    entry = _entry(service, request)
+    push = entry.push
+    letters = [] if push is None else [letter.view() for letter in push.dead_letters]
+    return json_response(
+        {
+            "dead_letters": letters,
+            "dropped": 0 if push is None else push.dead_letters_dropped,
+            "request_id": request_id_of(request),
+        }
+    )
+
+
+@api_endpoint
+async def redrive(request: Request) -> ASGIApp:
+    """Deliver the dead letters again, before the subscription's next notifications."""
+    service = service_of(request)
+    entry = _entry(service, request)
+    count = 0 if entry.push is None else entry.push.take_dead_letters()
+    return json_response({"redriven": count, "request_id": request_id_of(request)})
+
+
 class _Tracked:
     """The events stream, listed with its subscription while it runs (a delete ends it)."""
 
@@ -438,4 +518,6 @@ def subscription_routes() -> list[BaseRoute]:
         Route("/api/v1/subscriptions/{name}", subscription, methods=["PUT", "GET", "DELETE"]),
         Route("/api/v1/subscriptions/{name}/events", StreamRoute(events), methods=["GET"]),
         Route("/api/v1/subscriptions/{name}/ack", acknowledge, methods=["POST"]),
+        Route("/api/v1/subscriptions/{name}/dead-letters", dead_letters, methods=["GET"]),
+        Route("/api/v1/subscriptions/{name}/dead-letters/redrive", redrive, methods=["POST"]),
     ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import re
+import time
 import types
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from aviso_host.plugins import discover
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.testing import TEST_DEFAULTS, serve
 from aviso_plugins.types import Notification, SinkContext
+from tests.support.loopback import Handler
+from tests.support.loopback import serve as serve_loopback
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC, re.DOTALL)
@@ -147,3 +151,43 @@ def test_the_api_key_provider_example_keeps_only_the_key_secret() -> None:
         reader = {"Authorization": "Bearer k-0b1d5e8f62"}
         assert aviso.notify(*body, headers=reader).status_code == 403
         assert aviso.notify(*body, headers={"X-Api-Key": "k-unknown-key"}).status_code == 401
+
+
+class _ChatHandler(Handler):
+    """A chat server: room ``ops`` exists, any other is 404."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.owner.put((self.path, body["text"]))  # type: ignore[attr-defined]
+        self.reply(200 if self.path == "/rooms/ops" else 404)
+
+
+def test_the_delivery_kind_example_posts_in_order_and_a_missing_room_is_gone() -> None:
+    chat = example("class ChatRoom")
+    posted: queue.Queue[tuple[str, str]] = queue.Queue()
+    with serve_loopback(_ChatHandler, posted) as url:
+        config = {**SCHEMA, "subscriptions": {"chat": {"base_url": f"{url}/"}}}
+        with serve(config, plugins=[chat]) as aviso:
+            for name, room in (("ops", "ops"), ("lost", "lost")):
+                body = {
+                    "event_type": "paint_batch",
+                    "identifier": {"colour": "red"},
+                    "delivery": {"kind": "chat", "room": room},
+                }
+                created = aviso.put(f"/api/v1/subscriptions/{name}", json=body)
+                assert created.status_code == 201, created.text
+            for line in (1, 2):
+                answer = aviso.notify("paint_batch", {"colour": "red", "line": line}, {"n": line})
+                assert answer.status_code == 200, answer.text
+            seen = [posted.get(timeout=15) for _ in range(3)]
+            assert [text for path, text in seen if path == "/rooms/ops"] == [
+                "paint_batch 1: {'n': 1}",
+                "paint_batch 2: {'n': 2}",
+            ]
+            assert [path for path, _ in seen].count("/rooms/lost") == 1
+            deadline = time.monotonic() + 15
+            while (lost := aviso.get("/api/v1/subscriptions/lost").json()["deliveries"])[
+                "status"
+            ] != "disabled" and time.monotonic() < deadline:
+                time.sleep(0.01)  # a state announces no change: it is polled
+            assert lost["status"] == "disabled" and lost["last_error"]["error"] == "no such room"

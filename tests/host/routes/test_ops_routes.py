@@ -147,6 +147,8 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/subscriptions/{name}": {"put", "get", "delete"},
         "/api/v1/subscriptions/{name}/events": {"get"},
         "/api/v1/subscriptions/{name}/ack": {"post"},
+        "/api/v1/subscriptions/{name}/dead-letters": {"get"},
+        "/api/v1/subscriptions/{name}/dead-letters/redrive": {"post"},
         "/health": {"get"},
         "/ready": {"get"},
         "/status": {"get"},

@@ -132,7 +132,7 @@ def test_a_definition_is_validated_exactly_as_a_watch(
 
 def test_what_a_subscription_cannot_hold(aviso: AvisoClient) -> None:
     url = f"{SUBSCRIPTIONS}/x"
-    delivery = {**RHINE, "delivery": {"kind": "webhook", "url": "https://example.org"}}
+    delivery = {**RHINE, "delivery": {"kind": "carrier-pigeon", "url": "https://example.org"}}
     _error(aviso.put(url, json=delivery), 400, "UNSUPPORTED_DELIVERY")
     _error(aviso.put(url, json={**RHINE, "to_id": "5"}), 400, "INVALID_SUBSCRIPTION_REQUEST")
     _error(aviso.put(url, json={**RHINE, "payload": 1}), 400, "INVALID_SUBSCRIPTION_REQUEST")
@@ -301,6 +301,11 @@ def test_with_auth_names_belong_to_their_creator_and_roles_are_checked_again() -
             _error(client.get(url, headers=bob), 404, "SUBSCRIPTION_NOT_FOUND")
             _error(client.delete(url, headers=bob), 404, "SUBSCRIPTION_NOT_FOUND")
             _error(client.get(f"{url}/events", headers=bob), 404, "SUBSCRIPTION_NOT_FOUND")
+            letters = f"{url}/dead-letters"
+            _error(client.get(letters, headers=bob), 404, "SUBSCRIPTION_NOT_FOUND")
+            _error(client.post(f"{letters}/redrive", headers=bob), 404, "SUBSCRIPTION_NOT_FOUND")
+            assert client.get(letters).status_code == 401
+            assert client.get(letters, headers=alice).json()["dead_letters"] == []
             assert client.get(SUBSCRIPTIONS, headers=bob).json()["subscriptions"] == []
             assert client.put(url, json=body, headers=bob).status_code == 201
             # Alice without the role any more reads nothing.
