@@ -265,7 +265,9 @@ def plugin_tools() -> None:
 @click.option(
     "--kind",
     required=True,
-    type=click.Choice(["field-handler", "auth", "authoriser", "backend", "sink", "command"]),
+    type=click.Choice(
+        ["field-handler", "auth", "authoriser", "backend", "sink", "delivery", "command"]
+    ),
     help="What the plugin provides.",
 )
 @click.option(

@@ -10,13 +10,14 @@ testing kit, and a README.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib.metadata import version
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
+from aviso_host.config.settings import SubscriptionSettings
 from aviso_host.plugins import BUILTIN_DISTRIBUTION, HOST_COMMANDS, PluginRegistry
 
 # kind -> (what the README calls it, registry attribute whose names it must not take)
@@ -26,6 +27,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "authoriser": ("stream authoriser", "authorisers"),
     "backend": ("storage backend", "backends"),
     "sink": ("sink", "sinks"),
+    "delivery": ("delivery kind", "delivery_kinds"),
     "command": ("command", "commands"),
 }
 # Keeps every generated line within the line length, whatever the name.
@@ -38,6 +40,8 @@ _USAGE = {
     "`$name: {realms: {...}}` lists who may read.",
     "backend": "In the configuration: `notification_backend: {kind: $name}`.",
     "sink": 'Spark: `.option("sink", "$name").option("sink.path", "out.jsonl")`.',
+    "delivery": "In the configuration: `subscriptions: {$name: {directory: /var/spool/aviso}}`; "
+    'a subscription asks for it with `"delivery": {"kind": "$name", "file": "ops"}`.',
     "command": "Run it: `aviso-server $name world`.",
 }
 
@@ -55,8 +59,8 @@ class Names:
     module: str
     """The import name (``aviso_colour``)."""
     name: str
-    """What configuration selects: handler type, backend kind, auth mode, authoriser, sink
-    or command name (``ColourHandler``, ``colour``)."""
+    """What configuration selects: handler type, backend kind, auth mode, authoriser, sink,
+    delivery kind or command name (``ColourHandler``, ``colour``)."""
     cls: str
     """The plugin class (``ColourHandler``, ``ColourBackend``...)."""
 
@@ -87,6 +91,7 @@ def names_for(project: str, kind: str) -> Names:
         "authoriser": "Authoriser",
         "backend": "Backend",
         "sink": "Sink",
+        "delivery": "Delivery",
         "command": "",
     }[kind]
     # aviso-colour-handler: ColourHandler, not ColourHandlerHandler
@@ -108,6 +113,9 @@ def create_package(
     taken = set(getattr(registry, attribute)) if registry is not None else set()
     if kind == "command":
         taken |= HOST_COMMANDS
+    if kind == "delivery":
+        # ``subscriptions.<kind>`` is the kind's section: the host's own keys are not kinds.
+        taken |= {setting.name for setting in fields(SubscriptionSettings)}
     if names.name in taken:
         raise StarterError(f"{noun} '{names.name}' already exists: choose another package name")
     if registry is not None and names.entry_point in {p.name for p in registry.plugins}:

@@ -4,6 +4,7 @@ as generated."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -78,6 +79,14 @@ def test_names_derive_from_the_package_name() -> None:
     assert names_for("aviso-file-store", "backend").name == "file_store"
     assert names_for("aviso-file-store", "backend").cls == "FileStoreBackend"
     assert names_for("aviso-hello-world", "command").name == "hello-world"
+    spool = names_for("aviso-spool-delivery", "delivery")
+    assert (spool.name, spool.cls) == ("spool_delivery", "SpoolDelivery")
+
+
+def test_the_command_offers_every_kind() -> None:
+    new = main.commands["plugin"].commands["new"]  # type: ignore[attr-defined]
+    (kind,) = [param for param in new.params if param.name == "kind"]
+    assert list(kind.type.choices) == list(KINDS)
 
 
 def test_names_that_would_not_work_are_refused(tmp_path: Path) -> None:
@@ -87,6 +96,10 @@ def test_names_that_would_not_work_are_refused(tmp_path: Path) -> None:
         ("aviso-serve", "command", "command 'serve' already exists"),
         ("aviso-spark", "command", "command 'spark' already exists"),
         ("aviso-in-memory", "backend", "storage backend 'in_memory' already exists"),
+        ("aviso-webhook", "delivery", "delivery kind 'webhook' already exists"),
+        # The subscriptions section's own keys: ``subscriptions.<kind>`` is the kind's.
+        ("aviso-max-total", "delivery", "delivery kind 'max_total' already exists"),
+        ("aviso-enabled", "delivery", "delivery kind 'enabled' already exists"),
         ("aviso colour", "sink", "is not a package name"),
         ("aviso-1st", "sink", "must not start with a digit"),
     ):
@@ -99,17 +112,21 @@ def test_names_that_would_not_work_are_refused(tmp_path: Path) -> None:
     assert code == 2 and "'widget' is not one of" in output
 
 
-def test_generated_tests_pass_from_the_checkout(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "outcome"),
+    [("field-handler", "3 passed, 1 skipped"), ("delivery", "4 passed, 1 skipped")],
+)
+def test_generated_tests_pass_from_the_checkout(tmp_path: Path, kind: str, outcome: str) -> None:
     """Before installing: the kit registers the plugin module itself (the test that needs
     the installed entry point is skipped)."""
-    target = create_package("aviso-shade", "field-handler", tmp_path)
+    target = create_package("aviso-shade", kind, tmp_path)
     result = run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         target,
         GENERATED_TEST_TIMEOUT,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "3 passed, 1 skipped" in result.stdout
+    assert outcome in result.stdout
 
 
 @pytest.mark.install
@@ -131,12 +148,19 @@ def test_every_kind_installs_and_passes_its_tests_in_a_fresh_virtualenv(tmp_path
         python, "--no-build-isolation", *(str(packages / project) for project in projects.values())
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    listing = run([server, "plugins"], tmp_path)
+    listing = run([server, "plugins", "--json"], tmp_path)
     assert listing.returncode == 0, listing.stderr
-    rows = {line.split()[0]: line.split() for line in listing.stdout.splitlines()[1:]}
+    found = {plugin["name"]: plugin for plugin in json.loads(listing.stdout)}
     for kind, project in projects.items():
-        entry_point = names_for(project, kind).entry_point
-        assert rows[entry_point][1:4] == ["loaded", project, "0.1.0"]
+        names = names_for(project, kind)
+        plugin = found[names.entry_point]
+        assert (plugin["state"], plugin["distribution"], plugin["version"]) == (
+            "loaded",
+            project,
+            "0.1.0",
+        )
+        # Exactly the one name its README, configuration and tests select.
+        assert list(plugin["provides"].values()) == [[names.name]], plugin
     failures = []
     for project in projects.values():
         tested = run(
