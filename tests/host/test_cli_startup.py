@@ -3,8 +3,9 @@ serving needs.
 
 ``--help`` and ``plugins`` discover every plugin, which imports every module of the ``aviso``
 entry-point group: those modules import their heavy libraries where they use them (the
-geometry parsers, the upstream calls; not nats-py, which the JetStream backend's hot path
-uses), and the CLI imports the
+geometry parsers, the auth plugins' upstream calls; not nats-py, which the JetStream
+backend's hot path uses, nor httpx, which the webhook delivery kind is built on), and the CLI
+imports the
 configuration, logging and the app inside the commands that need them. Checked by module
 name in a fresh interpreter, not by timing (the figures are in docs/performance.md).
 """
@@ -38,10 +39,10 @@ NOT_FOR_QUICK_COMMANDS = {
     "pyarrow": "the spark commands",
     "locust": "the load commands",
 }
-# What discovery may load all the same: the JetStream backend module imports nats-py at its
-# top, since imports inside its publish path would cost every notify (~60 ms once, for the
-# commands that discover plugins).
-DISCOVERY_MAY_LOAD = ("nats",)
+# What discovery may load all the same, for the commands that discover plugins: the
+# JetStream backend module imports nats-py at its top, since imports inside its publish path
+# would cost every notify; the webhook delivery kind is written on httpx's types throughout.
+DISCOVERY_MAY_LOAD = ("nats", "httpx")
 # The host's own heavy parts, imported by the commands that need them.
 HOST_MODULES = ("aviso_host.config", "aviso_host.logs", "aviso_host.app")
 # Plugin modules --help and plugins import (discovery), to show the check is not vacuous.
