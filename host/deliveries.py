@@ -32,8 +32,9 @@ from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event
 from aviso_host.metrics import DELIVERY_OUTCOMES, Metrics
 from aviso_host.plugins import PluginRegistry
-from aviso_host.subscriptions import SubscriptionEntry
+from aviso_host.subscriptions import ACTIVE, DISABLED, SubscriptionEntry
 from aviso_plugins.types import (
+    ConsumedNotification,
     DeliveryAttempt,
     DeliveryKind,
     DeliveryResult,
@@ -55,8 +56,6 @@ RETRY_SECONDS = 1.0
 ERROR_CHARACTERS = 300
 """The most of a delivery kind's error text kept (in the state and each dead letter)."""
 OUTCOMES = frozenset({"delivered", "retry", "gone"})
-ACTIVE = "active"
-DISABLED = "disabled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +97,10 @@ class PushState:
     dead_letters: deque[DeadLetter] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
     redrive: list[DeadLetter] = field(default_factory=list)
     """Dead letters to deliver again, by sequence (at most ``DEAD_LETTERS_KEPT``)."""
+    holding_ns: int | None = None
+    """The storage time of the notification being delivered or waiting for a retry (the
+    oldest this subscription has not delivered, a redriven dead letter aside): what the lag
+    gauge reads at a scrape, with no read of the history."""
     wakeup: Wakeup | None = None
     task: asyncio.Task[None] | None = None
 
@@ -306,7 +309,6 @@ class DeliveryRunner:
         """Deliver one notification (``redriven``: a dead letter's) with its retries; move
         the cursor past it unless the receiver is gone."""
         event_type = entry.definition["event_type"]
-        kind = push.kind
         try:
             notification = consumed_notification(self._renderer, event_type, record)
         except (CloudEventError, ValueError) as exc:
@@ -319,6 +321,21 @@ class DeliveryRunner:
             )
             self._move_cursor(entry, record.sequence)
             return
+        push.holding_ns = record.time_ns
+        try:
+            await self._attempts(entry, push, record, notification, redriven)
+        finally:
+            push.holding_ns = None
+
+    async def _attempts(
+        self,
+        entry: SubscriptionEntry,
+        push: PushState,
+        record: StoredNotification,
+        notification: ConsumedNotification,
+        redriven: DeadLetter | None,
+    ) -> None:
+        kind = push.kind
         delays = tuple(kind.retry_delays)
         counter = self._metrics.webhook_deliveries
         attempt = 1

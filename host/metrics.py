@@ -29,6 +29,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -39,6 +40,7 @@ from starlette.types import Scope
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.otlp import TALLIES
 from aviso_host.request_id import RequestIdMiddleware
+from aviso_host.subscriptions import ACTIVE, DISABLED, PULL
 from aviso_plugins.idempotency import EVICTION_REASONS
 from aviso_plugins.types import (
     AuthError,
@@ -108,6 +110,46 @@ class _WithoutCreated:
             if len(samples) != len(metric.samples):
                 metric.samples = samples
             yield metric
+
+
+SubscriptionCensus = Callable[[], Iterable[tuple[str, str, int | None]]]
+"""Each subscription held: its delivery kind, its status, and the storage time (ns) of the
+notification its push delivery holds undelivered (``None``: none)."""
+
+
+class SubscriptionCollector:
+    """``aviso_subscriptions`` and ``aviso_subscription_max_lag_seconds``, worked out at each
+    scrape from what the subscriptions hold in memory: one pass over them, no read of the
+    history (the exact ``pending`` and ``lag_seconds`` of one subscription are its state's)."""
+
+    def __init__(self, census: SubscriptionCensus, kinds: Iterable[str]) -> None:
+        self._census = census
+        self._kinds = tuple(kinds)
+
+    def collect(self) -> Iterator[Metric]:
+        held: Tally[tuple[str, str]] = Tally({(PULL, ACTIVE): 0})
+        lag = dict.fromkeys(self._kinds, 0.0)
+        for kind in self._kinds:
+            held[kind, ACTIVE] = held[kind, DISABLED] = 0
+        now = time.time()
+        for kind, status, holding_ns in self._census():
+            held[kind, status] += 1
+            if holding_ns is not None:
+                lag[kind] = max(lag.get(kind, 0.0), now - holding_ns / 1e9)
+        subscriptions = GaugeMetricFamily(
+            "aviso_subscriptions", "Subscriptions held", labels=["kind", "status"]
+        )
+        for (kind, status), count in sorted(held.items()):
+            subscriptions.add_metric([kind, status], count)
+        yield subscriptions
+        oldest = GaugeMetricFamily(
+            "aviso_subscription_max_lag_seconds",
+            "Age of the oldest notification a push subscription is delivering or retrying",
+            labels=["kind"],
+        )
+        for kind, seconds in sorted(lag.items()):
+            oldest.add_metric([kind], max(0.0, seconds))
+        yield oldest
 
 
 class AuthoriserFamilies:
@@ -468,6 +510,11 @@ class Metrics:
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()
+
+    def track_subscriptions(self, census: SubscriptionCensus, kinds: Iterable[str]) -> None:
+        """Export the subscriptions ``census`` lists, by delivery kind (``kinds``: the push
+        ones, at 0 from startup)."""
+        self.registry.register(SubscriptionCollector(census, kinds))
 
     def _pre_initialise(self) -> None:
         """The series present at zero before any traffic (and the new SSE counters)."""

@@ -87,6 +87,8 @@ class Service:
             if self.subscriptions is not None
             else None
         )
+        if self.subscriptions is not None and self.deliveries is not None:
+            self.metrics.track_subscriptions(self.subscriptions.census, self.deliveries.kinds)
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate

@@ -9,7 +9,7 @@ as a watch before it gets here.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,14 @@ if TYPE_CHECKING:
 NAME_RULE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """Letters, digits, ``-``, ``_`` and ``.``, at most 64 characters (``.`` and ``..`` excepted:
 clients and proxies resolve them as path segments)."""
+
+
+ACTIVE = "active"
+"""A subscription that delivers (a pulled one always is; a push one until disabled)."""
+DISABLED = "disabled"
+"""A push subscription whose receiver said it is gone: it delivers nothing more."""
+PULL = "pull"
+"""The delivery kind label of a subscription pulled over Server-Sent Events."""
 
 
 def valid_name(name: str) -> bool:
@@ -82,6 +90,17 @@ class SubscriptionStore:
         """The owner's subscriptions, by name."""
         entries = self._by_owner.get(owner, {})
         return [entries[name] for name in sorted(entries)]
+
+    def census(self) -> Iterator[tuple[str, str, int | None]]:
+        """Each subscription's delivery kind (``pull`` for a pulled one), its status and the
+        storage time of the notification its push delivery holds undelivered, if any."""
+        for entries in self._by_owner.values():
+            for entry in entries.values():
+                push = entry.push
+                if push is None:
+                    yield PULL, ACTIVE, None
+                else:
+                    yield push.kind.kind, push.status, push.holding_ns
 
     def count(self, owner: str | None) -> int:
         return len(self._by_owner.get(owner, {}))

@@ -10,6 +10,8 @@ import copy
 import importlib.util
 import json
 import os
+import queue
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +27,8 @@ from playwright.sync_api import Page, expect
 
 from aviso_host.config.loader import EXAMPLE_CONFIG
 from tests.console.browser_support import screenshot
+from tests.support.loopback import Handler
+from tests.support.loopback import serve as serve_loopback
 from tests.support.server import RunningServer, running_server
 from tests.support.tokens import SECRET, mint
 
@@ -52,6 +56,9 @@ notification_schema:
       polygon: { type: PolygonHandler, required: true }
 """
 )
+
+WAIT_SECONDS = 30.0
+"""How long a test waits for a delivery or a state it expects (a bound, never a margin)."""
 
 ALL_OPERATORS = ["between", "eq", "gt", "gte", "in", "lt", "lte"]
 
@@ -336,6 +343,8 @@ def test_an_auth_enabled_server_asks_for_a_token(page: Page) -> None:
         expect(page.locator("#auth")).to_have_attribute("open", "")
         expect(page.locator("#auth-token")).to_be_focused()
         screenshot(page, "auth-asks-for-token")
+        # So does the subscriptions view, without taking the focus.
+        expect(page.locator("#subscriptions-error")).to_contain_text("401 UNAUTHORIZED")
 
         token = mint("console-user")
         page.fill("#auth-token", token)
@@ -346,6 +355,10 @@ def test_an_auth_enabled_server_asks_for_a_token(page: Page) -> None:
         assert json.loads(stored)["token"] == token
         assert token not in page.url
         screenshot(page, "auth-watching")
+        # The subscriptions view asks with the same credentials.
+        page.click("#subscriptions-refresh")
+        expect(page.locator("#subscriptions-status")).to_contain_text("0 subscription(s)")
+        expect(page.locator("#subscriptions-error")).to_be_hidden()
 
 
 def test_the_home_page_shows_live_status(page: Page, server: RunningServer) -> None:
@@ -357,3 +370,89 @@ def test_the_home_page_shows_live_status(page: Page, server: RunningServer) -> N
     page.get_by_role("link", name="Console").click()
     expect(page.locator("body[data-ready=true]")).to_have_count(1)
     expect(page.locator("#server-status")).to_contain_text("backend in_memory ready")
+
+
+class FailingReceiver(Handler):
+    """A webhook receiver on 127.0.0.1 answering every delivery with its owner's status."""
+
+    def do_POST(self) -> None:
+        owner: WebhookReceiver = self.server.owner  # type: ignore[attr-defined]
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        owner.received.put(body)
+        self.reply(owner.status, b"{}")
+
+
+class WebhookReceiver:
+    def __init__(self) -> None:
+        self.status = 500
+        self.received: queue.Queue[bytes] = queue.Queue()
+
+
+def _subscription_when(server: RunningServer, name: str, done: Any) -> dict[str, Any]:
+    """The subscription's state once ``done(state)`` holds, read again for at most
+    ``WAIT_SECONDS`` (a state announces no change: it is polled)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        state: dict[str, Any] = httpx.get(
+            f"{server.url}/api/v1/subscriptions/{name}", timeout=30
+        ).json()
+        if done(state):
+            return state
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} never reached the expected state: {state}")
+        time.sleep(0.05)
+
+
+def test_subscriptions_view_shows_state_and_dead_letters_and_redrives(page: Page) -> None:
+    owner = WebhookReceiver()
+    subscriptions = {
+        "webhook": {"allow_private_networks": True, "retry_schedule_seconds": [1]},
+    }
+    with (
+        serve_loopback(FailingReceiver, owner) as url,
+        serve(subscriptions=subscriptions) as server,
+    ):
+        pulled = {"event_type": "mars", "identifier": {"class": "rd"}}
+        pushed = {
+            "event_type": "mars",
+            "identifier": {"class": "od"},
+            "delivery": {"kind": "webhook", "url": f"{url}/hook"},
+        }
+        for name, body in (("pulled-rd", pulled), ("hook-od", pushed)):
+            created = httpx.put(f"{server.url}/api/v1/subscriptions/{name}", json=body, timeout=30)
+            assert created.status_code == 201, created.text
+        publish(server, {"class": "od", "date": "20260101", "step": "6"})
+        publish(server, {"class": "rd", "date": "20260101", "step": "6"})
+        # Two attempts (the first and one retry a second later), both answered 500.
+        for _ in range(2):
+            owner.received.get(timeout=WAIT_SECONDS)
+        _subscription_when(server, "hook-od", lambda s: s["deliveries"]["dead_lettered"] == 1)
+
+        page.goto(f"{server.url}/console")
+        pulled_row = page.locator('#subscriptions-list li[data-name="pulled-rd"]')
+        hook_row = page.locator('#subscriptions-list li[data-name="hook-od"]')
+        expect(pulled_row).to_contain_text("pull")
+        expect(pulled_row.locator(".figures")).to_contain_text("pending1")
+        expect(hook_row).to_contain_text("webhook")
+        expect(hook_row.locator(".figures")).to_contain_text("cursor1")
+        expect(hook_row.locator(".figures")).to_contain_text("dead-lettered1")
+        expect(hook_row.locator(".last-error")).to_contain_text("attempt 2")
+        expect(hook_row.locator(".dead-letters li")).to_have_count(1)
+        expect(hook_row.locator('.dead-letters li[data-sequence="1"]')).to_contain_text(
+            "2 attempt(s)"
+        )
+        screenshot(page, "subscriptions-dead-letter")
+
+        owner.status = 204
+        hook_row.get_by_role("button", name="Redrive").click()
+        expect(page.locator("#subscriptions-status")).to_have_text(
+            "1 dead letter(s) of hook-od redriven."
+        )
+        redriven = json.loads(owner.received.get(timeout=WAIT_SECONDS))
+        assert redriven["data"]["identifier"]["class"] == "od"
+        _subscription_when(server, "hook-od", lambda s: s["deliveries"]["delivered"] == 1)
+        page.click("#subscriptions-refresh")
+        expect(hook_row.locator(".figures")).to_contain_text("delivered1")
+        expect(hook_row.locator(".dead-letters li")).to_have_count(0)
+        expect(hook_row.get_by_role("button", name="Redrive")).to_be_disabled()
+        screenshot(page, "subscriptions-redriven")

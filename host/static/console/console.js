@@ -11,10 +11,12 @@
     watch: "api/v1/watch",
     replay: "api/v1/replay",
     notify: "api/v1/notification",
+    subscriptions: "api/v1/subscriptions",
   };
   const CURSORS = ["from_id", "from_date", "to_id", "to_date"];
   const REPLAY_ONLY = ["to_id", "to_date"];
   const RATE_WINDOW_MS = 60_000;
+  const SUBSCRIPTIONS_REFRESH_MS = 10_000;
   const MAX_ROWS = 2000; // older rows are dropped so a long watch cannot exhaust the tab
   const CREDENTIALS_KEY = "aviso-console-credentials";
   const OPERATOR_LABELS = {
@@ -59,9 +61,9 @@
     stateLine.textContent = text || state;
   }
 
-  function showError(title, message) {
-    errorBox.replaceChildren(element("strong", { text: title }), " ", message || "");
-    errorBox.hidden = false;
+  function showError(title, message, box = errorBox) {
+    box.replaceChildren(element("strong", { text: title }), " ", message || "");
+    box.hidden = false;
   }
 
   function clearError() {
@@ -515,7 +517,8 @@
     return result;
   }
 
-  async function refusal(response) {
+  // The server's error as a title ("401 UNAUTHORIZED") and its message.
+  async function refusalText(response) {
     let body = null;
     try {
       body = await response.json();
@@ -524,7 +527,12 @@
     }
     const message = body && (body.message || body.error) ? body.message || body.error : response.statusText;
     const code = body && body.code ? ` ${body.code}` : "";
-    showError(`${response.status}${code}`, message);
+    return [`${response.status}${code}`, message];
+  }
+
+  async function refusal(response) {
+    const [title, message] = await refusalText(response);
+    showError(title, message);
     if (response.status === 401 || response.status === 403) {
       const auth = $("auth");
       auth.open = true;
@@ -613,6 +621,137 @@
     result.textContent = `Published (request ${answer.request_id}, ${answer.processed_at}).`;
   }
 
+  // -- subscriptions the server keeps -------------------------------------------------------
+
+  const subscriptionsList = $("subscriptions-list");
+  const subscriptionsStatus = $("subscriptions-status");
+  const subscriptionsError = $("subscriptions-error");
+  let subscriptionsRefresh = null; // the refresh in flight, shared by whoever asks meanwhile
+  let subscriptionsOffered = true;
+
+  function subscriptionUrl(name, tail = "") {
+    return `${API.subscriptions}/${encodeURIComponent(name)}${tail}`;
+  }
+
+  // GET ``url`` as JSON; a refusal is shown (without taking the focus: a refresh runs on its
+  // own) and answers null.
+  async function fetchJson(url) {
+    const response = await fetch(url, { headers: headers(), cache: "no-store", credentials: "omit" });
+    if (!response.ok) {
+      if (response.status !== 404) showError(...await refusalText(response), subscriptionsError);
+      return { missing: response.status === 404, body: null };
+    }
+    return { missing: false, body: await response.json() };
+  }
+
+  function figure(label, value) {
+    return element("div", {},
+      element("dt", { text: label }),
+      element("dd", { text: value === null || value === undefined ? "–" : String(value) }));
+  }
+
+  function subscriptionRow(state, letters) {
+    const deliveries = state.deliveries;
+    const kind = state.delivery ? state.delivery.kind : "pull";
+    const status = deliveries ? deliveries.status : "active";
+    const row = element("li", { className: "subscription", "data-name": state.name, "data-status": status },
+      element("div", { className: "head" },
+        element("span", { className: "name", text: state.name }),
+        element("span", { text: state.event_type }),
+        element("span", { className: "kind", text: kind }),
+        element("span", { className: `status-${status}`, text: status }),
+        element("span", { className: "ident", text: identifierText(state.identifier) })));
+    const figures = element("dl", { className: "figures" },
+      figure("cursor", state.acknowledged_sequence),
+      figure("pending", state.pending),
+      figure("lag", state.lag_seconds === null ? null : `${state.lag_seconds} s`));
+    if (deliveries) {
+      figures.append(
+        figure("delivered", deliveries.delivered),
+        figure("retrying", deliveries.retrying),
+        figure("dead-lettered", deliveries.dead_lettered));
+    }
+    row.append(figures);
+    if (deliveries && deliveries.last_error) {
+      const last = deliveries.last_error;
+      row.append(element("p", {
+        className: "last-error",
+        text: `last error: #${last.sequence}, attempt ${last.attempt}: ${last.error || "failed"} (${last.at})`,
+      }));
+    }
+    if (letters) {
+      const kept = letters.dead_letters || [];
+      const dropped = letters.dropped ? `, ${letters.dropped} forgotten` : "";
+      row.append(element("p", { className: "note", text: `${kept.length} dead letter(s)${dropped}` }));
+      if (kept.length) {
+        const list = element("ol", { className: "dead-letters" });
+        for (const letter of kept) {
+          list.append(element("li", {
+            "data-sequence": letter.sequence,
+            text: `#${letter.sequence} · ${letter.attempts} attempt(s) · ${letter.error || "failed"} · ${letter.dead_lettered_at}`,
+          }));
+        }
+        row.append(list);
+      }
+      const button = element("button", { type: "button", className: "redrive", text: "Redrive", disabled: !kept.length });
+      button.addEventListener("click", () => {
+        redrive(state.name, button).catch((error) =>
+          showError("Redrive failed:", String(error.message || error), subscriptionsError));
+      });
+      row.append(element("div", { className: "actions" }, button));
+    }
+    return row;
+  }
+
+  async function loadSubscription(name) {
+    const state = await fetchJson(subscriptionUrl(name));
+    if (!state.body) return null; // deleted meanwhile, or refused (shown)
+    const letters = state.body.delivery ? await fetchJson(subscriptionUrl(name, "/dead-letters")) : null;
+    return subscriptionRow(state.body, letters && letters.body);
+  }
+
+  async function loadSubscriptions() {
+    subscriptionsError.hidden = true;
+    const listed = await fetchJson(API.subscriptions);
+    if (listed.missing) {
+      subscriptionsOffered = false;
+      subscriptionsList.replaceChildren();
+      subscriptionsStatus.textContent = "This server keeps no subscriptions.";
+      return;
+    }
+    if (!listed.body) return;
+    const names = (listed.body.subscriptions || []).map((subscription) => subscription.name);
+    const rows = await Promise.all(names.map(loadSubscription));
+    subscriptionsList.replaceChildren(...rows.filter(Boolean));
+    subscriptionsStatus.textContent =
+      `${names.length} subscription(s) · updated ${new Date().toLocaleTimeString()}`;
+  }
+
+  function refreshSubscriptions() {
+    if (!subscriptionsRefresh) {
+      subscriptionsRefresh = loadSubscriptions()
+        .catch((error) => showError("Subscriptions:", String(error.message || error), subscriptionsError))
+        .finally(() => {
+          subscriptionsRefresh = null;
+        });
+    }
+    return subscriptionsRefresh;
+  }
+
+  async function redrive(name, button) {
+    button.disabled = true;
+    const response = await fetch(subscriptionUrl(name, "/dead-letters/redrive"), {
+      method: "POST", headers: headers(), credentials: "omit",
+    });
+    if (!response.ok) {
+      showError(...await refusalText(response), subscriptionsError);
+      return;
+    }
+    const answer = await response.json();
+    await refreshSubscriptions();
+    subscriptionsStatus.textContent = `${answer.redriven} dead letter(s) of ${name} redriven.`;
+  }
+
   // -- server status -------------------------------------------------------------------------
 
   async function refreshStatus() {
@@ -683,6 +822,14 @@
     }, 1000);
     refreshStatus();
     setInterval(refreshStatus, 5000);
+    $("subscriptions-refresh").addEventListener("click", () => {
+      subscriptionsOffered = true;
+      refreshSubscriptions();
+    });
+    refreshSubscriptions();
+    setInterval(() => {
+      if (subscriptionsOffered && !document.hidden) refreshSubscriptions();
+    }, SUBSCRIPTIONS_REFRESH_MS);
 
     try {
       await loadSchemas();

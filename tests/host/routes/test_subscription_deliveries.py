@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import pytest
+from prometheus_client import generate_latest
 
 from aviso_plugins import hookimpl
 from aviso_plugins.testing import AvisoClient, serve
@@ -286,3 +287,29 @@ def test_a_dead_letter_redriven_to_a_gone_receiver_stays_a_dead_letter(
     assert aviso.post(f"{SUBSCRIPTIONS}/fading/dead-letters/redrive").json()["redriven"] == 0
     letters = aviso.get(f"{SUBSCRIPTIONS}/fading/dead-letters").json()["dead_letters"]
     assert [letter["sequence"] for letter in letters] == [first]
+
+
+def test_subscriptions_held_and_the_largest_lag_are_exported_without_names(
+    aviso: AvisoClient,
+) -> None:
+    registry = aviso.metrics_registry
+    held, lag = "aviso_subscriptions", "aviso_subscription_max_lag_seconds"
+    for kind, status in (("pull", "active"), ("recorder", "active"), ("recorder", "disabled")):
+        assert registry.get_sample_value(held, {"kind": kind, "status": status}) == 0
+    assert registry.get_sample_value(lag, {"kind": "recorder"}) == 0
+    assert aviso.put(f"{SUBSCRIPTIONS}/pulled-one", json=RHINE).status_code == 201
+    _subscribe(aviso, "stuck-one", ["hang"])
+    _subscribe(aviso, "gone-one", ["gone"])
+    first = _notify(aviso, 1)
+    assert sorted(_attempts(2)) == [("gone-one", first, 1), ("stuck-one", first, 1)]
+    _disabled(aviso, "gone-one")
+    assert registry.get_sample_value(held, {"kind": "pull", "status": "active"}) == 1
+    assert registry.get_sample_value(held, {"kind": "recorder", "status": "active"}) == 1
+    assert registry.get_sample_value(held, {"kind": "recorder", "status": "disabled"}) == 1
+    # The hanging attempt holds the notification: its age is the largest lag.
+    assert (registry.get_sample_value(lag, {"kind": "recorder"}) or 0) > 0
+    exposition = generate_latest(registry).decode()
+    assert not any(name in exposition for name in ("pulled-one", "stuck-one", "gone-one"))
+    assert aviso.delete(f"{SUBSCRIPTIONS}/stuck-one").status_code == 204
+    assert registry.get_sample_value(lag, {"kind": "recorder"}) == 0
+    assert registry.get_sample_value(held, {"kind": "recorder", "status": "active"}) == 0
