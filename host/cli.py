@@ -133,6 +133,7 @@ def _serve(
     notes in ``lost`` why a shared resource ended the service."""
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
+    from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -176,6 +177,7 @@ def _serve(
             except ConfigError as exc:
                 raise click.ClickException(str(exc)) from exc
             supervisor = Supervisor(*address, count, extensions)
+            raise_if_stopped()  # the supervisor's own stop handlers take over now
             try:
                 status = supervisor.run()
             except Exception as exc:  # an extension could not start: one line, as any refusal
