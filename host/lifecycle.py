@@ -74,12 +74,14 @@ def stop_on_signals() -> Iterator[None]:
         if not _StopState.forking:
             raise Stopped(signum)
 
+    _StopState.received = None
     previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _StopState.received = None
 
 
 def raise_if_stopped() -> None:
