@@ -48,7 +48,8 @@ def _before_fork() -> None:
         _StopState.forking = True
 
 
-def _after_fork_in_parent() -> None:
+def _after_fork() -> None:
+    """In the parent, and in the child (whose one thread is its main thread now)."""
     if threading.get_ident() == threading.main_thread().ident:
         _StopState.forking = False
 
@@ -57,7 +58,7 @@ def _after_fork_in_parent() -> None:
 # hooks) is handled in the first hook after it: logging's, which releases the lock it took
 # before the fork. Raised there, the exception is printed and dropped ("Exception ignored")
 # and the lock stays held: the stop would be lost and any other thread that logs would hang.
-os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
 @contextmanager

@@ -113,3 +113,36 @@ def test_a_stop_signal_during_a_fork_in_start_up_stops_the_server(tmp_path: Path
     assert process.returncode == 0, errors.decode()[-2000:]
     assert b"Exception ignored" not in errors, errors.decode()[-2000:]
     assert not leftovers, "the embedded nats-server outlived the server"
+
+
+FORKED_CHILD = """
+import os, signal, time
+from aviso_host.lifecycle import Stopped, stop_on_signals
+
+with stop_on_signals():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+            os._exit(3)
+        except Stopped:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_still_stops_on_a_signal() -> None:
+    """The fork in progress that holds a stop back ends in the child as well: a child forked
+    under the stop handler is not left holding every signal back."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CHILD],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=STOP_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "0", done.stdout
