@@ -135,6 +135,7 @@ def _serve(
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings
     from aviso_host.config.loader import packaged_example
+    from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.logs import configure_logging, log_event
     from aviso_host.supervisor import (
         Supervisor,
@@ -182,6 +183,7 @@ def _serve(
             except ConfigError as exc:
                 raise click.ClickException(str(exc)) from exc
             supervisor = Supervisor(*address, count, extensions)
+            raise_if_stopped()  # the supervisor's own stop handlers take over now
             try:
                 status = supervisor.run()
             except Exception as exc:  # an extension could not start: one line, as any refusal

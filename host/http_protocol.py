@@ -64,6 +64,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from aviso_host.clients import client_of
 from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import dumps
 from aviso_host.errors import (
@@ -510,7 +511,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         }
         self._wrapper = ConnectionTransport(transport, self)
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
-        host = self.client[0] if self.client is not None else ""
+        host = client_of(self.client[0]) if self.client is not None else ""
         self._accepted_at = now = self.loop.time()
         place = self._caps.accept(host, self, now)
         if place is None:

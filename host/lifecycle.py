@@ -8,9 +8,13 @@ busy machine; a supervisor killed meanwhile must not leave them starting on thei
 
 from __future__ import annotations
 
+# Before the fork hooks below: logging's own (which hold its lock across a fork) are then
+# inside this module's.
+import logging  # noqa: F401
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -31,20 +35,61 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+class _StopState:
+    """The stop signal taken inside :func:`stop_on_signals`, and whether the main thread is
+    forking (between the interpreter's before-fork and after-fork hooks)."""
+
+    received: int | None = None
+    forking = False
+
+
+def _before_fork() -> None:
+    if threading.get_ident() == threading.main_thread().ident:
+        _StopState.forking = True
+
+
+def _after_fork() -> None:
+    """In the parent, and in the child (whose one thread is its main thread now)."""
+    if threading.get_ident() == threading.main_thread().ident:
+        _StopState.forking = False
+
+
+# A signal that arrives while a child is forked (subprocess's preexec_fn runs the fork
+# hooks) is handled in the first hook after it: logging's, which releases the lock it took
+# before the fork. Raised there, the exception is printed and dropped ("Exception ignored")
+# and the lock stays held: the stop would be lost and any other thread that logs would hang.
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """SIGTERM and SIGINT raise :class:`Stopped` inside this block (uvicorn installs its own
-    handlers while it serves and restores these)."""
+    handlers while it serves and restores these).
+
+    A signal is also remembered: one taken while the main thread forks is not raised there,
+    and one raised where Python drops exceptions (a ``__del__``, a fork hook) is lost too,
+    so :func:`raise_if_stopped` raises it where it is safe, before serving."""
 
     def stopped(signum: int, frame: FrameType | None) -> None:
-        raise Stopped(signum)
+        _StopState.received = signum
+        if not _StopState.forking:
+            raise Stopped(signum)
 
+    _StopState.received = None
     previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _StopState.received = None
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Stopped` if :func:`stop_on_signals` took a stop signal that did not
+    stop the process where it arrived."""
+    if _StopState.received is not None:
+        raise Stopped(_StopState.received)
 
 
 def die_with_parent(parent: int) -> None:

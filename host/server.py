@@ -29,9 +29,16 @@ class MetricsListener:
     """``GET /metrics`` on ``metrics.host:metrics.port``: a second uvicorn server on the
     main server's event loop, started before it and stopped after it."""
 
-    def __init__(self, metrics: Exposition, host: str, port: int) -> None:
+    def __init__(
+        self, metrics: Exposition, host: str, port: int, limits: LimitSettings | None = None
+    ) -> None:
+        """``limits``: those of the main server (the defaults when ``None``)."""
         self.address = (host, port)
-        self._server = uvicorn.Server(uvicorn_config(metrics_app(metrics), host, port, False))
+        config = uvicorn_config(metrics_app(metrics), host, port, False)
+        # The process's descriptors are shared with the main server: without caps, a flood
+        # of connections here would leave none for it to accept its probes with.
+        install_limits(config, limits or LimitSettings(), capacity=METRICS_CONNECTIONS)
+        self._server = uvicorn.Server(config)
         self._socket: socket.socket | None = None
 
     async def start(self) -> None:
@@ -60,7 +67,11 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 DESCRIPTOR_RESERVE = 128
 """Descriptors kept out of ``max_connections``: ``PROBE_RESERVE`` for connections past the
 caps, the rest for listening sockets, backend connections, files, the metrics listener's
-clients, and the connections accepted at once before the excess among them is reset."""
+clients (``METRICS_CONNECTIONS`` and its own probe reserve), and the connections accepted
+at once before the excess among them is reset."""
+METRICS_CONNECTIONS = 16
+"""Connections the metrics listener serves at once (scrapers are few); past it the caps at
+accept act as on the main port."""
 
 
 def raise_descriptor_limit() -> int:
@@ -94,16 +105,19 @@ def connection_capacity(limits: LimitSettings, workers: int = 1) -> int:
     return share
 
 
-def install_limits(config: uvicorn.Config, limits: LimitSettings, workers: int = 1) -> None:
+def install_limits(
+    config: uvicorn.Config, limits: LimitSettings, workers: int = 1, capacity: int | None = None
+) -> None:
     """Serve ``config`` with aviso's HTTP protocol enforcing ``limits`` (docs/guarantees.md)
-    in one of ``workers`` processes."""
+    in one of ``workers`` processes; ``capacity``: the connections served at once, instead
+    of this process's share of ``max_connections``."""
+    if capacity is None:
+        capacity = connection_capacity(limits, workers)
     config.http = functools.partial(
         AvisoHttpProtocol,
         limits=limits,
         # Each worker sees its own connections only: the per-client cap holds per worker.
-        caps=ConnectionCaps(
-            connection_capacity(limits, workers), limits.max_connections_per_client
-        ),
+        caps=ConnectionCaps(capacity, limits.max_connections_per_client),
     )
     # A keep-alive connection that sends nothing is an idle connection like any other.
     config.timeout_keep_alive = limits.idle_timeout_seconds  # type: ignore[assignment]
@@ -135,7 +149,7 @@ class AvisoServer(uvicorn.Server):
         """Why a plugin did not start (then the server never served); one line."""
         metrics = service.settings.metrics
         self._metrics_listener = (
-            MetricsListener(service.metrics, metrics.host, metrics.port)
+            MetricsListener(service.metrics, metrics.host, metrics.port, service.settings.limits)
             if serve_metrics and metrics.enabled and metrics.port
             else None
         )

@@ -169,7 +169,7 @@ def service_extensions(
         from aviso_host.worker_metrics import WorkerMetrics  # it extends this module
 
         # First: a metrics port in use refuses the service before anything else starts.
-        extensions.insert(0, WorkerMetrics(settings.metrics))
+        extensions.insert(0, WorkerMetrics(settings.metrics, settings.limits))
     return extensions
 
 

@@ -40,6 +40,7 @@ def run_server(
     Raises ``ConfigError`` when the app cannot be built, ``PluginError`` when a plugin does
     not start."""
     from aviso_host.app import create_app
+    from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.server import AvisoServer, raise_descriptor_limit, uvicorn_config
     from aviso_host.streaming.collector import freeze_startup_objects, pace_garbage_collector
 
@@ -55,6 +56,8 @@ def run_server(
         on_started=on_started,
     )
     freeze_startup_objects()
+    # Last moment of start-up under aviso's own stop handlers: uvicorn's take over now.
+    raise_if_stopped()
     server.run(sockets=sockets)
     if server.start_error is not None:
         raise server.start_error

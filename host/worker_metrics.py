@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from aviso_host.config.settings import MetricsSettings
+from aviso_host.config.settings import LimitSettings, MetricsSettings
 from aviso_host.logs import log_event
 from aviso_host.server import MetricsListener
 from aviso_host.supervisor import Fail, SupervisorExtension
@@ -98,8 +98,10 @@ class WorkerMetrics(SupervisorExtension):
     does nothing and the workers get no extra environment.
     """
 
-    def __init__(self, settings: MetricsSettings) -> None:
+    def __init__(self, settings: MetricsSettings, limits: LimitSettings | None = None) -> None:
+        """``limits``: the service's, which the listener enforces as the workers do."""
         self.settings = settings
+        self.limits = limits
         self.enabled = bool(settings.enabled and settings.port)
         self.processes = WorkerProcesses()
         self.directory: str | None = None
@@ -119,7 +121,9 @@ class WorkerMetrics(SupervisorExtension):
         self.directory = tempfile.mkdtemp(prefix="aviso-metrics-")
         host, port = self.settings.host, self.settings.port
         assert port is not None  # enabled
-        listener = MetricsListener(ServiceExposition(self.directory, self.processes), host, port)
+        listener = MetricsListener(
+            ServiceExposition(self.directory, self.processes), host, port, self.limits
+        )
         loop = asyncio.new_event_loop()
         try:
             loop.run_until_complete(listener.start())

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from aviso_host.auth.policy import check_stream_policy
+from aviso_host.clients import client_of
 from aviso_host.cursors import now_whole_seconds
 from aviso_host.encoding import dumps
 from aviso_host.errors import (
@@ -82,11 +83,12 @@ def scoped_message_id(key: str, caller: Caller | None) -> str:
 
 def writer_of(scope: Scope, caller: Caller | None) -> Writer:
     """Whose budget a notify's remembered ``Idempotency-Key`` is charged to: the
-    authenticated caller, else the client's address (the peer, or the proxy before it)."""
+    authenticated caller, else the client (the peer, or the proxy before it: its address,
+    an IPv6 one's /64 network, :func:`~aviso_host.clients.client_of`)."""
     if caller is not None:
         return Writer(username=caller.username)
     client = scope.get("client")
-    return Writer(address=client[0] if client else None)
+    return Writer(address=client_of(client[0]) if client else None)
 
 
 def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:

@@ -42,6 +42,7 @@ from tests.hostile.support import (
     wait_for,
 )
 from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.process import free_port
 from tests.support.server import RunningServer, running_server
 
 CAP = 4
@@ -392,3 +393,32 @@ def test_slow_heads_past_the_descriptor_limit_leave_health_answering(tmp_path: P
     lines = log_lines(tmp_path)
     assert any(line.get("event_name") == "server.connections.refused" for line in lines)
     assert not [line for line in lines if line["level"] == "error"], lines[-5:]
+
+
+@pytest.mark.heavy
+def test_slow_heads_at_the_metrics_port_leave_health_answering(tmp_path: Path) -> None:
+    """The metrics listener shares the process's descriptors: a flood there (it served any
+    number of connections, with no head deadline) left none to accept ``/health`` with.
+    Now its connections are capped at accept like the main port's."""
+    metrics_port = free_port()
+    document = with_changes(
+        API_EXAMPLE,
+        application={"host": "127.0.0.1", "port": 0},
+        limits={"header_timeout_seconds": HEADER_TIMEOUT},
+        metrics={"enabled": True, "host": "127.0.0.1", "port": metrics_port},
+    )
+    with (
+        _own_descriptors(SLOW_HEADS + 2 * DESCRIPTOR_RESERVE),
+        serving(tmp_path, yaml.safe_dump(document), _descriptor_limit) as (port, _),
+    ):
+        url = f"http://127.0.0.1:{port}"
+        with SlowHeads(metrics_port, FLOOD, SLOW_HEADS) as attack:
+            wait_for(lambda: attack.replaced > 0, "the metrics listener ended no connection")
+            answers = []
+            for n in range(PROBES):
+                answers.append(_status(url, FLOOD if n % 2 else "127.0.0.1"))
+                time.sleep(0.5)
+            metrics = _status(f"http://127.0.0.1:{metrics_port}", "127.0.0.3", "/metrics")
+    assert sum(answer == 200 for answer in answers) >= PROBES - 1, answers
+    # Scrapes from elsewhere still get through the listener's own probe reserve or a place.
+    assert metrics in (200, 503), metrics
