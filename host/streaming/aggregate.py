@@ -295,7 +295,11 @@ class AggregateStream(EventStream):
         # no wake-up follows: the loop must not sleep until its next timer.
         if self._control.stop_reason is not None:
             return -math.inf
-        return super()._wake_at()
+        # An open debounce window is due too: its timer may fire a little before ``_due``
+        # (uvloop's timers count whole milliseconds), and ``_tick`` then leaves the update
+        # for later; without this the loop would sleep on to the next heartbeat.
+        due = self._due if self._window is not None else math.inf
+        return min(super()._wake_at(), due)
 
     async def _close(self) -> None:
         if self._window is not None:
