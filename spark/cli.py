@@ -18,8 +18,10 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -253,13 +255,22 @@ def _publish_stream(
         .option("checkpointLocation", checkpoint)
     )
     query = (writer if follow else writer.trigger(availableNow=True)).start()
-    # SIGTERM (a service manager's stop) ends the query as Ctrl-C does: stopped between
-    # batches, the checkpoint holds exactly the committed ones and the command exits 0.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Ctrl-C and SIGTERM (a service manager's stop) end the query between batches: the
+    # checkpoint holds exactly the committed ones and the command exits 0. The handler only
+    # sets a flag: an exception raised inside a py4j call would break the connection to the
+    # JVM, and the query could then not be stopped ("Answer from Java side is empty").
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, stop) for sig in stops}
     try:
-        report_batches(query, _echo_err)
+        report_batches(query, _echo_err, stopping)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any]:

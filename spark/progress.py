@@ -73,8 +73,11 @@ class StageProgress:
                     )
 
 
-def report_batches(query: StreamingQuery, echo: Callable[[str], None]) -> None:
-    """Wait for ``query`` to end, ``echo``-ing one line per finished micro-batch."""
+def report_batches(
+    query: StreamingQuery, echo: Callable[[str], None], stopping: threading.Event
+) -> None:
+    """Wait for ``query`` to end, ``echo``-ing one line per finished micro-batch; stop it
+    once ``stopping`` is set (checked between waits)."""
     reported = -1
 
     def report() -> None:
@@ -84,9 +87,9 @@ def report_batches(query: StreamingQuery, echo: Callable[[str], None]) -> None:
                 reported = progress.batchId
                 echo(f"batch {progress.batchId} finished: {progress.numInputRows} input rows")
 
-    try:
-        while not query.awaitTermination(POLL_SECONDS):
-            report()
-    except KeyboardInterrupt:
-        query.stop()
+    while not query.awaitTermination(POLL_SECONDS):
+        report()
+        if stopping.is_set():
+            query.stop()
+            break
     report()
