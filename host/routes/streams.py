@@ -21,6 +21,7 @@ from aviso_host.cursors import (
     to_ns,
 )
 from aviso_host.errors import Endpoint, internal_failure, stream_setup_error, validation_error
+from aviso_host.filtering import StreamFilter
 from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
@@ -34,14 +35,14 @@ from aviso_host.routes.common import (
     schema_for,
     service_of,
 )
-from aviso_host.schemas import POINT, POLYGON
+from aviso_host.schemas import POINT, POLYGON, EventSchema
 from aviso_host.service import Service
 from aviso_host.streaming.control import LiveQueue, StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_plugins.geometry import parse_point_value
 from aviso_plugins.numbers import json_scalar_text
 from aviso_plugins.topics import TopicPattern
-from aviso_plugins.types import InvalidValue, StartCursor, Subscription
+from aviso_plugins.types import Caller, InvalidValue, StartCursor, Subscription
 
 _MISSING_CURSOR = (
     "Replay endpoint requires either from_id or from_date parameter. "
@@ -161,11 +162,12 @@ async def open_live(
     return live, await service.backend.subscribe(pattern, live)
 
 
-async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
-    service = service_of(request)
-    body = await read_request(request, endpoint)
+async def admitted_stream(
+    service: Service, caller: Caller | None, body: RequestBody, endpoint: Endpoint
+) -> tuple[EventSchema | None, StreamFilter, ReplayStart | None]:
+    """A stream request's checks, in order: event type, stream roles, identifier, cursor,
+    topic size, then the stream's authorisers; the schema, filter and start they give."""
     schema = schema_for(service, body)
-    caller = caller_of(request)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
         check_identifier_values(
@@ -180,6 +182,14 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     except InvalidValue as exc:
         raise validation_error(endpoint, exc.message, exc.details) from exc
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)
+    return schema, stream_filter, replay
+
+
+async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
+    service = service_of(request)
+    body = await read_request(request, endpoint)
+    caller = caller_of(request)
+    schema, stream_filter, replay = await admitted_stream(service, caller, body, endpoint)
 
     control = StreamControl(request_id_of(request))
     access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)

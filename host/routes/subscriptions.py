@@ -22,7 +22,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from aviso_host.auth.policy import check_stream_policy, run_authorisers
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import now_whole_seconds, to_ns
 from aviso_host.deliveries import DeliveryRunner, PushState
@@ -37,7 +36,6 @@ from aviso_host.errors import (
     validation_error,
 )
 from aviso_host.filtering import StreamFilter
-from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
 from aviso_host.logs import echoed
 from aviso_host.metrics import SUBSCRIPTION_EVENTS_ROUTE
 from aviso_host.requests import RequestBody, parse_body, read_body
@@ -46,17 +44,15 @@ from aviso_host.routes.common import (
     caller_of,
     error_response,
     request_id_of,
-    schema_for,
     service_of,
 )
-from aviso_host.routes.streams import StreamRoute, open_live, replay_start, spatial_point
-from aviso_host.schemas import EventSchema
+from aviso_host.routes.streams import StreamRoute, admitted_stream, open_live
 from aviso_host.service import Service
 from aviso_host.streaming.control import StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_host.subscriptions import SubscriptionEntry, SubscriptionStore, valid_name
 from aviso_plugins.json_depth import exceeds_json_depth
-from aviso_plugins.types import Caller, DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
+from aviso_plugins.types import DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
 
 ENDPOINT = Endpoint.SUBSCRIPTION
 ACK_LABEL = "Invalid Acknowledgement"
@@ -163,29 +159,6 @@ def _entry(service: Service, request: Request) -> SubscriptionEntry:
     return entry
 
 
-async def _admitted_filter(
-    service: Service, caller: Caller | None, body: RequestBody
-) -> tuple[EventSchema | None, StreamFilter, ReplayStart | None]:
-    """A watch's checks, in a watch's order: event type, stream roles, identifier, cursor,
-    topic size, then the stream's authorisers."""
-    schema = schema_for(service, body)
-    check_stream_policy(service.auth, schema, caller, write=False)
-    try:
-        check_identifier_values(
-            schema, body.identifier, service.settings.limits.max_identifier_value_bytes
-        )
-        point = spatial_point(body.identifier)
-        replay = replay_start(body, ENDPOINT)
-        stream_filter = plan_stream_filter(
-            schema, body.event_type, body.identifier, ENDPOINT.operation, point
-        )
-        check_topic_size(stream_filter.pattern.encoded, service.settings.limits.max_topic_bytes)
-    except InvalidValue as exc:
-        raise validation_error(ENDPOINT, exc.message, exc.details) from exc
-    await run_authorisers(service.auth, schema, caller, stream_filter.requested)
-    return schema, stream_filter, replay
-
-
 def _body_of(definition: dict[str, Any]) -> RequestBody:
     return RequestBody(
         event_type=definition["event_type"],
@@ -236,8 +209,8 @@ async def _admitted_entry_filter(
 ) -> StreamFilter:
     """The subscription's filter, its caller checked again against the stream's roles and
     authorisers (which may have changed since it was created)."""
-    _, stream_filter, _ = await _admitted_filter(
-        service, caller_of(request), _body_of(dict(entry.definition))
+    _, stream_filter, _ = await admitted_stream(
+        service, caller_of(request), _body_of(dict(entry.definition)), ENDPOINT
     )
     return stream_filter
 
@@ -303,7 +276,7 @@ async def _put(request: Request) -> ASGIApp:
     kind = None if delivery is None else _delivery_kind(service, delivery)
     if body.payload is not None:
         raise validation_error(ENDPOINT, "payload is not part of a subscription")
-    _, stream_filter, replay = await _admitted_filter(service, caller_of(request), body)
+    _, stream_filter, replay = await admitted_stream(service, caller_of(request), body, ENDPOINT)
     definition: dict[str, Any] = {"event_type": body.event_type, "identifier": body.identifier}
     for key in ("from_id", "from_date"):
         value = getattr(body, key)
@@ -431,8 +404,8 @@ async def events(request: Request) -> ASGIApp:
             raise _invalid_ack("Last-Event-ID must be a sequence number")
         _acknowledge(entry, sequence)
     caller = caller_of(request)
-    schema, stream_filter, _ = await _admitted_filter(
-        service, caller, _body_of(dict(entry.definition))
+    schema, stream_filter, _ = await admitted_stream(
+        service, caller, _body_of(dict(entry.definition)), ENDPOINT
     )
     control = StreamControl(request_id_of(request))
     access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
