@@ -1,0 +1,93 @@
+"""Raw benchmark figures as JSON under ``benchmarks/results/``, so a second reader can
+re-check what docs/performance.md quotes: every round of every point, the medians and spreads
+computed from them, and the machine they ran on.
+
+  path = write_results("notify_path", rounds, {"ratio": 0.93})
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+PACKAGES = ("aviso-py", "uvicorn", "starlette", "uvloop", "httptools", "nats-py", "pyspark")
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, lowest and highest of one point's rounds."""
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "rounds": len(values),
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_kib = int(line.split()[1])
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kib / 1024 / 1024, 1),
+        "system": platform.platform(),
+        "python": sys.version.split()[0],
+        "load_average": os.getloadavg(),
+        "packages": _versions(PACKAGES),
+    }
+
+
+def _versions(names: Iterable[str]) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def write_results(
+    benchmark: str,
+    rounds: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any],
+    directory: Path = RESULTS_DIR,
+) -> Path:
+    """Write one run's rounds and summary; returns the file, named by benchmark and UTC time."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = directory / f"{benchmark}-{stamp}.json"
+    document = {
+        "benchmark": benchmark,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "measured_at": stamp,
+        "machine": machine(),
+        "rounds": list(rounds),
+        "summary": dict(summary),
+    }
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    return path
