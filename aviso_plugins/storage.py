@@ -3,6 +3,7 @@ resources a backend's instances in every worker process share."""
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -29,6 +30,7 @@ __all__ = [
     "Subscription",
     "UnknownStream",
     "Writer",
+    "notification_fingerprint",
     "publishing_writer",
 ]
 
@@ -378,3 +380,25 @@ without de-duplication store it like any other metadata.
 
 class UnknownStream(LookupError):
     """A backend holds no stream of the name an admin operation gave (answered 404)."""
+
+
+_NOT_COMPARED = frozenset((MESSAGE_ID_METADATA, ACTOR_METADATA))
+
+
+def notification_fingerprint(topic: str, payload: str, metadata: Mapping[str, str]) -> bytes:
+    """A 16-byte digest of what a notification says: its topic, its payload and its metadata
+    without :data:`MESSAGE_ID_METADATA` and :data:`ACTOR_METADATA` (the same notification
+    re-sent by another caller is the same notification). Equal digests, same notification:
+    what ``StorageBackend.publish`` compares to tell a re-send (``replayed``) from a reused
+    message id (:class:`MessageIdReused`)."""
+    digest = hashlib.blake2b(digest_size=16)
+    parts = [topic, payload]
+    for key in sorted(metadata):
+        if key not in _NOT_COMPARED:
+            parts += (key, metadata[key])
+    for part in parts:
+        data = part.encode()
+        # Length-prefixed, so that no two different part lists hash the same text.
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.digest()

@@ -46,7 +46,7 @@ from aviso_host.config import ConfigError, Settings, settings_from_document
 from aviso_host.config.loader import deep_merge
 from aviso_host.plugins import PluginError, PluginRegistry, discover
 from aviso_host.server import AvisoServer, uvicorn_config
-from aviso_plugins.sse import SSEParser
+from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.types import Notification, SinkOutcome, SinkRejected
 
 START_TIMEOUT = 15.0

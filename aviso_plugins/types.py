@@ -66,6 +66,7 @@ from aviso_plugins.storage import (
     Subscription,
     UnknownStream,
     Writer,
+    notification_fingerprint,
     publishing_writer,
 )
 
@@ -118,5 +119,6 @@ __all__ = [
     "Subscription",
     "UnknownStream",
     "Writer",
+    "notification_fingerprint",
     "publishing_writer",
 ]
