@@ -59,6 +59,10 @@ TEST_DEFAULTS: Mapping[str, Any] = {
 }
 
 __all__ = [
+    "NOTIFICATION_EVENTS",
+    "READ_TIMEOUT",
+    "START_TIMEOUT",
+    "TEST_DEFAULTS",
     "AvisoClient",
     "ConfigError",
     "Event",
