@@ -42,10 +42,17 @@ import yaml
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
-from aviso_host.config import ConfigError, Settings, settings_from_document
-from aviso_host.config.loader import deep_merge
-from aviso_host.plugins import PluginError, PluginRegistry, discover
-from aviso_host.server import AvisoServer, uvicorn_config
+from aviso_host.embedding import (
+    AvisoServer,
+    ConfigError,
+    PluginError,
+    PluginRegistry,
+    Settings,
+    deep_merge,
+    discover,
+    settings_from_document,
+    uvicorn_config,
+)
 from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.types import Notification, SinkOutcome, SinkRejected
 
@@ -101,7 +108,7 @@ def build_app(
     is the one ``aviso-server config check`` prints); two plugins claiming one name raise
     ``PluginError``.
     """
-    from aviso_host.app import create_app
+    from aviso_host.embedding import create_app
 
     settings, registry = _settings(config, plugins, installed)
     return create_app(settings, registry)
@@ -124,8 +131,7 @@ def run_sink(
     ``config``, ``plugins`` and ``installed`` are those of :func:`build_app`. Unusable options
     raise ``ConfigError`` (or the sink's ``ValueError`` as a ``ConfigError``).
     """
-    from aviso_host.service import build_backend
-    from aviso_host.sinks import build_sink, catalog_planner
+    from aviso_host.embedding import build_backend, build_sink, catalog_planner
 
     settings, registry = _settings(config or {}, plugins, installed)
     planner = catalog_planner(settings, registry)
