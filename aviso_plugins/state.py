@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-__all__ = ["ProcessLocalState", "SharedState", "StateEntry", "valid_key"]
+__all__ = ["MAX_KEY_LENGTH", "ProcessLocalState", "SharedState", "StateEntry", "valid_key"]
 
 _KEY = re.compile(r"[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*")
 MAX_KEY_LENGTH = 255
