@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from aviso_plugins.storage import StoredNotification
@@ -56,7 +56,10 @@ class ConsumerContext:
 
     publisher: NotificationPublisher
     event_types: tuple[str, ...]
-    """The event types this consumer is fed: its ``event_types``, or every configured one."""
+    """The event types this consumer is fed (:meth:`NotificationConsumer.wanted_event_types`)."""
+    schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Every ``notification_schema`` entry as configured, derived event types included, by
+    event type: where a consumer reads its plugin's schema keys (see ``SchemaKey``)."""
 
 
 CONSUMER_STARTS = frozenset({"end", "beginning"})
@@ -86,6 +89,13 @@ class NotificationConsumer(ABC):
     start_at: ClassVar[str] = "end"
     """Where a consumer without a stored position starts: ``"end"`` (notifications stored
     from its first start on) or ``"beginning"`` (the oldest retained)."""
+
+    @classmethod
+    def wanted_event_types(cls, schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str] | None:
+        """The event types to consume, chosen when the configuration is known (``schemas``:
+        as :attr:`ConsumerContext.schemas`); by default :attr:`event_types`. An empty set
+        leaves the consumer idle."""
+        return cls.event_types
 
     def __init__(self, context: ConsumerContext) -> None:
         self.context = context

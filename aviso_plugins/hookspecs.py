@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aviso_plugins import hookspec
+from aviso_plugins.schema_keys import SchemaKey
 from aviso_plugins.types import (
     AuthProvider,
     DeliveryKind,
@@ -38,6 +39,7 @@ __all__ = [
     "aviso_extra_routes",
     "aviso_field_handlers",
     "aviso_notification_consumers",
+    "aviso_schema_keys",
     "aviso_sinks",
     "aviso_storage_backends",
     "aviso_stream_authorisers",
@@ -49,6 +51,15 @@ __all__ = [
 @hookspec
 def aviso_field_handlers() -> Iterable[type[FieldHandler]]:
     """Return field handler classes; each is selected by its ``type_name`` in a schema."""
+
+
+@hookspec
+def aviso_schema_keys() -> Iterable[type[SchemaKey]]:
+    """Return schema key classes; each claims the key of its ``key`` in every
+    ``notification_schema`` entry (``completion``), validates its value and may derive event
+    types from it (see ``SchemaKey``). A key the host reads (``topic``, ``identifier``, ...)
+    or another plugin claims fails startup.
+    """
 
 
 # -- storage -----------------------------------------------------------------------------

@@ -111,9 +111,15 @@ class ConsumerRunner:
         self.positions: dict[tuple[str, str], int] = {}
         """(consumer name, event type) -> the last sequence handled (process-local)."""
         self._tasks: list[asyncio.Task[None]] = []
-        classes = registry.consumers
-        if classes and type(backend).shared_between_processes:
-            names = ", ".join(sorted(classes))
+        schemas = settings.document.get("notification_schema") or {}
+        # A consumer that wants no event type (a rule nobody configured) is left idle.
+        wanted = {
+            name: (cls, event_types)
+            for name, cls in sorted(registry.consumers.items())
+            if (event_types := self._event_types(name, cls, schemas))
+        }
+        if wanted and type(backend).shared_between_processes:
+            names = ", ".join(wanted)
             raise ConfigError(
                 f"notification_backend.kind: notification consumers ({names}) need a backend "
                 f"that is not shared between processes; '{settings.backend.kind}' is"
@@ -128,26 +134,29 @@ class ConsumerRunner:
             ),
             backend,
         )
-        self.consumers: list[NotificationConsumer] = []
-        for name, cls in sorted(classes.items()):
-            event_types = self._event_types(name, cls)
-            self.consumers.append(cls(ConsumerContext(publisher, event_types)))
+        self.consumers: list[NotificationConsumer] = [
+            cls(ConsumerContext(publisher, event_types, schemas))
+            for cls, event_types in wanted.values()
+        ]
 
-    def _event_types(self, name: str, cls: type[NotificationConsumer]) -> tuple[str, ...]:
+    def _event_types(
+        self, name: str, cls: type[NotificationConsumer], schemas: Mapping[str, Any]
+    ) -> tuple[str, ...]:
         if cls.start_at not in CONSUMER_STARTS:
             raise ConfigError(
                 f"notification consumer '{name}': start_at must be one of "
                 f"{sorted(CONSUMER_STARTS)}, not {cls.start_at!r}"
             )
-        if cls.event_types is None:
+        wanted = cls.wanted_event_types(schemas)
+        if wanted is None:
             return tuple(self._catalog.event_types)
-        unknown = sorted(set(cls.event_types) - set(self._catalog.event_types))
+        unknown = sorted(set(wanted) - set(self._catalog.event_types))
         if unknown:
             raise ConfigError(
                 f"notification_schema: notification consumer '{name}' reads event type "
                 f"'{unknown[0]}', which is not configured"
             )
-        return tuple(sorted(cls.event_types))
+        return tuple(sorted(wanted))
 
     async def start(self) -> None:
         started: list[NotificationConsumer] = []

@@ -30,6 +30,7 @@ import click
 import pluggy
 
 from aviso_plugins import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
+from aviso_plugins.schema_keys import RESERVED_SCHEMA_KEYS, SchemaKey
 from aviso_plugins.types import (
     AuthProvider,
     DeliveryKind,
@@ -81,6 +82,7 @@ class PluginRegistry:
     sinks: dict[str, type[Sink]] = field(default_factory=dict)
     consumers: dict[str, type[NotificationConsumer]] = field(default_factory=dict)
     delivery_kinds: dict[str, type[DeliveryKind]] = field(default_factory=dict)
+    schema_keys: dict[str, type[SchemaKey]] = field(default_factory=dict)
     commands: dict[str, click.Command] = field(default_factory=dict)
     plugins: tuple[PluginInfo, ...] = ()
     manager: pluggy.PluginManager | None = None
@@ -116,6 +118,7 @@ _PROVIDES = {
     "aviso_sinks": ("sink", "sinks", "name"),
     "aviso_notification_consumers": ("notification-consumer", "consumers", "name"),
     "aviso_delivery_kinds": ("delivery-kind", "delivery_kinds", "kind"),
+    "aviso_schema_keys": ("schema-key", "schema_keys", "key"),
     "aviso_commands": ("commands", "commands", "name"),
 }
 
@@ -128,6 +131,7 @@ _NOUNS = {
     "sinks": "sink",
     "consumers": "notification consumer",
     "delivery_kinds": "delivery kind",
+    "schema_keys": "schema key",
 }
 
 
@@ -386,6 +390,11 @@ class _Survey:
                         raise _Conflict(
                             f"plugin '{name}' provides command '{claimed}', "
                             "which is one of aviso-server's own"
+                        )
+                    if attribute == "schema_keys" and claimed in RESERVED_SCHEMA_KEYS:
+                        raise _Conflict(
+                            f"plugin '{name}' provides schema key '{claimed}', "
+                            "which aviso-server reads itself"
                         )
                     previous = owners.get((attribute, claimed))
                     if previous is not None:

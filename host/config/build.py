@@ -8,6 +8,7 @@ from typing import Any
 
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
+from aviso_host.config.derived_schemas import with_derived_schemas
 from aviso_host.config.document_schema import document_schema
 from aviso_host.config.errors import ConfigError, KeyPath
 from aviso_host.config.ops_rules import otlp_endpoint
@@ -74,6 +75,10 @@ def _settings(
 ) -> Settings:
     effective, sections = with_plugin_sections(coerce_text(written, schema), registry)
     validate_shape(effective, schema)
+    derived = with_derived_schemas(effective, registry)
+    if derived is not effective:
+        effective = dict(derived)
+        validate_shape(effective, schema)
     effective = without_empty_sections(effective, written, sections)
     # Again on the effective document: defaults may hold secrets too.
     secret_paths = _secret_paths(effective, schema)

@@ -19,6 +19,7 @@ from aviso_host.config.coerce import NO_TEXT_COERCION
 from aviso_host.config.ops_rules import OTLP_PROTOCOLS
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.plugins import PluginRegistry
+from aviso_plugins.schema_keys import SchemaKey
 from aviso_plugins.types import FieldHandler
 
 _TEXT = {"type": "string"}
@@ -109,7 +110,9 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
             },
             "notification_schema": {
                 "type": "object",
-                "additionalProperties": _event_schema(registry.field_handlers),
+                "additionalProperties": _event_schema(
+                    registry.field_handlers, registry.schema_keys
+                ),
             },
             "notification_schema_strict": _BOOLEAN,
             "watch_endpoint": {
@@ -168,7 +171,9 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     return schema
 
 
-def _event_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:
+def _event_schema(
+    handlers: Mapping[str, type[FieldHandler]], schema_keys: Mapping[str, type[SchemaKey]]
+) -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["identifier"],
@@ -207,6 +212,7 @@ def _event_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:
                     "compression": _BOOLEAN,
                 },
             },
+            **{key: dict(cls.options_schema) for key, cls in schema_keys.items()},
         },
     }
 

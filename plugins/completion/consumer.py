@@ -1,0 +1,324 @@
+"""Counts the members of each group of a rule's source event type and publishes one
+``complete`` notification when a group's members reach the expected set, one ``incomplete``
+when its deadline passes first.
+
+Everything is kept in the consumer's shared state, so any worker or instance that takes the
+consumer over carries on where the last one stopped:
+
+- ``g.<group>``: an open group (its rule's source event type, values, members, first and
+  last notification, whether its incomplete event was published);
+- ``c.<group>.<status>``: the claim of a group's event of one status, which exactly one
+  writer can create; it holds the event as it is published and says whether it was;
+- ``p.<group>.<status>``: an event on its way, written before its claim and removed once
+  the claim's event is published. A process taking the consumer over finishes each one it
+  finds: claims it if nobody did, and publishes an unpublished claim again with the same
+  message id and body, which the backend recognises as the same notification. So an event
+  is published once a claim exists, and a claim, once there, is never published twice.
+
+Claims are kept (a few hundred bytes per group and status), open groups are bounded by
+each rule's ``max_open_groups``.
+
+Members are compared as text; a member seen again (a re-published notification, or one
+handed over again after a restart) counts once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import heapq
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
+from aviso_plugins.consumers import ConsumedNotification, ConsumerContext, NotificationConsumer
+from aviso_plugins.state import SharedState
+from aviso_plugins.storage import StoredNotification
+
+__all__ = ["CompletionConsumer"]
+
+logger = logging.getLogger("aviso.completion")
+
+COMPLETE, INCOMPLETE = "complete", "incomplete"
+WRITE_TRIES = 5
+"""Compare-and-set attempts before a group write gives up (another holder keeps writing)."""
+
+
+def group_id(source: str, values: Mapping[str, Any]) -> str:
+    """A key segment naming one group of one rule."""
+    text = json.dumps([source, values], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def moment(record: StoredNotification) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(record.time_ns / 1e9, UTC)
+    return {"sequence": record.sequence, "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+
+
+@dataclass(slots=True)
+class Group:
+    source: str
+    values: dict[str, Any]
+    members: list[str]
+    first: dict[str, Any]
+    last: dict[str, Any]
+    deadline: float
+    """Seconds since the epoch: the first member's storage time plus the rule's deadline."""
+    incomplete: bool = False
+    revision: int | None = field(default=None, compare=False)
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "source": self.source,
+                "values": self.values,
+                "members": self.members,
+                "first": self.first,
+                "last": self.last,
+                "deadline": self.deadline,
+                "incomplete": self.incomplete,
+            }
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, revision: int) -> Group:
+        document = json.loads(data)
+        return cls(
+            document["source"],
+            document["values"],
+            document["members"],
+            document["first"],
+            document["last"],
+            document["deadline"],
+            document["incomplete"],
+            revision,
+        )
+
+
+class CompletionConsumer(NotificationConsumer):
+    """Publishes the completion events of every ``completion`` rule."""
+
+    name = "completion"
+    start_at: ClassVar[str] = "end"
+
+    @classmethod
+    def wanted_event_types(cls, schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+        return frozenset(rules_of(schemas))
+
+    def __init__(self, context: ConsumerContext) -> None:
+        super().__init__(context)
+        self.rules = rules_of(context.schemas)
+        self._groups: dict[str, Group] = {}
+        self._deadlines: list[tuple[float, str]] = []
+        self._wake = asyncio.Event()
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.evicted = 0
+        """Open groups closed because their rule's ``max_open_groups`` was reached."""
+
+    @property
+    def _state(self) -> SharedState:
+        state: SharedState = self.context.state
+        return state
+
+    async def start(self) -> None:
+        """This process is the active one: load the open groups, publish what a previous
+        holder claimed but did not publish, and start the deadline timer."""
+        self._groups.clear()
+        self._deadlines.clear()
+        for key in await self._state.keys("p."):
+            await self._settle(key)
+        for key in await self._state.keys("g."):
+            entry = await self._state.get(key)
+            if entry is None:
+                continue
+            group = Group.decode(entry.value, entry.revision)
+            if group.source not in self.rules:
+                continue
+            gid = key.removeprefix("g.")
+            self._groups[gid] = group
+            if not group.incomplete:
+                heapq.heappush(self._deadlines, (group.deadline, gid))
+        self._timer = asyncio.create_task(self._run_deadlines())
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+        self._groups.clear()
+        self._deadlines.clear()
+
+    async def consume(self, notification: ConsumedNotification) -> None:
+        rule = self.rules.get(notification.event_type)
+        if rule is None:
+            return
+        identifier = notification.identifier
+        if rule.member not in identifier or any(f not in identifier for f in rule.group_by):
+            return
+        values = {name: identifier[name] for name in rule.group_by}
+        member = member_key(identifier[rule.member])
+        async with self._lock:
+            await self._count(rule, values, member, notification.record)
+
+    async def _count(
+        self, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
+    ) -> None:
+        gid = group_id(rule.source, values)
+        if await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+            return  # complete already: late copies change nothing
+        for _ in range(WRITE_TRIES):
+            group = self._groups.get(gid)
+            if group is None:
+                group = await self._load(gid)
+            if group is not None and member in group.members:
+                return
+            if group is None:
+                group = Group(
+                    rule.source,
+                    values,
+                    [member],
+                    moment(record),
+                    moment(record),
+                    record.time_ns / 1e9 + rule.deadline_seconds,
+                )
+                revision = await self._state.create(f"g.{gid}", group.encode())
+            else:
+                group.members = sorted({*group.members, member})
+                group.last = moment(record)
+                assert group.revision is not None
+                revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
+            if revision is None:
+                self._groups.pop(gid, None)  # someone else wrote: read again
+                continue
+            created = group.revision is None
+            group.revision = revision
+            self._groups[gid] = group
+            if created:
+                heapq.heappush(self._deadlines, (group.deadline, gid))
+                self._wake.set()
+                await self._keep_open_groups_bounded(rule)
+            if rule.complete(group.members):
+                await self._finish(rule, gid, group, COMPLETE)
+            return
+        raise RuntimeError(f"group {gid} of {rule.source} kept changing under this consumer")
+
+    async def _load(self, gid: str) -> Group | None:
+        entry = await self._state.get(f"g.{gid}")
+        if entry is None:
+            return None
+        group = Group.decode(entry.value, entry.revision)
+        self._groups[gid] = group
+        return group
+
+    async def _keep_open_groups_bounded(self, rule: CompletionRule) -> None:
+        mine = [
+            (g.first["sequence"], gid, g)
+            for gid, g in self._groups.items()
+            if g.source == rule.source
+        ]
+        excess = len(mine) - rule.max_open_groups
+        if excess <= 0:
+            return
+        for _, gid, group in sorted(mine, key=lambda item: item[0])[:excess]:
+            self.evicted += 1
+            logger.warning(
+                "open group closed: max_open_groups reached",
+                extra={"event": "completion.group_evicted", "event_type": rule.source},
+            )
+            if not group.incomplete:
+                await self._claim(rule, gid, group, INCOMPLETE)
+            await self._forget(rule, gid, group)
+
+    async def _finish(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
+        await self._claim(rule, gid, group, status)
+        if status == COMPLETE:
+            await self._forget(rule, gid, group)
+            return
+        group.incomplete = True
+        assert group.revision is not None
+        revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
+        if revision is None:
+            self._groups.pop(gid, None)
+        else:
+            group.revision = revision
+
+    async def _forget(self, rule: CompletionRule, gid: str, group: Group) -> None:
+        await self._state.delete(f"g.{gid}")
+        self._groups.pop(gid, None)
+
+    async def _claim(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
+        """Create the claim of this group's ``status`` event (unless one exists), then
+        publish what the claim holds."""
+        event = {
+            "event_type": rule.event_type,
+            "identifier": {**group.values, STATUS_FIELD: status},
+            "payload": {
+                "count": len(group.members),
+                "expected": rule.expected_count,
+                "missing": rule.missing(group.members),
+                "first": group.first,
+                "last": group.last,
+            },
+            "message_id": f"completion.{gid}.{status}",
+            "published": False,
+        }
+        pending = f"p.{gid}.{status}"
+        await self._state.put(pending, json.dumps(event).encode())
+        await self._settle(pending)
+
+    async def _settle(self, pending: str) -> None:
+        """Claim the event ``pending`` holds unless it is claimed, publish the claim's event
+        unless it was, and remove ``pending``."""
+        entry = await self._state.get(pending)
+        if entry is not None:
+            claim = "c." + pending.removeprefix("p.")
+            await self._state.create(claim, entry.value)
+            await self._publish_claim(claim)
+            await self._state.delete(pending)
+
+    async def _publish_claim(self, key: str) -> None:
+        entry = await self._state.get(key)
+        if entry is None:
+            return
+        event = json.loads(entry.value)
+        if event["published"]:
+            return
+        await self.context.publisher.publish(
+            event["event_type"], event["identifier"], event["payload"], event["message_id"]
+        )
+        event["published"] = True
+        await self._state.update(key, json.dumps(event).encode(), entry.revision)
+
+    async def _run_deadlines(self) -> None:
+        while True:
+            self._wake.clear()
+            if not self._deadlines:
+                await self._wake.wait()
+                continue
+            deadline, gid = self._deadlines[0]
+            wait = deadline - time.time()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                continue
+            heapq.heappop(self._deadlines)
+            async with self._lock:
+                group = self._groups.get(gid)
+                if group is None or group.incomplete:
+                    continue
+                rule = self.rules[group.source]
+                try:
+                    await self._finish(rule, gid, group, INCOMPLETE)
+                except Exception:
+                    logger.exception(
+                        "completion event not published; tried again in a second",
+                        extra={"event": "completion.publish_failed", "event_type": group.source},
+                    )
+                    heapq.heappush(self._deadlines, (time.time() + 1.0, gid))

@@ -1,0 +1,143 @@
+"""The ``completion`` key of a ``notification_schema`` entry: what makes a group of
+notifications complete, and the event type that says so."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from aviso_plugins.auth import ConfigurationProblem
+from aviso_plugins.schema_keys import SchemaKey
+
+__all__ = ["DEFAULT_MAX_OPEN_GROUPS", "STATUSES", "CompletionKey", "CompletionRule", "rules_of"]
+
+KEY = "completion"
+STATUS_FIELD = "status"
+STATUSES = ("complete", "incomplete")
+DEFAULT_MAX_OPEN_GROUPS = 10_000
+"""Open groups kept per rule; past it the oldest is closed as incomplete."""
+
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", "maxLength": 128}
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRule:
+    source: str
+    """The event type whose notifications are counted."""
+    event_type: str
+    """The event type the rule publishes."""
+    group_by: tuple[str, ...]
+    member: str
+    expected_count: int
+    expected_values: tuple[Any, ...] | None
+    deadline_seconds: float
+    max_open_groups: int
+
+    @classmethod
+    def from_value(cls, source: str, value: Mapping[str, Any]) -> CompletionRule:
+        values = value.get("expected_values")
+        expected = tuple(values) if values is not None else None
+        return cls(
+            source=source,
+            event_type=value["event_type"],
+            group_by=tuple(value["group_by"]),
+            member=value["member"],
+            expected_count=len(set(map(member_key, expected)))
+            if expected
+            else value["expected_count"],
+            expected_values=expected,
+            deadline_seconds=float(value["deadline_seconds"]),
+            max_open_groups=int(value.get("max_open_groups", DEFAULT_MAX_OPEN_GROUPS)),
+        )
+
+    def missing(self, members: Sequence[str]) -> list[Any] | None:
+        """The expected values not among ``members`` (``None`` without ``expected_values``)."""
+        if self.expected_values is None:
+            return None
+        seen = set(members)
+        return [value for value in self.expected_values if member_key(value) not in seen]
+
+    def complete(self, members: Sequence[str]) -> bool:
+        if self.expected_values is None:
+            return len(members) >= self.expected_count
+        return not self.missing(members)
+
+
+def member_key(value: Any) -> str:
+    """How member values are compared: as text, so that ``7`` written in the configuration
+    matches the ``7`` an integer field publishes."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def rules_of(schemas: Mapping[str, Mapping[str, Any]]) -> dict[str, CompletionRule]:
+    """Source event type -> its rule, for every entry with a ``completion`` key."""
+    return {
+        source: CompletionRule.from_value(source, entry[KEY])
+        for source, entry in schemas.items()
+        if isinstance(entry, Mapping) and isinstance(entry.get(KEY), Mapping)
+    }
+
+
+class CompletionKey(SchemaKey):
+    key = KEY
+    options_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["event_type", "group_by", "member", "deadline_seconds"],
+        "properties": {
+            "event_type": _NAME,
+            "group_by": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "member": {"type": "string"},
+            "expected_count": {"type": "integer", "minimum": 1},
+            "expected_values": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": ["string", "integer", "number", "boolean"]},
+            },
+            "deadline_seconds": {"type": "number", "exclusiveMinimum": 0},
+            "max_open_groups": {"type": "integer", "minimum": 1},
+        },
+    }
+
+    def derived_schemas(
+        self, event_type: str, schema: Mapping[str, Any], value: Any
+    ) -> Mapping[str, Mapping[str, Any]]:
+        identifier: Mapping[str, Any] = schema.get("identifier") or {}
+        fields = ", ".join(identifier)
+        for index, name in enumerate(value["group_by"]):
+            if name not in identifier:
+                raise ConfigurationProblem(
+                    ("group_by", index), f"'{name}' is not a field of the identifier ({fields})"
+                )
+            if name == STATUS_FIELD:
+                raise ConfigurationProblem(
+                    ("group_by", index), f"'{STATUS_FIELD}' is the completion event's own field"
+                )
+        member = value["member"]
+        if member not in identifier:
+            raise ConfigurationProblem(
+                ("member",), f"'{member}' is not a field of the identifier ({fields})"
+            )
+        if member in value["group_by"]:
+            raise ConfigurationProblem(("member",), f"'{member}' is also in group_by")
+        if ("expected_count" in value) == ("expected_values" in value):
+            raise ConfigurationProblem((), "give exactly one of expected_count and expected_values")
+        derived_identifier: dict[str, Any] = {
+            name: {**identifier[name], "required": False} for name in value["group_by"]
+        }
+        derived_identifier[STATUS_FIELD] = {
+            "type": "EnumHandler",
+            "values": list(STATUSES),
+            "required": False,
+        }
+        return {
+            value["event_type"]: {
+                "topic": {
+                    "base": value["event_type"],
+                    "key_order": [*value["group_by"], STATUS_FIELD],
+                },
+                "identifier": derived_identifier,
+            }
+        }

@@ -1,0 +1,197 @@
+"""The completion consumer's counting, claims and deadlines, fed notifications directly
+(the server runs it through the notification-consumer hook: see test_completion_events).
+Its state is a process-local shared-state bucket, as on the in-memory backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aviso_builtins.completion.consumer import CompletionConsumer
+from aviso_plugins.consumers import ConsumedNotification
+from aviso_plugins.state import ProcessLocalState, SharedState
+from aviso_plugins.storage import StoredNotification
+from tests.plugins.completion.support import config
+
+HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
+
+
+class Publisher:
+    """Records what the consumer publishes; ``published`` is set at each publish."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any], Any, str | None]] = []
+        self.published = asyncio.Event()
+
+    async def publish(
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        payload: Any = None,
+        message_id: str | None = None,
+    ) -> StoredNotification:
+        self.events.append((event_type, dict(identifier), payload, message_id))
+        self.published.set()
+        return StoredNotification(len(self.events), "x", "null", time.time_ns())
+
+    async def next(self) -> None:
+        await asyncio.wait_for(self.published.wait(), 10)
+        self.published.clear()
+
+
+@dataclass
+class Context:
+    publisher: Publisher
+    event_types: tuple[str, ...]
+    schemas: Mapping[str, Any]
+    state: SharedState = field(default_factory=ProcessLocalState)
+
+
+def consumer(
+    state: SharedState | None = None, publisher: Publisher | None = None, **rule: Any
+) -> CompletionConsumer:
+    schemas = config(**rule)["notification_schema"]
+    context = Context(publisher or Publisher(), ("ens",), schemas, state or ProcessLocalState())
+    return CompletionConsumer(context)  # type: ignore[arg-type]
+
+
+def member(
+    step: int, number: int, sequence: int, time_ns: int | None = None
+) -> ConsumedNotification:
+    record = StoredNotification(
+        sequence, f"ens.r1.{step}.{number}", "null", time_ns or time.time_ns()
+    )
+    identifier = {"run": "r1", "step": step, "member": number}
+    return ConsumedNotification("ens", record, b"{}", identifier, None)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_five_members_make_one_complete_event() -> None:
+    async def scenario() -> None:
+        completion = consumer()
+        await completion.start()
+        for number in range(5):
+            await completion.consume(member(24, number, number + 1))
+        await completion.consume(member(24, 2, 6))  # a late copy changes nothing
+        await completion.close()
+        ((event_type, identifier, payload, message_id),) = completion.context.publisher.events
+        assert event_type == "ens_complete"
+        assert identifier == {"run": "r1", "step": 24, "status": "complete"}
+        assert payload["count"] == 5 and payload["expected"] == 5 and payload["missing"] is None
+        assert payload["first"]["sequence"] == 1 and payload["last"]["sequence"] == 5
+        assert payload["first"]["time"].endswith("Z")
+        assert message_id is not None
+
+    run(scenario())
+
+
+def test_a_member_published_again_counts_once() -> None:
+    async def scenario() -> None:
+        completion = consumer()
+        await completion.start()
+        for sequence, number in enumerate([0, 1, 1, 2, 3, 3, 0], start=1):
+            await completion.consume(member(6, number, sequence))
+        assert completion.context.publisher.events == []
+        await completion.consume(member(6, 4, 8))
+        assert len(completion.context.publisher.events) == 1
+        await completion.close()
+
+    run(scenario())
+
+
+def test_the_deadline_publishes_incomplete_naming_the_missing_then_late_data_completes() -> None:
+    async def scenario() -> None:
+        completion = consumer(
+            expected_count=None, expected_values=[0, 1, 2, 3, 4], deadline_seconds=60
+        )
+        publisher = completion.context.publisher
+        await completion.start()
+        for number in (0, 1, 3):
+            await completion.consume(member(12, number, number + 1, HOUR_AGO_NS))
+        await publisher.next()
+        ((_, identifier, payload, _),) = publisher.events
+        assert identifier["status"] == "incomplete"
+        assert payload["count"] == 3 and payload["missing"] == [2, 4]
+        await completion.consume(member(12, 2, 10))
+        await completion.consume(member(12, 4, 11))
+        assert [event[1]["status"] for event in publisher.events] == ["incomplete", "complete"]
+        assert publisher.events[1][2]["missing"] == []
+        await completion.close()
+
+    run(scenario())
+
+
+def test_a_new_holder_carries_on_where_the_last_stopped() -> None:
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        first = consumer(state)
+        await first.start()
+        for number in range(3):
+            await first.consume(member(3, number, number + 1))
+        await first.close()
+        second = consumer(state)
+        await second.start()
+        for number in range(2, 5):  # member 2 handed over again
+            await second.consume(member(3, number, number + 3))
+        await second.close()
+        assert first.context.publisher.events == []
+        assert [event[1]["status"] for event in second.context.publisher.events] == ["complete"]
+
+    run(scenario())
+
+
+def test_an_event_claimed_but_not_published_is_published_by_the_next_holder() -> None:
+    async def scenario() -> None:
+        state = ProcessLocalState()
+
+        class Dying(Publisher):
+            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+                raise ConnectionError("the holder died while publishing")
+
+        first = consumer(state, Dying())
+        await first.start()
+        for number in range(4):
+            await first.consume(member(9, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await first.consume(member(9, 4, 5))
+        await first.close()
+        claims = await state.keys("c.")
+        assert len(claims) == 1
+        assert json.loads((await state.get(claims[0])).value)["published"] is False  # type: ignore[union-attr]
+        second = consumer(state)
+        await second.start()
+        await second.consume(member(9, 4, 5))  # handed over again: counted already
+        await second.close()
+        ((_, identifier, _, message_id),) = second.context.publisher.events
+        assert identifier["status"] == "complete"
+        assert message_id == json.loads((await state.get(claims[0])).value)["message_id"]  # type: ignore[union-attr]
+        third = consumer(state)
+        await third.start()
+        await third.close()
+        assert third.context.publisher.events == []
+
+    run(scenario())
+
+
+def test_past_max_open_groups_the_oldest_is_closed_as_incomplete() -> None:
+    async def scenario() -> None:
+        completion = consumer(max_open_groups=2)
+        await completion.start()
+        for step in (1, 2, 3):
+            await completion.consume(member(step, 0, step))
+        ((_, identifier, payload, _),) = completion.context.publisher.events
+        assert identifier == {"run": "r1", "step": 1, "status": "incomplete"}
+        assert payload["count"] == 1
+        assert completion.evicted == 1
+        await completion.close()
+
+    run(scenario())
