@@ -17,7 +17,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -106,28 +106,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     requests = 2_000 if args.quick else 10_000
     rounds = []
-    with TemporaryDirectory() as folder:
-        with served(Path(folder), True) as (with_url, with_process):
-            with served(Path(folder), False) as (without_url, without_process):
-                for number in range(1, args.rounds + 1):
-                    run = f"round{number}"
-                    sides = [
-                        ("with", with_url, with_process),
-                        ("without", without_url, without_process),
-                    ]
-                    figures: dict[str, Any] = {"round": number}
-                    for side, url, process in sides[:: 1 if number % 2 else -1]:
-                        figures[f"{side}_cpu_us"] = measure(
-                            url, process, run, requests, side == "with"
-                        )
-                    figures["ratio"] = figures["with_cpu_us"] / figures["without_cpu_us"]
-                    rounds.append(figures)
-                    print(
-                        f"round {number}: with a rule {figures['with_cpu_us']:.1f} us CPU per "
-                        f"notify, without {figures['without_cpu_us']:.1f} us, "
-                        f"ratio {figures['ratio']:.3f}",
-                        flush=True,
-                    )
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(TemporaryDirectory()))
+        with_url, with_process = stack.enter_context(served(folder, True))
+        without_url, without_process = stack.enter_context(served(folder, False))
+        for number in range(1, args.rounds + 1):
+            run = f"round{number}"
+            sides = [
+                ("with", with_url, with_process),
+                ("without", without_url, without_process),
+            ]
+            figures: dict[str, Any] = {"round": number}
+            for side, url, process in sides[:: 1 if number % 2 else -1]:
+                figures[f"{side}_cpu_us"] = measure(url, process, run, requests, side == "with")
+            figures["ratio"] = figures["with_cpu_us"] / figures["without_cpu_us"]
+            rounds.append(figures)
+            print(
+                f"round {number}: with a rule {figures['with_cpu_us']:.1f} us CPU per "
+                f"notify, without {figures['without_cpu_us']:.1f} us, "
+                f"ratio {figures['ratio']:.3f}",
+                flush=True,
+            )
     summary = {
         key: spread([r[key] for r in rounds]) for key in ("with_cpu_us", "without_cpu_us", "ratio")
     }
