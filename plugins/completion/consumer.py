@@ -31,6 +31,7 @@ import heapq
 import json
 import logging
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,8 @@ __all__ = ["CompletionConsumer"]
 logger = logging.getLogger("aviso.completion")
 
 COMPLETE, INCOMPLETE = "complete", "incomplete"
+PAGE_READS = 1_000
+"""Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
 """Compare-and-set attempts before a group write gives up (another holder keeps writing)."""
 
@@ -106,6 +109,13 @@ class CompletionConsumer(NotificationConsumer):
 
     name = "completion"
     start_at: ClassVar[str] = "end"
+    _latest: ClassVar[weakref.ref[CompletionConsumer] | None] = None
+
+    @classmethod
+    def running(cls) -> CompletionConsumer | None:
+        """The consumer this process constructed last (every worker constructs one, active
+        or not), for the page that shows the open groups."""
+        return cls._latest() if cls._latest is not None else None
 
     @classmethod
     def wanted_event_types(cls, schemas: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
@@ -121,6 +131,23 @@ class CompletionConsumer(NotificationConsumer):
         self._lock = asyncio.Lock()
         self.evicted = 0
         """Open groups closed because their rule's ``max_open_groups`` was reached."""
+        CompletionConsumer._latest = weakref.ref(self)
+
+    async def open_groups(self, limit: int, sources: set[str]) -> list[Group]:
+        """At most ``limit`` open groups of ``sources``, the most recently started first:
+        this process's own when it is the active one, else as the shared state holds them
+        (at most ``PAGE_READS`` of them read)."""
+        if self._timer is not None:
+            found = list(self._groups.values())
+        else:
+            found = []
+            for key in (await self._state.keys("g."))[:PAGE_READS]:
+                entry = await self._state.get(key)
+                if entry is not None:
+                    found.append(Group.decode(entry.value, entry.revision))
+        found = [group for group in found if group.source in sources]
+        found.sort(key=lambda group: group.first["sequence"], reverse=True)
+        return found[:limit]
 
     @property
     def _state(self) -> SharedState:
