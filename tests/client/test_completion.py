@@ -35,7 +35,7 @@ def test_aviso_listen_hears_the_complete_event(tmp_path: Path) -> None:
                 answer = httpx.post(f"{server.url}/api/v1/notification", json=body, timeout=10)
                 assert answer.status_code == 200, answer.text
             (notification,) = listener.notifications(1)
-        data = notification["data"]
-        assert data["identifier"]["status"] == "complete"
-        assert data["identifier"]["run"] == "r1" and str(data["identifier"]["step"]) == "24"
-        assert data["payload"]["count"] == 5
+        assert notification["identifier"]["status"] == "complete"
+        assert notification["identifier"]["run"] == "r1"
+        assert str(notification["identifier"]["step"]) == "24"
+        assert notification["payload"]["count"] == 5
