@@ -79,7 +79,7 @@ def test_one_complete_event_per_group_whatever_is_published_again(
     notify(url, run, 24, 0)  # after completion
     (complete,) = completion_events(url, run, 1)
     assert complete["identifier"]["status"] == "complete"
-    assert complete["identifier"]["step"] == 24
+    assert complete["identifier"]["step"] == "24"
     payload = complete["payload"]
     assert payload["count"] == 5 and payload["expected"] == 5 and payload["missing"] == []
 
