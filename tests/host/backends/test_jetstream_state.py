@@ -13,6 +13,7 @@ import pytest
 
 from aviso_builtins.backends.jetstream.backend import JetStreamBackend
 from aviso_builtins.backends.jetstream.state import bucket_name
+from aviso_plugins.leases import Lease, LeaseKeeper
 from aviso_plugins.state import SharedState
 from aviso_plugins.types import BackendContext
 from tests.support.nats import NatsServer
@@ -169,5 +170,35 @@ def test_wiping_every_stream_keeps_the_shared_state(module_nats: NatsServer) -> 
         await second.wipe_all()
         entry = await state.get("kept")
         assert entry is not None and entry.value == b"1"
+
+    two_workers(module_nats, scenario)
+
+
+def test_a_lease_whose_holder_stops_renewing_is_taken_over_by_another_worker(
+    module_nats: NatsServer,
+) -> None:
+    name = fresh()
+
+    async def scenario(first: JetStreamBackend, second: JetStreamBackend) -> None:
+        dead = Lease(await bucket(first, name, 1.0), "work", "dead-worker", 1.0)
+        assert await dead.acquire()  # and never renewed: its worker was killed
+        taken = asyncio.Event()
+
+        async def on_taken() -> None:
+            taken.set()
+
+        async def on_lost() -> None:
+            pass
+
+        keeper = LeaseKeeper(
+            Lease(await bucket(second, name, 1.0), "work", "live-worker", 1.0), on_taken, on_lost
+        )
+        assert not await keeper.try_take()
+        keeper.start()
+        try:
+            await asyncio.wait_for(taken.wait(), 30)
+        finally:
+            await keeper.stop()
+        assert not await dead.renew()  # the dead holder, back, finds it lost
 
     two_workers(module_nats, scenario)
