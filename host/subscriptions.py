@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,10 +42,19 @@ FORBIDDEN = "forbidden"
 """A push subscription whose owner may no longer read its stream: it delivers nothing more."""
 PULL = "pull"
 """The delivery kind label of a subscription pulled over Server-Sent Events."""
+TOTAL_KEY = "c.total"
+"""How many subscriptions the server holds (``c.<owner>``: how many an owner holds)."""
+RECOUNT_SECONDS = 60.0
 SHARDS = 16
 """Push subscriptions are delivered by shard: the holder of a shard's lease delivers every
 push subscription in it (a lease per subscription would cost a write per subscription and
 renewal period, idle or not)."""
+
+
+def _slot_count(value: bytes) -> tuple[int, float]:
+    """A count and when it was written (``"<count> <unix time>"``)."""
+    count, written_at = value.split()
+    return int(count), float(written_at)
 
 
 def valid_name(name: str) -> bool:
@@ -233,34 +243,71 @@ class SubscriptionStore:
             self.census.note(entry)
         return entries
 
-    async def count(self, owner: str | None) -> int:
-        return len(await self.state.keys(f"s.{_owner_segment(owner)}."))
-
-    async def total(self) -> int:
-        return len(await self.state.keys("s."))
-
-    def census_rows(self) -> Iterator[tuple[str, str]]:
-        yield from tuple(self.census.seen.values())
-
-    async def add(self, entry: SubscriptionEntry) -> bool:
-        """Store a new subscription; ``False`` when its name is taken (by any process)."""
+    async def add(self, entry: SubscriptionEntry, per_user: int, total: int) -> str | None:
+        """Store a new subscription if its owner holds fewer than ``per_user`` and the server
+        fewer than ``total``: ``"created"``, ``"exists"`` (its name is taken, by any
+        process), or which cap is full (``"per_user"``, ``"total"``)."""
+        owner = _owner_segment(entry.owner)
+        if not await self._take_slot(f"c.{owner}", f"s.{owner}.", per_user):
+            return "per_user"
+        if not await self._take_slot(TOTAL_KEY, "s.", total):
+            await self._give_slot(f"c.{owner}")
+            return "total"
         revision = await self.state.create(entry.key, entry.encode())
         if revision is None:
-            return False
+            await self._give_slot(f"c.{owner}")
+            await self._give_slot(TOTAL_KEY)
+            return "exists"
         entry.revision = revision
         self.census.note(entry)
         await self._changed(entry)
-        return True
+        return "created"
 
     async def remove(self, entry: SubscriptionEntry) -> None:
         """Delete it (whatever its revision now), its dead letters and its open streams
         here (those of other processes end at their next check)."""
-        await self.state.delete(entry.key)
+        if await self.state.delete(entry.key):
+            await self._give_slot(f"c.{_owner_segment(entry.owner)}")
+            await self._give_slot(TOTAL_KEY)
         await self.state.delete(dead_key(entry.owner, entry.name))
         self.census.forget(entry.key)
         for control in tuple(self._streams.get(entry.key, ())):
             control.stop("end_of_stream")
         await self._changed(entry)
+
+    async def _take_slot(self, key: str, prefix: str, cap: int) -> bool:
+        """Count one more subscription under ``key`` if fewer than ``cap`` are counted (a
+        compare-and-set: concurrent takers on any worker never pass the cap together).
+
+        A process killed between counting and storing (or deleting and uncounting) leaves
+        the count one too high: a full count not written for ``RECOUNT_SECONDS`` (longer
+        than any create in progress takes) is recounted from the subscriptions stored."""
+        while True:
+            found = await self.state.get(key)
+            count, written_at = (0, 0.0) if found is None else _slot_count(found.value)
+            if count >= cap:
+                if time.time() - written_at < RECOUNT_SECONDS:
+                    return False
+                count = len(await self.state.keys(prefix))
+                if count >= cap:
+                    return False
+            value = f"{count + 1} {time.time()}".encode()
+            if found is None:
+                revision = await self.state.create(key, value)
+            else:
+                revision = await self.state.update(key, value, found.revision)
+            if revision is not None:
+                return True
+
+    async def _give_slot(self, key: str) -> None:
+        while True:
+            found = await self.state.get(key)
+            if found is None:
+                return
+            count, _ = _slot_count(found.value)
+            value = f"{max(0, count - 1)} {time.time()}".encode()
+            if await self.state.update(key, value, found.revision) is not None:
+                return
 
     async def change(
         self, entry: SubscriptionEntry, mutate: Callable[[SubscriptionEntry], bool | None]

@@ -322,7 +322,6 @@ async def _put(request: Request) -> ASGIApp:
     store = _store(service)
     existing = await store.get(owner, name)
     if existing is None:
-        await _check_caps(store, owner, service)
         caller = caller_of(request)
         entry = SubscriptionEntry(
             owner,
@@ -334,8 +333,19 @@ async def _put(request: Request) -> ASGIApp:
         )
         if kind is not None and prepared is not None:
             entry.push = push_document(kind.kind, prepared.stored)
-        if await store.add(entry):
-            await _check_caps(store, owner, service, entry)
+        settings = service.settings.subscriptions
+        outcome = await store.add(entry, settings.max_per_user, settings.max_total)
+        if outcome == "per_user":
+            raise _too_many(
+                f"at most {settings.max_per_user} subscriptions per user "
+                "(subscriptions.max_per_user): delete one first"
+            )
+        if outcome == "total":
+            raise _too_many(
+                f"the server holds its maximum of {settings.max_total} subscriptions "
+                "(subscriptions.max_total)"
+            )
+        if outcome == "created":
             state = await _state(service, entry, stream_filter)
             if prepared is not None:
                 state["delivery"] = dict(prepared.shown)  # the only answer that shows a secret
@@ -346,35 +356,6 @@ async def _put(request: Request) -> ASGIApp:
     if dumps(existing.definition) != dumps(definition):
         raise _conflict(name)
     return json_response(await _state(service, existing, stream_filter))
-
-
-async def _check_caps(
-    store: SubscriptionStore,
-    owner: str | None,
-    service: Service,
-    added: SubscriptionEntry | None = None,
-) -> None:
-    """429 when the owner or the server holds its maximum (before a create), or holds more
-    than it (after one: creates by several workers at once may all have passed the first
-    check; each then takes its own back, so the cap holds)."""
-    settings = service.settings.subscriptions
-    over = 0 if added is None else 1
-    problem = None
-    if await store.count(owner) >= settings.max_per_user + over:
-        problem = (
-            f"at most {settings.max_per_user} subscriptions per user "
-            "(subscriptions.max_per_user): delete one first"
-        )
-    elif await store.total() >= settings.max_total + over:
-        problem = (
-            f"the server holds its maximum of {settings.max_total} subscriptions "
-            "(subscriptions.max_total)"
-        )
-    if problem is None:
-        return
-    if added is not None:
-        await store.remove(added)
-    raise _too_many(problem)
 
 
 def _delivery_kind(service: Service, delivery: Any) -> DeliveryKind:
