@@ -36,11 +36,13 @@ from aviso_host.subscriptions import (
     ACTIVE,
     DISABLED,
     FORBIDDEN,
+    PULL,
     SHARDS,
     SubscriptionEntry,
     SubscriptionStore,
     generation_key,
-    shard_of,
+    indexed_entry_key,
+    push_index_prefix,
 )
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
 from aviso_plugins.state import SharedState
@@ -210,8 +212,6 @@ class _Shard:
 
     number: int
     pushes: dict[str, PushState] = field(default_factory=dict)
-    pulled: set[str] = field(default_factory=set)
-    """Keys of subscriptions known to be pulled (not read again at each scan)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -291,16 +291,20 @@ class DeliveryRunner:
                 log_failure("delivery.close_failed", "delivery kind close failed", exc)
 
     def census(self) -> Iterator[tuple[str, str, int | None]]:
-        """Each subscription this process knows of: its delivery kind, its status and, for
-        one it delivers, the storage time of the notification it holds undelivered."""
+        """Each subscription this process knows of: its delivery kind (``pull`` for a pulled
+        one), its status and, for one it delivers, the storage time of the notification it
+        holds undelivered."""
         if self._store is None:
             return
+        census = self._store.census
+        for _ in range(census.pulled):
+            yield PULL, ACTIVE, None
         holding = {
             key: push.holding_ns
             for shard in self._shards.values()
             for key, push in shard.pushes.items()
         }
-        for key, (kind, status) in tuple(self._store.census.seen.items()):
+        for key, (kind, status) in tuple(census.push.items()):
             yield kind, status, holding.get(key)
 
     def _wake_shard(self, shard: int) -> None:
@@ -345,26 +349,27 @@ class DeliveryRunner:
     async def _scan(self, shard: _Shard) -> None:
         store = self._store
         assert store is not None
-        keys = [key for key in await store.state.keys("s.") if shard_of(key) == shard.number]
+        if shard.number == 0:
+            await store.recount()  # one shard's holder refreshes the census's total
+        keys = [
+            indexed_entry_key(key)
+            for key in await store.state.keys(push_index_prefix(shard.number))
+        ]
         present = set(keys)
         for key in [key for key in shard.pushes if key not in present]:
             self._end(shard, key)
-        shard.pulled &= present
         for key in keys:
             running = shard.pushes.get(key)
             if running is not None:
                 running.wake()  # it reads its entry and dead letters again
                 continue
-            if key in shard.pulled:
-                continue
             found = await store.state.get(key)
-            if found is None:
+            if found is None:  # deleted, or its create not finished: the next scan sees
                 continue
             entry = SubscriptionEntry.decode(found.value, found.revision)
             store.census.note(entry)
-            if entry.push is None:
-                shard.pulled.add(key)
-            elif entry.push["status"] == ACTIVE and entry.push["kind"] in self.kinds:
+            push = entry.push
+            if push is not None and push["status"] == ACTIVE and push["kind"] in self.kinds:
                 self._begin(shard, entry)
 
     def _begin(self, shard: _Shard, entry: SubscriptionEntry) -> None:

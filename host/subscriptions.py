@@ -69,6 +69,10 @@ def entry_key(owner: str | None, name: str) -> str:
     return f"s.{_owner_segment(owner)}.{key_segment(name)}"
 
 
+def _index_key(entry: SubscriptionEntry) -> str:
+    return push_index_prefix(shard_of(entry.key)) + entry.key.removeprefix("s.")
+
+
 def dead_key(owner: str | None, name: str) -> str:
     return f"d.{_owner_segment(owner)}.{key_segment(name)}"
 
@@ -77,6 +81,16 @@ def shard_of(key: str) -> int:
     """The shard of the subscription stored under ``key``."""
     digest = hashlib.blake2b(key.encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") % SHARDS
+
+
+def push_index_prefix(shard: int) -> str:
+    """Under it, one key per push subscription of the shard (what its holder lists)."""
+    return f"p.{shard}."
+
+
+def indexed_entry_key(index_key: str) -> str:
+    """The entry a push index key names (``p.<shard>.<owner>.<name>``)."""
+    return "s." + index_key.split(".", 2)[2]
 
 
 def generation_key(shard: int) -> str:
@@ -187,17 +201,25 @@ class SubscriptionEntry:
 
 @dataclass(slots=True)
 class Census:
-    """What this process last saw of each subscription, for the metrics (read at a scrape,
-    which cannot wait for the store): its delivery kind and status."""
+    """What this process last saw, for the metrics (read at a scrape, which cannot wait for
+    the store): each push subscription's kind and status, and how many subscriptions the
+    deployment holds (pulled ones are that less the push ones: kept as a count, so that an
+    idle pulled subscription costs this process nothing)."""
 
-    seen: dict[str, tuple[str, str]] = field(default_factory=dict)
+    push: dict[str, tuple[str, str]] = field(default_factory=dict)
+    total: int = 0
 
     def note(self, entry: SubscriptionEntry) -> None:
         push = entry.push
-        self.seen[entry.key] = (PULL, ACTIVE) if push is None else (push["kind"], push["status"])
+        if push is not None:
+            self.push[entry.key] = (push["kind"], push["status"])
 
     def forget(self, key: str) -> None:
-        self.seen.pop(key, None)
+        self.push.pop(key, None)
+
+    @property
+    def pulled(self) -> int:
+        return max(0, self.total - len(self.push))
 
 
 class SubscriptionStore:
@@ -231,18 +253,6 @@ class SubscriptionStore:
             self.census.note(entry)
         return sorted(entries, key=lambda entry: entry.name)
 
-    async def every(self) -> list[SubscriptionEntry]:
-        """Every subscription (a scan of the whole bucket)."""
-        entries = []
-        for key in await self.state.keys("s."):
-            found = await self.state.get(key)
-            if found is not None:
-                entries.append(SubscriptionEntry.decode(found.value, found.revision))
-        self.census.seen = {}
-        for entry in entries:
-            self.census.note(entry)
-        return entries
-
     async def add(self, entry: SubscriptionEntry, per_user: int, total: int) -> str | None:
         """Store a new subscription if its owner holds fewer than ``per_user`` and the server
         fewer than ``total``: ``"created"``, ``"exists"`` (its name is taken, by any
@@ -260,6 +270,8 @@ class SubscriptionStore:
             return "exists"
         entry.revision = revision
         self.census.note(entry)
+        if entry.push is not None:
+            await self.state.put(_index_key(entry), b"")
         await self._changed(entry)
         return "created"
 
@@ -270,6 +282,8 @@ class SubscriptionStore:
             await self._give_slot(f"c.{_owner_segment(entry.owner)}")
             await self._give_slot(TOTAL_KEY)
         await self.state.delete(dead_key(entry.owner, entry.name))
+        if entry.push is not None:
+            await self.state.delete(_index_key(entry))
         self.census.forget(entry.key)
         for control in tuple(self._streams.get(entry.key, ())):
             control.stop("end_of_stream")
@@ -297,6 +311,8 @@ class SubscriptionStore:
             else:
                 revision = await self.state.update(key, value, found.revision)
             if revision is not None:
+                if key == TOTAL_KEY:
+                    self.census.total = count + 1
                 return True
 
     async def _give_slot(self, key: str) -> None:
@@ -304,10 +320,17 @@ class SubscriptionStore:
             found = await self.state.get(key)
             if found is None:
                 return
-            count, _ = _slot_count(found.value)
-            value = f"{max(0, count - 1)} {time.time()}".encode()
+            count = max(0, _slot_count(found.value)[0] - 1)
+            value = f"{count} {time.time()}".encode()
             if await self.state.update(key, value, found.revision) is not None:
+                if key == TOTAL_KEY:
+                    self.census.total = count
                 return
+
+    async def recount(self) -> None:
+        """Read how many subscriptions the deployment holds (for the census)."""
+        found = await self.state.get(TOTAL_KEY)
+        self.census.total = 0 if found is None else _slot_count(found.value)[0]
 
     async def change(
         self, entry: SubscriptionEntry, mutate: Callable[[SubscriptionEntry], bool | None]
