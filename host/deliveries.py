@@ -167,6 +167,8 @@ class PushState:
     stream_filter: StreamFilter | None = None
     """Set when its owner was last admitted."""
     admitted_at: float = 0.0
+    admitted_caller: dict[str, Any] | None = None
+    """The owner as last admitted: a request of theirs seen since is admitted again at once."""
     holding_ns: int | None = None
     """The storage time of the notification being delivered or waiting for a retry (the
     oldest this subscription has not delivered, a redriven dead letter aside): what the lag
@@ -421,8 +423,9 @@ class DeliveryRunner:
         created); a refusal makes it ``forbidden``. ``False``: no verdict now."""
         assert self._admit is not None
         try:
+            caller = push.entry.caller
             push.stream_filter = await self._admit(push.entry)
-            push.admitted_at = time.monotonic()
+            push.admitted_at, push.admitted_caller = time.monotonic(), caller
             return True
         except (AuthError, ApiError) as exc:
             if isinstance(exc, AuthError) and exc.status not in (401, 403):
@@ -460,6 +463,7 @@ class DeliveryRunner:
             try:
                 await self._refresh(push)
                 stale = time.monotonic() - push.admitted_at > ADMISSION_SECONDS
+                stale = stale or push.entry.caller != push.admitted_caller
                 if stale and not await self._admitted(push):
                     await asyncio.sleep(RETRY_SECONDS)
                     continue

@@ -381,6 +381,7 @@ class SubscriptionStore:
                 return document
 
     async def redriven(self, entry: SubscriptionEntry) -> None:
+        """Its dead letters were queued, or its owner seen anew: its holder reads it again."""
         await self._changed(entry)
 
     async def _changed(self, entry: SubscriptionEntry) -> None:

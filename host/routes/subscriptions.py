@@ -52,6 +52,7 @@ from aviso_host.streaming.control import StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_host.subscriptions import (
     ACTIVE,
+    FORBIDDEN,
     SubscriptionEntry,
     SubscriptionStore,
     caller_document,
@@ -173,8 +174,13 @@ async def _entry(service: Service, request: Request) -> SubscriptionEntry:
 
         def refresh(current: SubscriptionEntry) -> None:
             current.caller = seen
+            if current.push is not None and current.push["status"] == FORBIDDEN:
+                # Tried again as the owner is now: forbidden again at once if still so.
+                current.push["status"] = ACTIVE
 
         entry = await store.change(entry, refresh) or entry
+        if entry.push is not None:
+            await store.redriven(entry)  # its holder reads the owner again now
     return entry
 
 
