@@ -141,8 +141,8 @@ class Service:
                 if self.settings.subscriptions.enabled and self.subscriptions is None:
                     log_event(
                         "subscriptions.unavailable",
-                        f"subscriptions are not available on the '{kind}' backend yet: "
-                        "their routes are not served",
+                        f"subscriptions need a backend that keeps shared state; '{kind}' "
+                        "keeps none: their routes are not served",
                     )
 
     async def _start_deliveries(self) -> None:
