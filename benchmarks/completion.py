@@ -64,7 +64,7 @@ def member(run: str, n: int) -> bytes:
 
 
 def complete_events(url: str, run: str) -> int:
-    body = {"event_type": "ens_complete", "identifier": {"run": run}, "from_id": 0}
+    body = {"event_type": "ens_complete", "identifier": {"run": run}, "from_id": "0"}
     response = httpx.post(f"{url}/api/v1/replay", json=body, timeout=60)
     return response.text.count('"specversion"')
 

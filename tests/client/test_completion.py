@@ -30,7 +30,7 @@ def test_aviso_listen_hears_the_complete_event(tmp_path: Path) -> None:
             for member in range(5):
                 body = {
                     "event_type": "ens",
-                    "identifier": {"run": "r1", "step": 24, "member": member},
+                    "identifier": {"run": "r1", "step": "24", "member": str(member)},
                 }
                 answer = httpx.post(f"{server.url}/api/v1/notification", json=body, timeout=10)
                 assert answer.status_code == 200, answer.text

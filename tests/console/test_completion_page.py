@@ -20,7 +20,7 @@ from tests.support.server import running_server
 
 
 def notify(url: str, member: int) -> None:
-    body = {"event_type": "ens", "identifier": {"run": "r1", "step": 24, "member": member}}
+    body = {"event_type": "ens", "identifier": {"run": "r1", "step": "24", "member": str(member)}}
     assert httpx.post(f"{url}/api/v1/notification", json=body, timeout=10).status_code == 200
 
 
@@ -29,7 +29,7 @@ def test_a_group_fills_up_then_leaves_the_list(page: Page) -> None:
         page.goto(f"{server.url}/completion")
         expect(page.locator("#status")).to_contain_text("0 open group(s)")
         notify(server.url, 0)
-        row = page.locator('tr[data-group=\'{"run": "r1", "step": 24}\']')
+        row = page.locator("tr", has_text="run=r1 step=24")
         expect(row.locator(".count")).to_have_text("1 / 5")
         for member in (1, 2):
             notify(server.url, member)

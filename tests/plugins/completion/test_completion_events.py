@@ -39,7 +39,8 @@ def run() -> str:
 
 
 def notify(url: str, run: str, step: int, member: int, key: str | None = None) -> None:
-    body = {"event_type": "ens", "identifier": {"run": run, "step": step, "member": member}}
+    identifier = {"run": run, "step": str(step), "member": str(member)}
+    body = {"event_type": "ens", "identifier": identifier}
     headers = {"Idempotency-Key": key} if key else {}
     answer = httpx.post(f"{url}/api/v1/notification", json=body, headers=headers, timeout=10)
     assert answer.status_code == 200, answer.text
@@ -48,7 +49,7 @@ def notify(url: str, run: str, step: int, member: int, key: str | None = None) -
 def completion_events(url: str, run: str, count: int) -> list[dict[str, Any]]:
     """The first ``count`` completion events of ``run``, from the oldest retained, as a
     watch from the beginning delivers them (history, then live, until ``count`` came)."""
-    body = {"event_type": "ens_complete", "identifier": {"run": run}, "from_id": 0}
+    body = {"event_type": "ens_complete", "identifier": {"run": run}, "from_id": "0"}
     events = []
     with httpx.stream("POST", f"{url}/api/v1/watch", json=body, timeout=WAIT) as response:
         assert response.status_code == 200
@@ -61,8 +62,12 @@ def completion_events(url: str, run: str, count: int) -> list[dict[str, Any]]:
 
 
 def test_the_derived_event_type_is_in_the_schema_api(ens_server: RunningServer) -> None:
-    schema = httpx.get(f"{ens_server.url}/api/v1/schema/ens_complete", timeout=10).json()
+    answer = httpx.get(f"{ens_server.url}/api/v1/schema/ens_complete", timeout=10).json()
+    schema = answer["schema"]
     assert set(schema["identifier"]) == {"run", "step", "status"}
+    assert schema["identifier"]["status"]["type"] == "EnumHandler"
+    listed = httpx.get(f"{ens_server.url}/api/v1/schema", timeout=10).text
+    assert "ens_complete" in listed
     assert all(not field.get("required") for field in schema["identifier"].values())
 
 
