@@ -1,6 +1,7 @@
-"""What a completion rule costs a notify, measured in one run.
+"""What a completion rule costs a notify, measured in one run; and the completion goal run.
 
   python -m benchmarks.completion [--quick] [--rounds 3]
+  python -m benchmarks.completion --goal [--workers 8]
 
 Two ``aviso-server serve`` processes on the in-memory backend, the same ``ens`` schema, one
 with a ``completion`` rule (5 members per run and step) and one without. Each round posts
@@ -8,13 +9,25 @@ the same notifications to both in turn (the order rotating), over 32 keep-alive 
 every group completed; the server's CPU time (user + system) is read once the rule's server
 has published every complete event, so the consumer's work is in its figure. Medians over
 the rounds, and the ratio with / without (goal: at most 1.10).
+
+``--goal``: 41 steps x 51 members (2,091 notifications) shuffled, 5 % of them published
+again, and a 42nd step left at 50 members, sent alternately to two instances of
+``aviso-server serve --workers N`` sharing one JetStream; the first instance is killed
+(SIGKILL) halfway, and what it did not answer is sent to the other. Then one more complete
+group (a sentinel: the consumer reads in sequence order, so its event comes after every
+earlier one) and the count of completion events per group and status: 41 complete, 1
+incomplete naming the missing member, none twice; and each complete event's delay after its
+last member's notify (storage times), p50/p99.
 """
 
 from __future__ import annotations
 
 import argparse
+import calendar
 import asyncio
 import json
+import random
+import statistics
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -25,6 +38,7 @@ from typing import Any
 import httpx
 import psutil
 
+from aviso_loadtests.report import percentile
 from benchmarks.results import spread, write_results
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
@@ -103,7 +117,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="2,000 notifications a round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--goal", action="store_true", help="the goal run on JetStream instead")
+    parser.add_argument("--workers", type=int, default=8, help="workers per instance (--goal)")
     args = parser.parse_args(argv)
+    if args.goal:
+        return goal_main(args.workers)
     requests = 2_000 if args.quick else 10_000
     rounds = []
     with ExitStack() as stack:
@@ -139,3 +157,151 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     main()
+
+
+# -- the goal run ----------------------------------------------------------------------------
+
+GOAL_STEPS = 41
+GOAL_MEMBERS = 51
+REPUBLISHED = 0.05
+GOAL_DEADLINE = 20
+
+
+def goal_config(nats_url: str, event_type: str) -> dict[str, Any]:
+    identifier = {
+        "run": {"type": "StringHandler", "required": True},
+        "step": {"type": "IntHandler", "required": True},
+        "member": {"type": "IntHandler", "required": True},
+    }
+    return {
+        "application": {"host": "127.0.0.1", "port": 0},
+        "logging": {"level": "warn"},
+        "notification_backend": {"kind": "jetstream", "jetstream": {"nats_url": nats_url}},
+        "watch_endpoint": {"replay_batch_delay_ms": 0},
+        "notification_schema": {
+            event_type: {
+                "topic": {"base": event_type, "key_order": ["run", "step", "member"]},
+                "identifier": identifier,
+                "completion": {
+                    "event_type": f"{event_type}_complete",
+                    "group_by": ["run", "step"],
+                    "member": "member",
+                    "expected_values": list(range(GOAL_MEMBERS)),
+                    "deadline_seconds": GOAL_DEADLINE,
+                },
+            }
+        },
+    }
+
+
+def _parse_time(text: str) -> float:
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    moment = calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S"))
+    return moment + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+def _send(urls: list[str], event_type: str, identifier: dict[str, str]) -> None:
+    """POST to the first instance that answers 200 (a killed one refuses or drops)."""
+    body = {"event_type": event_type, "identifier": identifier}
+    for url in urls:
+        try:
+            answer = httpx.post(f"{url}/api/v1/notification", json=body, timeout=30)
+        except httpx.TransportError:
+            continue
+        if answer.status_code == 200:
+            return
+    raise RuntimeError(f"no instance stored {identifier}")
+
+
+def completion_events(url: str, event_type: str) -> list[dict[str, Any]]:
+    body = {"event_type": f"{event_type}_complete", "identifier": {}, "from_id": "0"}
+    answer = httpx.post(f"{url}/api/v1/replay", json=body, timeout=60)
+    events = []
+    for line in answer.text.splitlines():
+        if line.startswith("data: ") and '"specversion"' in line:
+            events.append(json.loads(line[6:]))
+    return events
+
+
+def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[str, Any]:
+    """The goal run (see the module's text); returns what was counted and measured."""
+    from tests.host.backends.jetstream_support import aviso_serving
+
+    event_type = f"ens{int(time.time() * 1000) % 10**9}"
+    rng = random.Random(seed)
+    members = [
+        {"run": "r1", "step": str(step), "member": str(member)}
+        for step in range(GOAL_STEPS + 1)
+        for member in range(GOAL_MEMBERS)
+        if not (step == GOAL_STEPS and member == GOAL_MEMBERS - 1)
+    ]
+    sends = members + rng.sample(members, int(len(members) * REPUBLISHED))
+    rng.shuffle(sends)
+    config = goal_config(nats_url, event_type)
+    args = ("--workers", str(workers))
+    with ExitStack() as stack:
+        first = stack.enter_context(aviso_serving(directory / "a", config, *args))
+        second = stack.enter_context(aviso_serving(directory / "b", config, *args))
+        urls = [first.url, second.url]
+        for number, identifier in enumerate(sends):
+            if number == len(sends) // 2:
+                first.kill()
+            order = urls if number % 2 == 0 else urls[::-1]
+            _send(order, event_type, identifier)
+        for member in range(GOAL_MEMBERS):
+            _send([second.url], event_type, {"run": "sentinel", "step": "0", "member": str(member)})
+        deadline = time.monotonic() + WAIT
+        while True:
+            events = completion_events(second.url, event_type)
+            runs = [event["data"]["identifier"]["run"] for event in events]
+            statuses = [event["data"]["identifier"]["status"] for event in events]
+            if "sentinel" in runs and "incomplete" in statuses:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(events)} completion events after {WAIT} s")
+            time.sleep(0.5)
+    groups: dict[tuple[str, str, str], int] = {}
+    delays = []
+    missing = None
+    for event in events:
+        identifier = event["data"]["identifier"]
+        key = (identifier["run"], identifier["step"], identifier["status"])
+        groups[key] = groups.get(key, 0) + 1
+        payload = event["data"]["payload"]
+        if identifier["status"] == "incomplete":
+            missing = payload["missing"]
+        elif identifier["run"] == "r1":
+            delays.append(_parse_time(event["time"]) - _parse_time(payload["last"]["time"]))
+    complete = sorted(
+        int(step) for run, step, status in groups if run == "r1" and status == "complete"
+    )
+    return {
+        "complete": len(complete),
+        "complete_steps": complete,
+        "incomplete": sum(1 for (_, _, status) in groups if status == "incomplete"),
+        "incomplete_missing": missing,
+        "duplicated": sum(count - 1 for count in groups.values()),
+        "delay_p50_s": statistics.median(delays) if delays else None,
+        "delay_p99_s": percentile(delays, 0.99) if delays else None,
+        "sent": len(sends),
+    }
+
+
+def goal_main(workers: int) -> dict[str, Any]:
+    from tests.support.nats import nats_server
+
+    with TemporaryDirectory() as folder, nats_server(Path(folder) / "nats") as nats:
+        for name in ("a", "b"):
+            (Path(folder) / name).mkdir()
+        found = goal(Path(folder), nats.url, workers)
+    print(
+        f"{found['sent']} notifications through 2 instances x {workers} workers, one killed: "
+        f"{found['complete']} complete, {found['incomplete']} incomplete (missing "
+        f"{found['incomplete_missing']}), {found['duplicated']} duplicated; delay after the "
+        f"last member p50 {found['delay_p50_s']:.3f} s, p99 {found['delay_p99_s']:.3f} s",
+        flush=True,
+    )
+    path = write_results(f"completion_goal_workers{workers}", [found], {})
+    print(f"raw results: {path}")
+    print(json.dumps(found))
+    return found
