@@ -23,8 +23,8 @@ last member's notify (storage times), p50/p99.
 from __future__ import annotations
 
 import argparse
-import calendar
 import asyncio
+import calendar
 import json
 import random
 import statistics
@@ -164,32 +164,40 @@ if __name__ == "__main__":
 GOAL_STEPS = 41
 GOAL_MEMBERS = 51
 REPUBLISHED = 0.05
-GOAL_DEADLINE = 20
+GOAL_DEADLINE = 3600
+"""Seconds: the 41 steps complete long before (no incomplete event while the run lasts)."""
+SHORT_DEADLINE = 5
+"""Seconds: the rule of the step left at 50 members (its own event type)."""
+
+
+def goal_schema(event_type: str, deadline: int) -> dict[str, Any]:
+    return {
+        "topic": {"base": event_type, "key_order": ["run", "step", "member"]},
+        "identifier": {
+            "run": {"type": "StringHandler", "required": True},
+            "step": {"type": "IntHandler", "required": True},
+            "member": {"type": "IntHandler", "required": True},
+        },
+        "completion": {
+            "event_type": f"{event_type}_complete",
+            "group_by": ["run", "step"],
+            "member": "member",
+            "expected_values": list(range(GOAL_MEMBERS)),
+            "deadline_seconds": deadline,
+        },
+    }
 
 
 def goal_config(nats_url: str, event_type: str) -> dict[str, Any]:
-    identifier = {
-        "run": {"type": "StringHandler", "required": True},
-        "step": {"type": "IntHandler", "required": True},
-        "member": {"type": "IntHandler", "required": True},
-    }
+    """``event_type`` (the 41 steps) and ``<event_type>s`` (the step left short)."""
     return {
         "application": {"host": "127.0.0.1", "port": 0},
         "logging": {"level": "warn"},
         "notification_backend": {"kind": "jetstream", "jetstream": {"nats_url": nats_url}},
         "watch_endpoint": {"replay_batch_delay_ms": 0},
         "notification_schema": {
-            event_type: {
-                "topic": {"base": event_type, "key_order": ["run", "step", "member"]},
-                "identifier": identifier,
-                "completion": {
-                    "event_type": f"{event_type}_complete",
-                    "group_by": ["run", "step"],
-                    "member": "member",
-                    "expected_values": list(range(GOAL_MEMBERS)),
-                    "deadline_seconds": GOAL_DEADLINE,
-                },
-            }
+            event_type: goal_schema(event_type, GOAL_DEADLINE),
+            f"{event_type}s": goal_schema(f"{event_type}s", SHORT_DEADLINE),
         },
     }
 
@@ -200,9 +208,9 @@ def _parse_time(text: str) -> float:
     return moment + (float(f"0.{fraction}") if fraction else 0.0)
 
 
-def _send(urls: list[str], event_type: str, identifier: dict[str, str]) -> None:
+def _send(urls: list[str], body: dict[str, Any]) -> None:
     """POST to the first instance that answers 200 (a killed one refuses or drops)."""
-    body = {"event_type": event_type, "identifier": identifier}
+    identifier = body["identifier"]
     for url in urls:
         try:
             answer = httpx.post(f"{url}/api/v1/notification", json=body, timeout=30)
@@ -230,10 +238,13 @@ def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[st
     event_type = f"ens{int(time.time() * 1000) % 10**9}"
     rng = random.Random(seed)
     members = [
-        {"run": "r1", "step": str(step), "member": str(member)}
-        for step in range(GOAL_STEPS + 1)
-        for member in range(GOAL_MEMBERS)
-        if not (step == GOAL_STEPS and member == GOAL_MEMBERS - 1)
+        {"event_type": event_type, "identifier": {"run": "r1", "step": str(step), "member": str(n)}}
+        for step in range(GOAL_STEPS)
+        for n in range(GOAL_MEMBERS)
+    ]
+    members += [
+        {"event_type": f"{event_type}s", "identifier": {"run": "r1", "step": "0", "member": str(n)}}
+        for n in range(GOAL_MEMBERS - 1)
     ]
     sends = members + rng.sample(members, int(len(members) * REPUBLISHED))
     rng.shuffle(sends)
@@ -243,34 +254,35 @@ def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[st
         first = stack.enter_context(aviso_serving(directory / "a", config, *args))
         second = stack.enter_context(aviso_serving(directory / "b", config, *args))
         urls = [first.url, second.url]
-        for number, identifier in enumerate(sends):
+        for number, body in enumerate(sends):
             if number == len(sends) // 2:
                 first.kill()
-            order = urls if number % 2 == 0 else urls[::-1]
-            _send(order, event_type, identifier)
-        for member in range(GOAL_MEMBERS):
-            _send([second.url], event_type, {"run": "sentinel", "step": "0", "member": str(member)})
+            _send(urls if number % 2 == 0 else urls[::-1], body)
+        for n in range(GOAL_MEMBERS):
+            identifier = {"run": "sentinel", "step": "0", "member": str(n)}
+            _send([second.url], {"event_type": event_type, "identifier": identifier})
         deadline = time.monotonic() + WAIT
         while True:
             events = completion_events(second.url, event_type)
+            short = completion_events(second.url, f"{event_type}s")
             runs = [event["data"]["identifier"]["run"] for event in events]
-            statuses = [event["data"]["identifier"]["status"] for event in events]
-            if "sentinel" in runs and "incomplete" in statuses:
+            if "sentinel" in runs and short:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{len(events)} completion events after {WAIT} s")
             time.sleep(0.5)
-    groups: dict[tuple[str, str, str], int] = {}
+    groups: dict[tuple[str, str, str, str], int] = {}
     delays = []
     missing = None
-    for event in events:
+    labelled = [("long", event) for event in events] + [("short", event) for event in short]
+    for label, event in labelled:
         identifier = event["data"]["identifier"]
-        key = (identifier["run"], identifier["step"], identifier["status"])
+        key = (label, identifier["run"], identifier["step"], identifier["status"])
         groups[key] = groups.get(key, 0) + 1
         payload = event["data"]["payload"]
         if identifier["status"] == "incomplete":
             missing = payload["missing"]
-        elif identifier["run"] == "r1":
+        elif label == "long" and identifier["run"] == "r1":
             delays.append(_parse_time(event["time"]) - _parse_time(payload["last"]["time"]))
     complete = sorted(
         int(step) for run, step, status in groups if run == "r1" and status == "complete"
@@ -278,7 +290,7 @@ def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[st
     return {
         "complete": len(complete),
         "complete_steps": complete,
-        "incomplete": sum(1 for (_, _, status) in groups if status == "incomplete"),
+        "incomplete": sum(1 for (*_, status) in groups if status == "incomplete"),
         "incomplete_missing": missing,
         "duplicated": sum(count - 1 for count in groups.values()),
         "delay_p50_s": statistics.median(delays) if delays else None,
