@@ -285,7 +285,9 @@ def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[st
         elif label == "long" and identifier["run"] == "r1":
             delays.append(_parse_time(event["time"]) - _parse_time(payload["last"]["time"]))
     complete = sorted(
-        int(step) for run, step, status in groups if run == "r1" and status == "complete"
+        int(step)
+        for label, run, step, status in groups
+        if label == "long" and run == "r1" and status == "complete"
     )
     return {
         "complete": len(complete),
