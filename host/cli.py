@@ -137,6 +137,7 @@ def _serve(
     from aviso_host.config.loader import packaged_example
     from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.logs import configure_logging, log_event
+    from aviso_host.otlp import require_otlp_sdk
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -164,6 +165,7 @@ def _serve(
     try:
         registry = discover()
         settings = load_settings(registry)
+        require_otlp_sdk(settings.logging.otlp)
         count = worker_count(settings.application.workers)
         refuse_process_local_backend(settings, registry, count)
         extensions = service_extensions(settings, registry, count)
@@ -326,6 +328,7 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
     from aviso_host.config import ConfigError, load_settings, redact
     from aviso_host.config.loader import config_files, environment_overrides, packaged_example
     from aviso_host.logs import configure_logging
+    from aviso_host.otlp import require_otlp_sdk
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
     example = packaged_example(environ, Path.cwd(), Path.home())
@@ -335,6 +338,7 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         registry = discover()
         files = config_files(environ, Path.cwd(), Path.home())
         settings = load_settings(registry, environ=environ)
+        require_otlp_sdk(settings.logging.otlp)
         # As serve: what plugins log while being constructed is a masked JSON line.
         configure_logging(settings.logging.level, settings.logging.format)
         create_app(settings, registry)
