@@ -74,7 +74,7 @@ _INT64 = range(-(2**63), 2**63)
 # admit the batch size OTEL_BLRP_MAX_EXPORT_BATCH_SIZE asks for (the SDK refuses a batch
 # larger than its queue).
 _SDK_QUEUE_SIZE = 1 << 16
-_UNKNOWN_REASON = "the exporter said no more; its own log lines may"
+_UNKNOWN_REASON = "no reason given: see the opentelemetry log lines before this one"
 
 
 class Tallies(Protocol):
@@ -147,16 +147,22 @@ class WatchedExporter(LogRecordExporter):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         self._waiting.taken(len(batch))
+        # While set, what this thread logs (the SDK, grpc, the report below) is not exported.
         _EXPORTING.active, _EXPORTING.reason = True, ""
         try:
-            result = self._exporter.export(batch)
-        except Exception as exc:  # a record that cannot be encoded must not stop the worker
-            result, _EXPORTING.reason = LogRecordExportResult.FAILURE, f"{type(exc).__name__}"
+            try:
+                result = self._exporter.export(batch)
+            except Exception as exc:  # a record that cannot be encoded must not stop the worker
+                result, _EXPORTING.reason = LogRecordExportResult.FAILURE, type(exc).__name__
+            self._count(result)
         finally:
             _EXPORTING.active = False
+        return result
+
+    def _count(self, result: LogRecordExportResult) -> None:
         if result is LogRecordExportResult.SUCCESS:
             self._failing = False
-            return result
+            return
         self._tallies.failed()
         if not self._failing:  # once per failing streak: the counter tells the rest
             self._failing = True
@@ -168,7 +174,6 @@ class WatchedExporter(LogRecordExporter):
                 logging.WARNING,
                 reason=reason,
             )
-        return result
 
     def shutdown(self) -> None:
         """Stops the exporter, once (the SDK's warns when stopped twice): a retry waiting
