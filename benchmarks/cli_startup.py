@@ -18,6 +18,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Any
 
 from benchmarks.results import spread, write_results
 from tests.support.process import CLI_TIMEOUT, aviso_command, clean_environment
@@ -34,7 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     environment = clean_environment()
     for number in range(runs):  # round-robin, so that a burst of load is shared by every command
         for command in COMMANDS:
@@ -54,7 +55,7 @@ def main() -> None:
                     "cpu_s": _children_cpu() - cpu,
                 }
             )
-    summary = {
+    summary: dict[str, dict[str, dict[str, float]]] = {
         " ".join(command): {
             measure: spread([r[measure] for r in rounds if r["command"] == " ".join(command)])
             for measure in ("wall_s", "cpu_s")
@@ -64,11 +65,11 @@ def main() -> None:
     path = write_results("cli_startup", rounds, summary)
     print(f"{runs} runs each, Python {sys.version.split()[0]}; rounds in {path}")
     print(f"{'command':<14} {'wall median':>11} {'min':>6} {'max':>6} {'cpu median':>11}")
-    for command, figures in summary.items():
-        wall, cpu = figures["wall_s"], figures["cpu_s"]
+    for name, figures in summary.items():
+        wall, busy = figures["wall_s"], figures["cpu_s"]
         print(
-            f"{command:<14} {wall['median']:>11.3f} {wall['min']:>6.3f} {wall['max']:>6.3f} "
-            f"{cpu['median']:>11.3f}"
+            f"{name:<14} {wall['median']:>11.3f} {wall['min']:>6.3f} {wall['max']:>6.3f} "
+            f"{busy['median']:>11.3f}"
         )
 
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.results import spread, write_results
 
@@ -43,7 +44,7 @@ def build_wheel(source: Path, into: Path) -> Path:
     return wheel
 
 
-def install_round(wheel: Path, extras: str, folder: Path) -> dict[str, object]:
+def install_round(wheel: Path, extras: str, folder: Path) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip"]
     target = f"aviso-py[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
@@ -77,7 +78,7 @@ def main() -> None:
     parser.add_argument("sources", nargs="*", help="LABEL=SOURCE (default here=checkout)")
     arguments = parser.parse_args()
     sources = dict(item.split("=", 1) for item in arguments.sources) or {"here": str(ROOT)}
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         wheels = {
             label: build_wheel(Path(source), Path(scratch) / f"wheel-{label}")
@@ -89,7 +90,7 @@ def main() -> None:
                 figures = install_round(wheel, arguments.extras, folder)
                 rounds.append({"source": label, "round": number, **figures})
                 print(label, number, figures, flush=True)
-    summary = {
+    summary: dict[str, dict[str, dict[str, float]]] = {
         label: {
             measure: spread([float(r[measure]) for r in rounds if r["source"] == label])
             for measure in ("install_s", "site_packages_mib", "distributions")

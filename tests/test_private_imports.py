@@ -52,7 +52,7 @@ def is_private(dotted: str) -> bool:
 
 def private_imports(source: str, filename: str) -> list[str]:
     """``line: name`` for each private name of a foreign package ``source`` imports."""
-    found = []
+    found: list[str] = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

@@ -11,9 +11,9 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-import grpc
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
 import pytest
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -62,6 +62,12 @@ def exporting(logger: logging.Logger, receiver: OtlpReceiver) -> OtlpLogExport:
     export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE)
     logger.addHandler(export.handler)
     return export
+
+
+def answered_more(receiver: OtlpReceiver, exports: int) -> Callable[[], bool]:
+    """Whether the receiver answered more than ``exports`` exports (before the record is
+    logged, so the count cannot already include its export)."""
+    return lambda: len(receiver.metadata) > exports
 
 
 def failures() -> float:
@@ -123,9 +129,8 @@ def test_a_permanent_refusal_is_counted_and_reported_once(aviso_logger: logging.
         try:
             for name in ("test.refused.1", "test.refused.2", "test.accepted"):
                 # One record per batch: each export is answered by the next status.
-                exports = len(receiver.metadata)
                 log_event(name, name)
-                receiver.wait_for(lambda exports=exports: len(receiver.metadata) > exports)
+                receiver.wait_for(answered_more(receiver, len(receiver.metadata)))
             receiver.wait_for(lambda: bool(receiver.with_attribute("event_name", "test.accepted")))
         finally:
             export.close()
