@@ -201,6 +201,24 @@ def test_records_beyond_the_bound_are_dropped_and_counted(aviso_logger: logging.
     assert held.bodies == ["first", *(f"waiting {number}" for number in range(limit))]
 
 
+def test_closing_gives_up_on_a_collector_that_never_answers(
+    aviso_logger: logging.Logger,
+) -> None:
+    """Exiting waits a bounded time for the last records, then stops the exporter: the
+    export it was held in ends, and close returns (else this test would hang)."""
+    held = HeldExporter()  # this test never releases it
+    settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE, exporter=held)
+    aviso_logger.addHandler(export.handler)
+    try:
+        log_event("test.held", "held")
+        assert held.holding.wait(60), "the export never started"
+    finally:
+        export.close()
+        aviso_logger.removeHandler(export.handler)
+    assert held.release.is_set(), "the exporter was not told to stop"
+
+
 def test_export_enabled_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
     settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
