@@ -1,12 +1,14 @@
-"""What the HTTP edge (``aviso_host.http_protocol``) relies on of uvicorn, listed and checked
-against the installed uvicorn, so that an upgrade which changes one fails naming it.
+"""What the HTTP edge (``aviso_host.http_protocol``) and the server (``aviso_host.server``)
+rely on of uvicorn, listed and checked against the installed uvicorn, so that an upgrade which
+changes one fails naming it.
 
 The edge subclasses uvicorn's httptools protocol: it reads and writes attributes the protocol
 sets, overrides callbacks (calling uvicorn's own through ``super()``), reads the request
 cycle's state, and replaces the cycle's message event with an object of its own that must
 answer every method uvicorn calls on it. None of that is documented uvicorn API, which is why
 setup.cfg pins uvicorn to the minor tested here. The lists are checked complete against the
-module's source: a new reliance fails here until it is listed.
+module's source: a new reliance fails here until it is listed. The server subclasses
+``uvicorn.Server`` the same way, and runs a second one (the metrics listener) by its parts.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import uvicorn
 from packaging.requirements import Requirement
 from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from aviso_host import http_protocol
+from aviso_host import http_protocol, server
 from aviso_host.http_protocol import AvisoHttpProtocol
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +87,19 @@ CHAINED = {
     "server_state": ("ServerState", ServerState, frozenset({"total_requests"})),
 }
 """``self.<attribute>.<name>`` for the uvicorn objects the protocol holds."""
+
+
+SERVER_ATTRIBUTES = frozenset({"config", "lifespan", "should_exit", "started"})
+"""``uvicorn.Server``'s attributes that ``AvisoServer`` and the metrics listener use."""
+SERVER_CALLBACKS = {
+    "__init__": ("self", "config"),
+    "startup": ("self", "sockets"),
+    "shutdown": ("self", "sockets"),
+    "handle_exit": ("self", "sig", "frame"),
+}
+"""``uvicorn.Server``'s methods ``AvisoServer`` overrides or the metrics listener calls."""
+CONFIG_ATTRIBUTES = frozenset({"http", "timeout_keep_alive", "load", "lifespan_class"})
+"""``uvicorn.Config``'s attributes the server sets or uses (``config.<name>``)."""
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:
@@ -247,3 +263,56 @@ def test_the_pin_is_the_tested_minor() -> None:
 
 def test_the_subclass_is_a_uvicorn_protocol() -> None:
     assert issubclass(AvisoHttpProtocol, HttpToolsProtocol)
+
+
+def test_every_server_reliance_is_listed() -> None:
+    tree = ast.parse(Path(inspect.getfile(server)).read_text())
+    subclass = _class(tree, "AvisoServer")
+    methods = {
+        n.name for n in subclass.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    direct, _ = _self_uses(subclass)
+    assigned_here = {
+        target.attr
+        for node in ast.walk(subclass)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+        and target.attr.startswith("_")  # aviso's own; uvicorn's are public names
+    }
+    unlisted = direct - methods - assigned_here - {"start_error"} - SERVER_ATTRIBUTES
+    assert not unlisted, f"list these uvicorn.Server attributes in SERVER_ATTRIBUTES: {unlisted}"
+    overridden = {name for name in methods if hasattr(uvicorn.Server, name)}
+    assert overridden <= set(SERVER_CALLBACKS), "list the overridden methods in SERVER_CALLBACKS"
+    _, chained = _self_uses(_class(tree, "MetricsListener"))
+    assert chained.get("_server", set()) <= SERVER_ATTRIBUTES | set(SERVER_CALLBACKS)
+    on_configs = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "config"
+    }
+    assert on_configs <= CONFIG_ATTRIBUTES, "list config.* in CONFIG_ATTRIBUTES"
+
+
+@pytest.mark.parametrize(
+    ("cls", "name"),
+    [(uvicorn.Server, name) for name in sorted(SERVER_ATTRIBUTES)]
+    + [(uvicorn.Config, name) for name in sorted(CONFIG_ATTRIBUTES)],
+    ids=lambda value: value if isinstance(value, str) else value.__name__,
+)
+def test_uvicorns_server_and_config_still_have(cls: type, name: str) -> None:
+    assert name in _members(cls), f"uvicorn {version('uvicorn')}'s {cls.__name__} has no '{name}'"
+
+
+@pytest.mark.parametrize("name", sorted(SERVER_CALLBACKS))
+def test_uvicorns_server_methods_keep_their_parameters(name: str) -> None:
+    method = getattr(uvicorn.Server, name, None)
+    assert method is not None, f"uvicorn {version('uvicorn')}'s Server has no '{name}'"
+    parameters = tuple(inspect.signature(method).parameters)
+    assert parameters == SERVER_CALLBACKS[name], (
+        f"uvicorn {version('uvicorn')}'s Server.{name} takes {parameters}"
+    )
