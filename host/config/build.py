@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import replace
 from typing import Any
 
 from aviso_host.config.authorisers import authoriser_options
@@ -25,11 +25,9 @@ from aviso_host.config.settings import (
     ApplicationSettings,
     AuthSettings,
     BackendSettings,
-    HomepageSettings,
     LimitSettings,
     LoggingSettings,
     MetricsSettings,
-    OtlpSettings,
     SchemaSettings,
     Settings,
     StreamAuthSettings,
@@ -40,8 +38,7 @@ from aviso_host.config.settings import (
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
-
-LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
+from aviso_plugins.sections import read_section
 
 
 def settings_from_document(
@@ -83,6 +80,7 @@ def _settings(
     warnings = [*unknown, *check_rules(effective, registry)]
     warnings += deprecation_warnings(effective, registry)
     schemas = effective.get("notification_schema", {})
+    auth = effective.get("auth", {})
     strict = effective.get("notification_schema_strict", bool(schemas))
     if strict is False and schemas:
         warnings.append(
@@ -90,16 +88,17 @@ def _settings(
             "generically although schemas are configured"
         )
     return Settings(
-        application=_application(effective["application"]),
+        application=read_section(ApplicationSettings, effective["application"]),
         backend=_backend(effective["notification_backend"]),
         logging=_logging(effective.get("logging", {})),
-        auth=_auth(effective.get("auth", {})),
-        metrics=MetricsSettings(**_known(effective.get("metrics", {}), MetricsSettings)),
-        watch=WatchSettings(**_known(effective.get("watch_endpoint", {}), WatchSettings)),
-        limits=LimitSettings(**effective.get("limits", {})),
-        subscriptions=SubscriptionSettings(
-            **_known(effective.get("subscriptions", {}), SubscriptionSettings)
+        auth=replace(
+            read_section(AuthSettings, auth),
+            mode_options=auth.get(auth.get("mode", "direct"), {}),
         ),
+        metrics=read_section(MetricsSettings, effective.get("metrics", {})),
+        watch=read_section(WatchSettings, effective.get("watch_endpoint", {})),
+        limits=read_section(LimitSettings, effective.get("limits", {})),
+        subscriptions=read_section(SubscriptionSettings, effective.get("subscriptions", {})),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,
@@ -122,47 +121,15 @@ def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> fro
     return marked | unknown_key_paths(document, schema)
 
 
-def _known(section: Mapping[str, Any], cls: type) -> dict[str, Any]:
-    """The entries of ``section`` that ``cls`` has a field for (unknown keys are ignored)."""
-    names = {item.name for item in fields(cls)}
-    return {key: value for key, value in section.items() if key in names}
-
-
-def _application(section: Mapping[str, Any]) -> ApplicationSettings:
-    known = _known(section, ApplicationSettings)
-    known["homepage"] = HomepageSettings(**_known(section.get("homepage", {}), HomepageSettings))
-    return ApplicationSettings(**known)
-
-
 def _logging(section: Mapping[str, Any]) -> LoggingSettings:
-    otlp = section.get("otlp", {})
-    protocol = otlp.get("protocol", "grpc")
-    endpoint = otlp.get("endpoint", "")
-    return LoggingSettings(
-        level=_log_level(section.get("level")),
-        format="text" if section.get("format") == "text" else "json",
-        otlp=OtlpSettings(
-            enabled=otlp.get("enabled", False),
-            endpoint=otlp_endpoint(endpoint, protocol) if endpoint.strip() else "",
-            protocol=protocol,
-        ),
-    )
-
-
-def _log_level(level: Any) -> str:
-    text = level.lower() if isinstance(level, str) else ""
-    return text if text in LOG_LEVELS else "info"
+    settings = read_section(LoggingSettings, section)
+    otlp = settings.otlp
+    endpoint = otlp_endpoint(otlp.endpoint, otlp.protocol) if otlp.endpoint.strip() else ""
+    return replace(settings, otlp=replace(otlp, endpoint=endpoint))
 
 
 def _roles(roles: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
     return {realm: tuple(names) for realm, names in roles.items()}
-
-
-def _auth(auth: Mapping[str, Any]) -> AuthSettings:
-    known = _known(auth, AuthSettings)
-    known["admin_roles"] = _roles(known.get("admin_roles", {}))
-    known["mode_options"] = auth.get(auth.get("mode", "direct"), {})
-    return AuthSettings(**known)
 
 
 def _backend(section: Mapping[str, Any]) -> BackendSettings:

@@ -11,7 +11,6 @@ from aviso_host.config.errors import at
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.config.unknown_keys import nearest
 
-OTLP_PROTOCOLS = ("grpc", "http")
 _OTLP_HTTP_PATH = "/v1/logs"
 
 

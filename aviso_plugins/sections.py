@@ -1,0 +1,123 @@
+"""A configuration section declared once, as a typed dataclass.
+
+The host declares its own sections this way and a plugin may declare the section it owns
+(``notification_backend.<kind>``, ``auth.<mode>``, a stream authoriser's top-level section...)
+the same way: field types, defaults, docstrings and ``Annotated`` constraints (pydantic's
+``Field(ge=1)``, ``Literal`` choices) say everything. :func:`section_schema` derives the JSON
+Schema the host validates the section with (and from which it converts ``AVISOSERVER_*``
+text, fills in defaults and suggests the nearest key for a misspelt one);
+:func:`read_section` builds the typed value from the validated mapping::
+
+    @section(closed=True)
+    @dataclass(frozen=True, slots=True)
+    class MyOptions:
+        url: str
+        timeout_ms: Annotated[int, Field(ge=1)] = 5000
+        \"\"\"How long to wait for the service.\"\"\"
+
+    options_schema = section_schema(MyOptions)
+
+pydantic does the derivation and the construction. The schema it writes is brought to the
+plain form the host's walks read: references inlined, titles dropped, a union of simple
+types written as a list of types (``null`` left out: an explicit null means "not set" and is
+dropped before validation).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import ConfigDict, TypeAdapter, with_config
+
+T = TypeVar("T")
+
+_CLOSED = {"additionalProperties": False}
+
+__all__ = ["read_section", "section", "section_schema"]
+
+
+def section(*, closed: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator of a declared section: attribute docstrings become descriptions;
+    ``closed``: keys it does not declare fail validation (otherwise they are reported as
+    unknown and ignored, as aviso-server ignores them)."""
+    config = ConfigDict(use_attribute_docstrings=True)
+    if closed:
+        config["json_schema_extra"] = dict(_CLOSED)
+    return with_config(config)
+
+
+def section_schema(cls: type[Any]) -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of the section ``cls`` declares (a new copy each
+    time: the caller may extend it)."""
+    return copy.deepcopy(_schema(cls))
+
+
+def read_section(cls: type[T], values: Mapping[str, Any]) -> T:
+    """The typed ``cls`` built from a section that validated against its schema; keys it
+    does not declare are ignored."""
+    return _adapter(cls).validate_python(dict(values))
+
+
+# Declarations are classes defined once, so caching by class never grows without bound.
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+_SCHEMAS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _adapter(cls: type[T]) -> TypeAdapter[T]:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def _schema(cls: type[Any]) -> dict[str, Any]:
+    schema = _SCHEMAS.get(cls)
+    if schema is None:
+        raw = _adapter(cls).json_schema()
+        definitions = raw.pop("$defs", {})
+        schema = _SCHEMAS[cls] = _plain(raw, definitions)
+    return schema
+
+
+def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_plain(item, definitions) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    if "$ref" in node:
+        target = definitions[str(node["$ref"]).rsplit("/", 1)[-1]]
+        node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
+    plain = {
+        key: value if key in ("default", "examples") else _plain(value, definitions)
+        for key, value in node.items()
+        # An absent optional value is not a default to fill in.
+        if key != "title" and not (key == "default" and value is None)
+    }
+    if "anyOf" in plain:
+        merged = _merged_branches(plain["anyOf"])
+        if merged is not None:
+            del plain["anyOf"]
+            plain = {**merged, **plain}
+    return plain
+
+
+def _merged_branches(branches: list[Any]) -> dict[str, Any] | None:
+    """``anyOf`` branches of distinct simple types as one schema with a list of types, when
+    no keyword is shared between them (each keyword then applies to one type only, so the
+    merged schema accepts exactly what the branches accept); ``None`` otherwise."""
+    types: list[str] = []
+    merged: dict[str, Any] = {}
+    for branch in branches:
+        kind = branch.get("type") if isinstance(branch, Mapping) else None
+        if not isinstance(kind, str) or kind in types:
+            return None
+        if kind == "null":
+            continue
+        types.append(kind)
+        keywords = {key: value for key, value in branch.items() if key != "type"}
+        if keywords.keys() & merged.keys():
+            return None
+        merged.update(keywords)
+    return {"type": types[0] if len(types) == 1 else types, **merged}
