@@ -54,8 +54,24 @@ _DEFAULT_SUBSCRIPTION_ATTEMPTS = 5
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
+WORKQUEUE_REFUSED = (
+    "'workqueue' is refused (as by aviso-server 0.13): a work-queue stream deletes each "
+    "notification once one consumer acknowledged it, so history and concurrent watchers "
+    "cannot work; use 'limits' or 'interest'"
+)
+
+
 class OptionsError(ValueError):
     """A setting is unusable; the message names ``notification_backend.jetstream.<key>``."""
+
+
+class OptionRefused(OptionsError):
+    """One option of the section refused while parsing it: ``key`` and ``reason`` apart."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"notification_backend.jetstream.{key}: {reason}")
+        self.key = key
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,14 +141,13 @@ def parse_options(
     """Apply defaults and the checks that only matter once this backend is selected."""
 
     def fail(key: str, reason: str) -> OptionsError:
-        return OptionsError(f"notification_backend.jetstream.{key}: {reason}")
+        return OptionRefused(key, reason)
 
     for key in _POSITIVE:
         if key in raw and raw[key] <= 0:
             raise fail(key, "must be greater than 0")
     if raw.get("retention_policy") == "workqueue":
-        # History and concurrent watchers need every notification kept (aviso-server 0.13).
-        raise fail("retention_policy", "'workqueue' is not supported; use 'limits' or 'interest'")
+        raise fail("retention_policy", WORKQUEUE_REFUSED)
     url = raw.get("nats_url", DEFAULT_URL)
     if not url.strip():
         raise fail("nats_url", "must not be blank")
