@@ -26,12 +26,15 @@ shows without checking.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
+from aviso_host.config.settings import LimitSettings, SubscriptionSettings
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
 from aviso_host.openapi_examples import RequestExamples, request_examples
 from aviso_host.schemas import SchemaCatalog
+from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS, MAX_DEBOUNCE_MS
 
 JSON = "application/json"
 Doc = dict[str, Any]
@@ -51,6 +54,9 @@ _STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
 """Anonymous callers reach public streams; a supplied credential is always verified."""
 _ADMIN_CREDENTIALS: list[Doc] = [{"bearer_jwt": []}, {"basic": []}]
 
+
+DEFAULT_LIMITS = LimitSettings()
+DEFAULT_SUBSCRIPTION_LIMITS = SubscriptionSettings()
 
 NOT_DESCRIBED_PATHS = frozenset(
     {
@@ -128,7 +134,8 @@ def _bad_request(**examples: Any) -> Doc:
         "validation: an identifier key the schema does not declare, a schema-less event type "
         "that is not a topic base, an identifier value or constraint operand over "
         "`limits.max_identifier_value_bytes` (1024) or holding a vertical tab, form feed or "
-        "DEL, a topic over 3072 bytes, a payload over `limits.max_payload_bytes` (262144). "
+        "DEL, a topic over `limits.max_topic_bytes` (3072), a payload over "
+        "`limits.max_payload_bytes` (262144). "
         "Parse failures carry the endpoint's own `error` label.",
         {"oneOf": [_schema("RequestError"), _schema("UnknownEventTypeError")]},
         **examples,
@@ -1060,10 +1067,10 @@ def _body_schemas(catalog: SchemaCatalog | None) -> Doc:
                 },
                 "debounce_ms": {
                     "type": ["integer", "null"],
-                    # limits.min_aggregate_debounce_ms, by default.
-                    "minimum": 100,
-                    "maximum": 60000,
-                    "default": 1000,
+                    # Set from limits.min_aggregate_debounce_ms by openapi_document.
+                    "minimum": 0,
+                    "maximum": MAX_DEBOUNCE_MS,
+                    "default": DEFAULT_DEBOUNCE_MS,
                     "description": "The window that coalesces changes into one update.",
                 },
             },
@@ -1558,8 +1565,8 @@ streams or **replay** history over Server-Sent Events.
   completed within `limits.header_timeout_seconds`, or a body not completed within
   `limits.body_timeout_seconds` of its head, gets 408 `REQUEST_TIMEOUT`; on a connection
   accepted beyond `limits.max_connections` open connections, 503 `SERVICE_UNAVAILABLE` with
-  `Retry-After`; beyond `limits.max_connections_per_client` (off by default) from one client
-  address, 429 `TOO_MANY_REQUESTS` with `Retry-After` (`GET /health` and `/ready` are
+  `Retry-After`; beyond `limits.max_connections_per_client` from one client address (0: no
+  such cap, the default), 429 `TOO_MANY_REQUESTS` with `Retry-After` (`GET /health` and `/ready` are
   answered over both caps; such a connection must send its head within 2 s, and one past a
   small reserve is reset). A request the HTTP parser cannot read gets 400 `BAD_REQUEST`, a
   request line of an HTTP version other than 1.0 or 1.1 505 `HTTP_VERSION_NOT_SUPPORTED`.
@@ -2060,14 +2067,20 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
 
 
 def openapi_document(
-    version: str, catalog: SchemaCatalog | None = None, subscriptions: bool = True
+    version: str,
+    catalog: SchemaCatalog | None = None,
+    subscriptions: bool = True,
+    limits: LimitSettings = DEFAULT_LIMITS,
+    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
     (none: no schema configured), as JSON-serialisable data; ``subscriptions``: whether the
-    subscription routes are served."""
+    subscription routes are served. Every setting the text names (`` `limits.max_body_bytes` ``)
+    is stated with its value in ``limits`` and ``subscription_limits``, and the aggregate
+    request's ``debounce_ms`` bounds are the configured ones."""
     examples = request_examples(catalog)
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
-    return copy.deepcopy(
+    document = copy.deepcopy(
         {
             "openapi": "3.1.0",
             "info": {
@@ -2121,3 +2134,30 @@ def openapi_document(
             },
         }
     )
+    debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
+    debounce["minimum"] = limits.min_aggregate_debounce_ms
+    debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
+    stated: dict[str, Any] = {"limits": limits, "subscriptions": subscription_limits}
+    return _with_settings_stated(document, stated)
+
+
+_SETTING = re.compile(r"`(limits|subscriptions)\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?")
+"""A setting named in the text, with the value written beside it if any."""
+
+
+def _with_settings_stated(node: Any, sections: Mapping[str, Any]) -> Any:
+    """``node`` with each setting its text names followed by the configured value (an unknown
+    name fails: the text can only name declared settings)."""
+    if isinstance(node, str):
+
+        def stated(match: re.Match[str]) -> str:
+            value = getattr(sections[match[1]], match[2])
+            shown = int(value) if isinstance(value, float) and value.is_integer() else value
+            return f"`{match[1]}.{match[2]}` ({shown})"
+
+        return _SETTING.sub(stated, node)
+    if isinstance(node, dict):
+        return {key: _with_settings_stated(value, sections) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_with_settings_stated(item, sections) for item in node]
+    return node
