@@ -38,7 +38,7 @@ from aviso_host.config.settings import (
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
-from aviso_plugins.sections import read_section
+from aviso_plugins.shapes import read_shape
 
 
 def settings_from_document(
@@ -88,17 +88,17 @@ def _settings(
             "generically although schemas are configured"
         )
     return Settings(
-        application=read_section(ApplicationSettings, effective["application"]),
+        application=read_shape(ApplicationSettings, effective["application"]),
         backend=_backend(effective["notification_backend"]),
         logging=_logging(effective.get("logging", {})),
         auth=replace(
-            read_section(AuthSettings, auth),
+            read_shape(AuthSettings, auth),
             mode_options=auth.get(auth.get("mode", "direct"), {}),
         ),
-        metrics=read_section(MetricsSettings, effective.get("metrics", {})),
-        watch=read_section(WatchSettings, effective.get("watch_endpoint", {})),
-        limits=read_section(LimitSettings, effective.get("limits", {})),
-        subscriptions=read_section(SubscriptionSettings, effective.get("subscriptions", {})),
+        metrics=read_shape(MetricsSettings, effective.get("metrics", {})),
+        watch=read_shape(WatchSettings, effective.get("watch_endpoint", {})),
+        limits=read_shape(LimitSettings, effective.get("limits", {})),
+        subscriptions=read_shape(SubscriptionSettings, effective.get("subscriptions", {})),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,
@@ -122,7 +122,7 @@ def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> fro
 
 
 def _logging(section: Mapping[str, Any]) -> LoggingSettings:
-    settings = read_section(LoggingSettings, section)
+    settings = read_shape(LoggingSettings, section)
     otlp = settings.otlp
     endpoint = otlp_endpoint(otlp.endpoint, otlp.protocol) if otlp.endpoint.strip() else ""
     return replace(settings, otlp=replace(otlp, endpoint=endpoint))

@@ -21,7 +21,7 @@ from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
 from aviso_host.config.settings import SECTIONS
 from aviso_host.plugins import PluginRegistry
-from aviso_plugins.sections import section_schema
+from aviso_plugins.shapes import shape_schema
 from aviso_plugins.types import FieldHandler
 
 _TEXT = {"type": "string"}
@@ -37,7 +37,7 @@ _TOPIC = {
 
 def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     """The schema every configuration document must satisfy with these plugins loaded."""
-    properties = {name: section_schema(cls) for name, cls in SECTIONS.items()}
+    properties = {name: shape_schema(cls) for name, cls in SECTIONS.items()}
     auth = properties["auth"]["properties"]
     auth["mode"]["enum"] = sorted(BUILTIN_AUTH_MODES | set(registry.auth_providers))
     # A plugin mode may declare its own section, named after the mode.

@@ -1,7 +1,7 @@
 """Typed, immutable settings: the configuration after loading and validation.
 
 Each section of the configuration document is declared here once, as a frozen dataclass
-(:mod:`aviso_plugins.sections`): its JSON Schema (validation, text conversion, "did you
+(:mod:`aviso_plugins.shapes`): its JSON Schema (validation, text conversion, "did you
 mean"), its defaults and its typed value all come from the declaration. Handlers receive only
 the part they need; nothing re-reads the raw document after startup.
 """
@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, WithJsonSchema
 from pydantic.json_schema import SkipJsonSchema
 
-from aviso_plugins.sections import section
+from aviso_plugins.shapes import shape
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
 
@@ -36,7 +36,7 @@ def _log_format(value: Any) -> str:
     return "text" if value == "text" else "json"
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class HomepageSettings:
     """``application.homepage``: the links the landing page shows (absolute http(s) URLs)."""
@@ -52,7 +52,7 @@ DEFAULT_HOMEPAGE_URLS: Mapping[str, str] = {
 }
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class ApplicationSettings:
     host: str
@@ -64,7 +64,7 @@ class ApplicationSettings:
     """Worker processes ``aviso-server serve`` runs, or ``"auto"``: one per usable core."""
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class OtlpSettings:
     """``logging.otlp``: log records also exported over OTLP (aviso-server 0.8.1)."""
@@ -75,7 +75,7 @@ class OtlpSettings:
     protocol: Literal["grpc", "http"] = "grpc"
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class LoggingSettings:
     # Unconstrained: an unusable level means info, never a failure.
@@ -87,7 +87,7 @@ class LoggingSettings:
     otlp: OtlpSettings = OtlpSettings()
 
 
-@section(closed=True)
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
     enabled: bool = False
@@ -101,7 +101,7 @@ class AuthSettings:
     """The selected mode's own section ``auth.<mode>`` (plugin modes only), ``{}`` if absent."""
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
     enabled: bool = False
@@ -121,7 +121,7 @@ class BackendSettings:
         return self.sections.get(self.kind, {})
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
     """``watch_endpoint``."""
@@ -138,7 +138,7 @@ class WatchSettings:
     """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
 
 
-@section(closed=True)
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class LimitSettings:
     """The ``limits`` section: what one request or connection may cost (docs/guarantees.md).
@@ -184,7 +184,7 @@ class LimitSettings:
     """Smallest ``debounce_ms`` an aggregate request may ask for."""
 
 
-@section(closed=True)
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class SubscriptionSettings:
     """The ``subscriptions`` section: named subscriptions whose cursor the server keeps."""

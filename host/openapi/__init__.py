@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aviso_host.config.settings import LimitSettings, SubscriptionSettings
+from aviso_host.openapi.common import Doc
 from aviso_host.openapi.components import (
     body_schemas,
     discovery_schemas,
@@ -111,8 +112,25 @@ def openapi_document(
     is stated with its value in ``limits`` and ``subscription_limits``, and the aggregate
     request's ``debounce_ms`` bounds are the configured ones."""
     examples = request_examples(catalog)
+    paths: Doc = {
+        "/api/v1/notification": {"post": notify_operation(examples)},
+        "/api/v1/watch": {"post": watch_operation(examples)},
+        "/api/v1/replay": {"post": replay_operation(examples)},
+        "/api/v1/aggregate": {"post": aggregate_operation(examples)},
+        **schema_operations(catalog, examples.event_type),
+        **admin_operations(examples.event_type),
+        **(subscription_operations(examples) if subscriptions else {}),
+        **operational_operations(),
+    }
+    schemas: Doc = {
+        **body_schemas(catalog),
+        **error_schemas(),
+        **discovery_schemas(),
+        **stream_event_schemas(),
+        **subscription_schemas(catalog),
+    }
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
-    document = copy.deepcopy(
+    document: Doc = copy.deepcopy(
         {
             "openapi": "3.1.0",
             "info": {
@@ -139,24 +157,9 @@ def openapi_document(
                     "description": "Named subscriptions whose cursor the server keeps.",
                 },
             ],
-            "paths": {
-                "/api/v1/notification": {"post": notify_operation(examples)},
-                "/api/v1/watch": {"post": watch_operation(examples)},
-                "/api/v1/replay": {"post": replay_operation(examples)},
-                "/api/v1/aggregate": {"post": aggregate_operation(examples)},
-                **schema_operations(catalog, examples.event_type),
-                **admin_operations(examples.event_type),
-                **(subscription_operations(examples) if subscriptions else {}),
-                **operational_operations(),
-            },
+            "paths": paths,
             "components": {
-                "schemas": {
-                    **body_schemas(catalog),
-                    **error_schemas(),
-                    **discovery_schemas(),
-                    **stream_event_schemas(),
-                    **subscription_schemas(catalog),
-                },
+                "schemas": schemas,
                 "responses": shared_responses(),
                 "headers": header_components(),
                 "securitySchemes": {
@@ -170,7 +173,8 @@ def openapi_document(
     debounce["minimum"] = limits.min_aggregate_debounce_ms
     debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
     stated: dict[str, Any] = {"limits": limits, "subscriptions": subscription_limits}
-    return _with_settings_stated(document, stated)
+    result: Doc = _with_settings_stated(document, stated)
+    return result
 
 
 _SETTING = re.compile(r"`(limits|subscriptions)\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aviso_host.api_shapes import AdminNotificationResult, AdminResult, Health, Readiness, Status
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
 from aviso_host.openapi.common import (
     JSON,
@@ -20,6 +21,7 @@ from aviso_host.openapi.common import (
 from aviso_host.openapi.streams import AGGREGATE_REQUEST_DESCRIPTION, STREAM_REQUEST_DESCRIPTION
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS, MAX_DEBOUNCE_MS
+from aviso_plugins.shapes import shape_schema
 
 # ----------------------------------------------------------------------------- components
 
@@ -209,80 +211,16 @@ def body_schemas(catalog: SchemaCatalog | None) -> Doc:
                 },
             },
         },
-        "Health": {
-            "type": "object",
-            "required": ["status"],
-            "additionalProperties": False,
-            "properties": {"status": {"type": "string", "enum": ["ok"]}},
-        },
-        "Readiness": {
-            "type": "object",
-            "required": ["status", "backend_connected"],
-            "additionalProperties": False,
-            "properties": {
-                "status": {"type": "string", "enum": ["ready", "not_ready"]},
-                "backend_connected": {"type": "boolean"},
-            },
-        },
-        "Status": {
-            "type": "object",
-            "required": ["backend", "notifications", "status", "version"],
-            "additionalProperties": False,
-            "properties": {
-                "backend": {
-                    "type": "object",
-                    "required": ["kind", "ready"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "kind": {"type": "string", "description": "`notification_backend.kind`."},
-                        "ready": {"type": "boolean", "description": "As `GET /ready` says."},
-                    },
-                },
-                "notifications": {
-                    "type": "object",
-                    "required": ["last_minute", "per_second", "total"],
-                    "additionalProperties": False,
-                    "description": "Notifications stored through this server process.",
-                    "properties": {
-                        "last_minute": {"type": "integer", "minimum": 0},
-                        "per_second": {
-                            "type": "number",
-                            "minimum": 0,
-                            "description": "Average over the last minute.",
-                        },
-                        "total": {"type": "integer", "minimum": 0, "description": "Since start."},
-                    },
-                },
-                "status": {"type": "string", "enum": ["ok"]},
-                "version": {"type": "string"},
-            },
-        },
+        "Health": shape_schema(Health),
+        "Readiness": shape_schema(Readiness),
+        "Status": shape_schema(Status),
         "WipeStreamRequest": {
             "type": "object",
             "required": ["stream_name"],
             "properties": {"stream_name": {"type": "string", "description": "Topic base."}},
         },
-        "AdminResult": {
-            "type": "object",
-            "required": ["success", "message", "request_id"],
-            "additionalProperties": False,
-            "properties": {
-                "success": {"type": "boolean"},
-                "message": {"type": "string"},
-                "request_id": schema_ref("RequestId"),
-            },
-        },
-        "AdminNotificationResult": {
-            "type": "object",
-            "required": ["success", "message", "notification_id", "request_id"],
-            "additionalProperties": False,
-            "properties": {
-                "success": {"type": "boolean"},
-                "message": {"type": "string"},
-                "notification_id": {"type": "string", "description": "The raw path value."},
-                "request_id": schema_ref("RequestId"),
-            },
-        },
+        "AdminResult": shape_schema(AdminResult),
+        "AdminNotificationResult": shape_schema(AdminNotificationResult),
     }
 
 

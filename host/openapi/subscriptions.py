@@ -74,9 +74,9 @@ def _subscription_example(event_type: str, identifier: Mapping[str, Any], pendin
 
 
 def subscription_operations(examples: RequestExamples) -> Doc:
-    first = next(iter(examples.watch.values()), {"event_type": examples.event_type})
-    event_type = first.get("event_type", examples.event_type)
-    identifier = first.get("identifier", {})
+    first: Mapping[str, Any] = next(iter(examples.watch.values()), {})
+    event_type: str = first.get("event_type", examples.event_type)
+    identifier: Mapping[str, Any] = first.get("identifier", {})
     state = _subscription_example(event_type, identifier, pending=True)
     invalid_name = _subscription_error(
         "The name breaks the naming rule.",

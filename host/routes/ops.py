@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from aviso_host.api_shapes import Health, Readiness
 from aviso_host.config.settings import (
     DEFAULT_HOMEPAGE_URLS,
     HomepageSettings,
@@ -167,14 +168,15 @@ def ops_routes(
     }
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok"}, sort_keys=False)
+        body: Health = {"status": "ok"}
+        return json_response(body, sort_keys=False)
 
     async def ready(request: Request) -> Response:
         if await request.app.state.service.backend.ready():
-            return json_response({"status": "ready", "backend_connected": True}, sort_keys=False)
-        return json_response(
-            {"status": "not_ready", "backend_connected": False}, status=503, sort_keys=False
-        )
+            body: Readiness = {"status": "ready", "backend_connected": True}
+            return json_response(body, sort_keys=False)
+        body = {"status": "not_ready", "backend_connected": False}
+        return json_response(body, status=503, sort_keys=False)
 
     async def status(request: Request) -> Response:
         body = await request.app.state.service.status.body()

@@ -37,7 +37,7 @@ from aviso_plugins import hookimpl
 from aviso_plugins.fanout import SubscriberIndex
 from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
 from aviso_plugins.literals import parse_duration
-from aviso_plugins.sections import read_section, section, section_schema
+from aviso_plugins.shapes import read_shape, shape, shape_schema
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
@@ -73,7 +73,7 @@ over a long stream is read in several pages, each a bounded slice of the event l
 Count = Annotated[int, Field(ge=0)]
 
 
-@section()
+@shape()
 @dataclass(frozen=True, slots=True)
 class InMemoryOptions:
     """``notification_backend.in_memory``."""
@@ -198,7 +198,7 @@ class _Subscription:
 
 class InMemoryBackend(StorageBackend):
     kind: ClassVar[str] = "in_memory"
-    options_schema: ClassVar[Mapping[str, Any]] = section_schema(InMemoryOptions)
+    options_schema: ClassVar[Mapping[str, Any]] = shape_schema(InMemoryOptions)
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -210,7 +210,7 @@ class InMemoryBackend(StorageBackend):
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)
-        options = read_section(InMemoryOptions, context.options)
+        options = read_shape(InMemoryOptions, context.options)
         # Constructed in code, the limits may be 0; aviso-server reads 0 as 1.
         self._max_history = max(1, options.max_history_per_topic)
         self._max_topics = max(1, options.max_topics)

@@ -1,24 +1,28 @@
-"""A configuration section declared once, as a typed dataclass.
+"""A shape declared once, as a typed class: a configuration section or a JSON body.
 
-The host declares its own sections this way and a plugin may declare the section it owns
-(``notification_backend.<kind>``, ``auth.<mode>``, a stream authoriser's top-level section...)
-the same way: field types, defaults, docstrings and ``Annotated`` constraints (pydantic's
-``Field(ge=1)``, ``Literal`` choices) say everything. :func:`section_schema` derives the JSON
-Schema the host validates the section with (and from which it converts ``AVISOSERVER_*``
-text, fills in defaults and suggests the nearest key for a misspelt one);
-:func:`read_section` builds the typed value from the validated mapping::
+The host declares its own configuration sections this way and a plugin may declare the
+section it owns (``notification_backend.<kind>``, ``auth.<mode>``, a stream authoriser's
+top-level section...) the same way: field types, defaults, attribute docstrings and
+``Annotated`` constraints (pydantic's ``Field(ge=1)``, ``Literal`` choices) say everything.
+:func:`shape_schema` derives the JSON Schema (Draft 2020-12) the host validates the section
+with, converts ``AVISOSERVER_*`` text by, fills defaults from and suggests the nearest key
+from; :func:`read_shape` builds the typed value from the validated mapping::
 
-    @section(closed=True)
+    @shape(closed=True)
     @dataclass(frozen=True, slots=True)
     class MyOptions:
         url: str
         timeout_ms: Annotated[int, Field(ge=1)] = 5000
         \"\"\"How long to wait for the service.\"\"\"
 
-    options_schema = section_schema(MyOptions)
+    options_schema = shape_schema(MyOptions)
+
+A ``TypedDict`` declares a JSON body the same way (the host's API responses: the route
+builds it, type-checked, and the API description shows its derived schema).
 
 pydantic does the derivation and the construction. The schema it writes is brought to the
-plain form the host's walks read: references inlined, titles dropped, a union of simple
+plain form the host's walks read: its own references inlined (one written with
+:func:`reference`, such as an OpenAPI component, is kept), titles dropped, a union of simple
 types written as a list of types (``null`` left out: an explicit null means "not set" and is
 dropped before validation).
 """
@@ -29,33 +33,42 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from pydantic import ConfigDict, TypeAdapter, with_config
+from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
 
 T = TypeVar("T")
 
 _CLOSED = {"additionalProperties": False}
+_OWN_REFERENCE = "#/$defs/"
+# pydantic resolves every "$ref" it is given, so a foreign one travels under another key.
+_REFERENCE = "x-aviso-reference"
 
-__all__ = ["read_section", "section", "section_schema"]
+__all__ = ["read_shape", "reference", "shape", "shape_schema"]
 
 
-def section(*, closed: bool = False) -> Callable[[type[T]], type[T]]:
-    """Class decorator of a declared section: attribute docstrings become descriptions;
-    ``closed``: keys it does not declare fail validation (otherwise they are reported as
-    unknown and ignored, as aviso-server ignores them)."""
+def shape(*, closed: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator of a declared shape: attribute docstrings become descriptions;
+    ``closed``: keys it does not declare fail validation (otherwise a configuration section
+    reports them as unknown and ignores them, as aviso-server does)."""
     config = ConfigDict(use_attribute_docstrings=True)
     if closed:
         config["json_schema_extra"] = dict(_CLOSED)
     return with_config(config)
 
 
-def section_schema(cls: type[Any]) -> dict[str, Any]:
-    """The JSON Schema (Draft 2020-12) of the section ``cls`` declares (a new copy each
+def reference(target: str) -> WithJsonSchema:
+    """``Annotated[str, reference("#/components/schemas/RequestId")]``: the value's schema is
+    the one ``target`` names in the document the derived schema is placed in."""
+    return WithJsonSchema({_REFERENCE: target})
+
+
+def shape_schema(cls: type[Any]) -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of the shape ``cls`` declares (a new copy each
     time: the caller may extend it)."""
     return copy.deepcopy(_schema(cls))
 
 
-def read_section(cls: type[T], values: Mapping[str, Any]) -> T:
-    """The typed ``cls`` built from a section that validated against its schema; keys it
+def read_shape(cls: type[T], values: Mapping[str, Any]) -> T:
+    """The typed ``cls`` built from a mapping that validated against its schema; keys it
     does not declare are ignored."""
     return _adapter(cls).validate_python(dict(values))
 
@@ -86,8 +99,11 @@ def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
         return [_plain(item, definitions) for item in node]
     if not isinstance(node, Mapping):
         return node
-    if "$ref" in node:
-        target = definitions[str(node["$ref"]).rsplit("/", 1)[-1]]
+    if _REFERENCE in node:
+        return {"$ref": node[_REFERENCE]}
+    own = node.get("$ref")
+    if isinstance(own, str) and own.startswith(_OWN_REFERENCE):
+        target = definitions[own[len(_OWN_REFERENCE) :]]
         node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
     plain = {
         key: value if key in ("default", "examples") else _plain(value, definitions)
@@ -95,6 +111,9 @@ def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
         # An absent optional value is not a default to fill in.
         if key != "title" and not (key == "default" and value is None)
     }
+    if "const" in plain and "enum" not in plain:
+        # The same constraint in the form OpenAPI 3.0 readers (Swagger UI) know too.
+        plain["enum"] = [plain.pop("const")]
     if "anyOf" in plain:
         merged = _merged_branches(plain["anyOf"])
         if merged is not None:
