@@ -128,10 +128,6 @@ def _logging(section: Mapping[str, Any]) -> LoggingSettings:
     return replace(settings, otlp=replace(otlp, endpoint=endpoint))
 
 
-def _roles(roles: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
-    return {realm: tuple(names) for realm, names in roles.items()}
-
-
 def _backend(section: Mapping[str, Any]) -> BackendSettings:
     sections = {
         kind: options
@@ -148,9 +144,9 @@ def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
     return SchemaSettings(
         event_type=event_type,
         identifier=entry["identifier"],
-        topic=TopicSettings(topic["base"], tuple(topic["key_order"])) if topic else None,
+        topic=read_shape(TopicSettings, topic) if topic else None,
         payload_required=entry["payload"]["required"] if "payload" in entry else None,
-        auth=_stream_auth(stream_auth) if stream_auth is not None else None,
+        auth=read_shape(StreamAuthSettings, stream_auth) if stream_auth is not None else None,
         # Unknown storage_policy keys are ignored, so backends never see them.
         storage_policy=(
             {key: policy[key] for key in STORAGE_POLICY_KEYS if key in policy}
@@ -158,13 +154,4 @@ def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
             else None
         ),
         max_historical_notifications=entry.get("max_historical_notifications"),
-    )
-
-
-def _stream_auth(block: Mapping[str, Any]) -> StreamAuthSettings:
-    return StreamAuthSettings(
-        required=block["required"],
-        read_roles=_roles(block["read_roles"]) if "read_roles" in block else None,
-        write_roles=_roles(block["write_roles"]) if "write_roles" in block else None,
-        plugins=tuple(block.get("plugins", ())),
     )

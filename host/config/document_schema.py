@@ -19,20 +19,13 @@ from typing import Any
 from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
 from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
-from aviso_host.config.settings import SECTIONS
+from aviso_host.config.settings import SECTIONS, EventSchemaBlock
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.shapes import shape_schema
 from aviso_plugins.types import FieldHandler
 
 _TEXT = {"type": "string"}
 _BOOLEAN = {"type": "boolean"}
-_POSITIVE = {"type": "integer", "minimum": 1}
-_ROLE_MAP = {"type": "object", "additionalProperties": {"type": "array", "items": _TEXT}}
-_TOPIC = {
-    "type": "object",
-    "required": ["base", "key_order"],
-    "properties": {"base": _TEXT, "key_order": {"type": "array", "items": _TEXT}},
-}
 
 
 def document_schema(registry: PluginRegistry) -> dict[str, Any]:
@@ -74,46 +67,12 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
 
 
 def _event_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:
-    return {
+    schema = shape_schema(EventSchemaBlock)
+    schema["properties"]["identifier"] = {
         "type": "object",
-        "required": ["identifier"],
-        "properties": {
-            "identifier": {
-                "type": "object",
-                "additionalProperties": field_definition_schema(handlers),
-            },
-            "topic": _TOPIC,
-            "endpoint": _TOPIC,
-            "payload": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["required"],
-                "properties": {"required": _BOOLEAN},
-            },
-            "auth": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["required"],
-                "properties": {
-                    "required": _BOOLEAN,
-                    "read_roles": _ROLE_MAP,
-                    "write_roles": _ROLE_MAP,
-                    "plugins": {"type": "array", "items": _TEXT},
-                },
-            },
-            "max_historical_notifications": _POSITIVE,
-            "storage_policy": {
-                "type": "object",
-                "properties": {
-                    "retention_time": _TEXT,
-                    "max_messages": {"type": "integer"},
-                    "max_size": _TEXT,
-                    "allow_duplicates": _BOOLEAN,
-                    "compression": _BOOLEAN,
-                },
-            },
-        },
+        "additionalProperties": field_definition_schema(handlers),
     }
+    return schema
 
 
 def field_definition_schema(handlers: Mapping[str, type[FieldHandler]]) -> dict[str, Any]:

@@ -201,18 +201,53 @@ class SubscriptionSettings:
     it: 400."""
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
     base: str
     key_order: tuple[str, ...]
 
 
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class StreamAuthSettings:
     required: bool
-    read_roles: Mapping[str, tuple[str, ...]] | None = None
-    write_roles: Mapping[str, tuple[str, ...]] | None = None
+    read_roles: RoleMap | None = None
+    write_roles: RoleMap | None = None
     plugins: tuple[str, ...] = ()
+
+
+@shape(closed=True)
+@dataclass(frozen=True, slots=True)
+class PayloadBlock:
+    required: bool
+
+
+@shape()
+@dataclass(frozen=True, slots=True)
+class StoragePolicy:
+    """Per-stream storage; a backend declares one capability flag per key it honours."""
+
+    retention_time: str | None = None
+    max_messages: int | None = None
+    max_size: str | None = None
+    allow_duplicates: bool | None = None
+    compression: bool | None = None
+
+
+@shape()
+@dataclass(frozen=True, slots=True)
+class EventSchemaBlock:
+    """A ``notification_schema.<event type>`` entry as written (its ``identifier`` field
+    definitions are the field handlers' to declare)."""
+
+    identifier: Mapping[str, Any]
+    topic: TopicSettings | None = None
+    endpoint: TopicSettings | None = None
+    payload: PayloadBlock | None = None
+    auth: StreamAuthSettings | None = None
+    max_historical_notifications: Positive | None = None
+    storage_policy: StoragePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
