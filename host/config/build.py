@@ -13,6 +13,7 @@ from aviso_host.config.errors import ConfigError, KeyPath
 from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.plugin_options import (
     deprecation_warnings,
+    fill_defaults,
     secret_locations,
     selected_sections,
     with_plugin_sections,
@@ -22,6 +23,7 @@ from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.rules import check_rules
 from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
 from aviso_host.config.settings import (
+    SECTIONS,
     ApplicationSettings,
     AuthSettings,
     BackendSettings,
@@ -38,7 +40,7 @@ from aviso_host.config.settings import (
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
-from aviso_plugins.shapes import read_shape
+from aviso_plugins.shapes import read_shape, shape_schema
 
 
 def settings_from_document(
@@ -112,6 +114,15 @@ def _settings(
         plugin_sections=named,
         secrets=secrets,
     )
+
+
+def with_declared_defaults(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with the declared default of every host setting it does not write: the
+    values the server runs with."""
+    result = dict(document)
+    for name, cls in SECTIONS.items():
+        result[name] = fill_defaults(result.get(name, {}), shape_schema(cls))
+    return result
 
 
 def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
