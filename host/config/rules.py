@@ -30,15 +30,6 @@ from aviso_host.config.schema_rules import check_schemas
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import ConfigurationProblem, StorageBackend
 
-# A zero here stalls or spins the streaming loops instead of meaning anything useful.
-_WATCH_POSITIVE = (
-    "sse_heartbeat_interval_sec",
-    "connection_max_duration_sec",
-    "replay_batch_size",
-    "concurrent_notification_processing",
-    "max_queue_bytes",
-)
-
 
 def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
     """Fail on the first violated rule; return warnings worth logging at startup."""
@@ -59,7 +50,6 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     check_stream_auth(schemas, auth.get("enabled", False))
     _check_metrics(document.get("metrics", {}), document["application"]["port"])
     warnings += check_authorisers(document, registry)
-    _check_watch_endpoint(document.get("watch_endpoint", {}))
     warnings += replay_cap_warnings(document.get("watch_endpoint", {}))
     warnings += log_format_warnings(document.get("logging", {}))
     check_plugins_installed(auth, set(registry.auth_providers))
@@ -100,9 +90,3 @@ def _check_metrics(metrics: Mapping[str, Any], application_port: int) -> None:
         raise at(("metrics", "port"), "must not be 0 when metrics are enabled")
     if port == application_port:
         raise at(("metrics", "port"), f"must differ from application.port ({application_port})")
-
-
-def _check_watch_endpoint(watch: Mapping[str, Any]) -> None:
-    for key in _WATCH_POSITIVE:
-        if watch.get(key) == 0:
-            raise at(("watch_endpoint", key), "must be greater than 0")

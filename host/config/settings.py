@@ -21,6 +21,8 @@ LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
 
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(ge=1)]
+AboveZero = Annotated[int, Field(gt=0)]
+"""Positive, refused as "must be greater than 0" (``Positive`` names its minimum of 1)."""
 Seconds = Annotated[float, Field(gt=0)]
 Port = Annotated[int, Field(ge=0, le=65535)]
 RoleMap = Mapping[str, tuple[str, ...]]
@@ -126,13 +128,14 @@ class BackendSettings:
 class WatchSettings:
     """``watch_endpoint``."""
 
-    sse_heartbeat_interval_sec: Count = 30
-    connection_max_duration_sec: Count = 3600
-    replay_batch_size: Count = 100
+    # A zero in these stalls or spins the streaming loops instead of meaning anything useful.
+    sse_heartbeat_interval_sec: AboveZero = 30
+    connection_max_duration_sec: AboveZero = 3600
+    replay_batch_size: AboveZero = 100
     max_historical_notifications: Count = 10000
     replay_batch_delay_ms: Count = 100
-    concurrent_notification_processing: Count = 15
-    max_queue_bytes: Count = 1_048_576
+    concurrent_notification_processing: AboveZero = 15
+    max_queue_bytes: AboveZero = 1_048_576
     """Bytes of live notifications a stream may hold for a client that reads too slowly."""
     on_backpressure: Literal["disconnect", "drop"] = "disconnect"
     """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
