@@ -33,7 +33,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from pydantic import ConfigDict, TypeAdapter, WithJsonSchema, with_config
+from pydantic import ConfigDict, TypeAdapter, ValidationError, WithJsonSchema, with_config
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ _OWN_REFERENCE = "#/$defs/"
 # pydantic resolves every "$ref" it is given, so a foreign one travels under another key.
 _REFERENCE = "x-aviso-reference"
 
-__all__ = ["read_shape", "reference", "shape", "shape_schema"]
+__all__ = ["ShapeError", "read_shape", "reference", "shape", "shape_schema"]
 
 
 def shape(*, closed: bool = False) -> Callable[[type[T]], type[T]]:
@@ -67,10 +67,27 @@ def shape_schema(cls: type[Any]) -> dict[str, Any]:
     return copy.deepcopy(_schema(cls))
 
 
+class ShapeError(ValueError):
+    """A value :func:`read_shape` cannot type (one its JSON Schema admits, such as an integer
+    too large for a float): ``path`` below the mapping read, and the ``reason``."""
+
+    def __init__(self, path: tuple[str | int, ...], reason: str) -> None:
+        where = ".".join(str(key) for key in path)
+        super().__init__(f"{where}: {reason}" if where else reason)
+        self.path = path
+        self.reason = reason
+
+
 def read_shape(cls: type[T], values: Mapping[str, Any]) -> T:
     """The typed ``cls`` built from a mapping that validated against its schema; keys it
-    does not declare are ignored."""
-    return _adapter(cls).validate_python(dict(values))
+    does not declare are ignored. Raises :class:`ShapeError` (a ``ValueError``, one line)
+    for the first value it cannot type."""
+    try:
+        return _adapter(cls).validate_python(dict(values))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        reason = str(first["msg"])
+        raise ShapeError(tuple(first["loc"]), reason[:1].lower() + reason[1:]) from None
 
 
 # Declarations are classes defined once, so caching by class never grows without bound.

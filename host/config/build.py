@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
-from aviso_host.config.errors import ConfigError, KeyPath
+from aviso_host.config.errors import ConfigError, KeyPath, at
 from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.plugin_options import (
     deprecation_warnings,
@@ -40,7 +40,9 @@ from aviso_host.config.settings import (
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
-from aviso_plugins.shapes import read_shape, shape_schema
+from aviso_plugins.shapes import ShapeError, read_shape, shape_schema
+
+T = TypeVar("T")
 
 
 def settings_from_document(
@@ -90,17 +92,19 @@ def _settings(
             "generically although schemas are configured"
         )
     return Settings(
-        application=read_shape(ApplicationSettings, effective["application"]),
+        application=_typed(ApplicationSettings, effective["application"], "application"),
         backend=_backend(effective["notification_backend"]),
         logging=_logging(effective.get("logging", {})),
         auth=replace(
-            read_shape(AuthSettings, auth),
+            _typed(AuthSettings, auth, "auth"),
             mode_options=auth.get(auth.get("mode", "direct"), {}),
         ),
-        metrics=read_shape(MetricsSettings, effective.get("metrics", {})),
-        watch=read_shape(WatchSettings, effective.get("watch_endpoint", {})),
-        limits=read_shape(LimitSettings, effective.get("limits", {})),
-        subscriptions=read_shape(SubscriptionSettings, effective.get("subscriptions", {})),
+        metrics=_typed(MetricsSettings, effective.get("metrics", {}), "metrics"),
+        watch=_typed(WatchSettings, effective.get("watch_endpoint", {}), "watch_endpoint"),
+        limits=_typed(LimitSettings, effective.get("limits", {}), "limits"),
+        subscriptions=_typed(
+            SubscriptionSettings, effective.get("subscriptions", {}), "subscriptions"
+        ),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,
@@ -132,8 +136,17 @@ def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> fro
     return marked | unknown_key_paths(document, schema)
 
 
+def _typed(cls: type[T], values: Mapping[str, Any], *path: str) -> T:
+    """``values`` (at ``path``) read as ``cls``; a value its schema admits but that cannot be
+    typed (an integer too large for a float) fails naming its key, like any other."""
+    try:
+        return read_shape(cls, values)
+    except ShapeError as exc:
+        raise at((*path, *exc.path), exc.reason) from None
+
+
 def _logging(section: Mapping[str, Any]) -> LoggingSettings:
-    settings = read_shape(LoggingSettings, section)
+    settings = _typed(LoggingSettings, section, "logging")
     otlp = settings.otlp
     endpoint = otlp_endpoint(otlp.endpoint, otlp.protocol) if otlp.endpoint.strip() else ""
     return replace(settings, otlp=replace(otlp, endpoint=endpoint))
@@ -149,15 +162,20 @@ def _backend(section: Mapping[str, Any]) -> BackendSettings:
 
 
 def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
+    path = ("notification_schema", event_type)
     topic = entry.get("topic")
     stream_auth = entry.get("auth")
     policy = entry.get("storage_policy")
     return SchemaSettings(
         event_type=event_type,
         identifier=entry["identifier"],
-        topic=read_shape(TopicSettings, topic) if topic else None,
+        topic=_typed(TopicSettings, topic, *path, "topic") if topic else None,
         payload_required=entry["payload"]["required"] if "payload" in entry else None,
-        auth=read_shape(StreamAuthSettings, stream_auth) if stream_auth is not None else None,
+        auth=(
+            _typed(StreamAuthSettings, stream_auth, *path, "auth")
+            if stream_auth is not None
+            else None
+        ),
         # Unknown storage_policy keys are ignored, so backends never see them.
         storage_policy=(
             {key: policy[key] for key in STORAGE_POLICY_KEYS if key in policy}

@@ -13,7 +13,7 @@ from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.config.build import with_declared_defaults
 from aviso_host.config.settings import SECTIONS, Settings
 from aviso_host.config.shape import validate_shape
-from aviso_plugins.shapes import read_shape, reference, shape, shape_schema
+from aviso_plugins.shapes import ShapeError, read_shape, reference, shape, shape_schema
 from tests.host.config.config_stubs import make_registry
 
 MINIMAL_DOCUMENT: dict[str, Any] = {
@@ -93,3 +93,13 @@ def test_every_section_of_the_settings_is_declared() -> None:
     typed = {item.name for item in fields(Settings)}
     declared: dict[str, Any] = {"watch_endpoint": "watch"}
     assert {declared.get(name, name) for name in SECTIONS} <= typed
+
+
+def test_a_value_the_schema_admits_but_no_type_holds_fails_in_one_line_naming_its_key() -> None:
+    # JSON Schema admits any size of number; a float holds none this large.
+    document = {**MINIMAL_DOCUMENT, "limits": {"header_timeout_seconds": 10**400}}
+    with pytest.raises(ConfigError) as failure:
+        settings_from_document(document, make_registry())
+    assert str(failure.value) == "limits.header_timeout_seconds: input should be a valid number"
+    with pytest.raises(ShapeError, match=r"^retries: input should be a valid integer"):
+        read_shape(Options, {"name": "a", "retries": "many"})
