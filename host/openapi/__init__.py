@@ -125,7 +125,7 @@ def openapi_document(
     schemas: Doc = {
         **body_schemas(catalog),
         **error_schemas(),
-        **discovery_schemas(),
+        **discovery_schemas(catalog),
         **stream_event_schemas(),
         **subscription_schemas(catalog),
     }

@@ -224,7 +224,27 @@ def body_schemas(catalog: SchemaCatalog | None) -> Doc:
     }
 
 
-def discovery_schemas() -> Doc:
+_BUILTIN_HANDLER_TYPES = (
+    "StringHandler",
+    "DateHandler",
+    "TimeHandler",
+    "EnumHandler",
+    "IntHandler",
+    "FloatHandler",
+    "ExpverHandler",
+    "PolygonHandler",
+    "PointCloudHandler",
+)
+
+
+def discovery_schemas(catalog: SchemaCatalog | None) -> Doc:
+    # A plugin's handler type a configured schema uses is one the schema routes answer with.
+    used = [
+        handler.type_name
+        for schema in (catalog.schemas.values() if catalog is not None else ())
+        for handler in schema.fields.values()
+    ]
+    handler_types = list(dict.fromkeys([*_BUILTIN_HANDLER_TYPES, *used]))
     return {
         "IdentifierRule": {
             "type": "object",
@@ -235,20 +255,7 @@ def discovery_schemas() -> Doc:
             ),
             "required": ["type", "required", "value_kind", "operators"],
             "properties": {
-                "type": {
-                    "type": "string",
-                    "enum": [
-                        "StringHandler",
-                        "DateHandler",
-                        "TimeHandler",
-                        "EnumHandler",
-                        "IntHandler",
-                        "FloatHandler",
-                        "ExpverHandler",
-                        "PolygonHandler",
-                        "PointCloudHandler",
-                    ],
-                },
+                "type": {"type": "string", "enum": handler_types},
                 "required": {"type": "boolean"},
                 "description": {"type": "string"},
                 "max_length": {"type": ["integer", "null"], "description": "StringHandler."},

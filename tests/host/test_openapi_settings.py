@@ -1,12 +1,15 @@
 """The API description states this server's settings: the limits it names carry the
-configured values, and the aggregate request's bounds are the configured ones."""
+configured values, the aggregate request's bounds are the configured ones, and the handler
+types of the configured schemas are described identifier types."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import warnings
+from typing import ClassVar
 
 from starlette.exceptions import StarletteDeprecationWarning
 
@@ -15,6 +18,8 @@ from aviso_host.config import settings_from_document
 from aviso_host.config.settings import LimitSettings, SubscriptionSettings
 from aviso_host.openapi import openapi_document
 from aviso_host.plugins import discover
+from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.types import FieldHandler
 from tests.support.configs import API_EXAMPLE
 
 with warnings.catch_warnings():
@@ -58,3 +63,28 @@ def test_the_served_document_states_the_configured_limits() -> None:
     debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
     # Below the configured minimum the server refuses the window, and the default follows it.
     assert (debounce["minimum"], debounce["default"]) == (2500, 2500)
+
+
+def test_a_plugin_handler_type_a_schema_uses_is_a_described_identifier_type() -> None:
+    registry = discover()
+    registry = dataclasses.replace(
+        registry, field_handlers={**registry.field_handlers, "PaintHandler": PaintHandler}
+    )
+    config = {
+        "application": {"host": "127.0.0.1", "port": 8000},
+        "notification_backend": {"kind": "in_memory"},
+        "notification_schema": {
+            "paint": {"identifier": {"colour": {"type": "PaintHandler", "required": True}}}
+        },
+    }
+    catalog = SchemaCatalog(settings_from_document(config, registry), registry.field_handlers)
+    rule = openapi_document("1.0", catalog)["components"]["schemas"]["IdentifierRule"]
+    assert rule["properties"]["type"]["enum"][-1] == "PaintHandler"
+    assert "StringHandler" in rule["properties"]["type"]["enum"]
+
+
+class PaintHandler(FieldHandler):
+    type_name: ClassVar[str] = "PaintHandler"
+
+    def canonicalise(self, text: str) -> str:
+        return text.lower()
