@@ -23,8 +23,8 @@ builds it, type-checked, and the API description shows its derived schema).
 pydantic does the derivation and the construction. The schema it writes is brought to the
 plain form the host's walks read: its own references inlined (one written with
 :func:`reference`, such as an OpenAPI component, is kept), titles dropped, a union of simple
-types written as a list of types (``null`` left out: an explicit null means "not set" and is
-dropped before validation).
+types written as a list of types (for a configuration section ``null`` left out: an
+explicit null there means "not set" and is dropped before validation).
 """
 
 from __future__ import annotations
@@ -61,10 +61,11 @@ def reference(target: str) -> WithJsonSchema:
     return WithJsonSchema({_REFERENCE: target})
 
 
-def shape_schema(cls: type[Any]) -> dict[str, Any]:
+def shape_schema(cls: type[Any], *, null: bool = False) -> dict[str, Any]:
     """The JSON Schema (Draft 2020-12) of the shape ``cls`` declares (a new copy each
-    time: the caller may extend it)."""
-    return copy.deepcopy(_schema(cls))
+    time: the caller may extend it). ``null``: an optional value may be ``null`` (a JSON
+    body's ``X | None``); by default it may only be left out (a configuration section)."""
+    return copy.deepcopy(_schema(cls, null))
 
 
 class ShapeError(ValueError):
@@ -92,7 +93,7 @@ def read_shape(cls: type[T], values: Mapping[str, Any]) -> T:
 
 # Declarations are classes defined once, so caching by class never grows without bound.
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
-_SCHEMAS: dict[type[Any], dict[str, Any]] = {}
+_SCHEMAS: dict[tuple[type[Any], bool], dict[str, Any]] = {}
 
 
 def _adapter(cls: type[T]) -> TypeAdapter[T]:
@@ -102,18 +103,18 @@ def _adapter(cls: type[T]) -> TypeAdapter[T]:
     return adapter
 
 
-def _schema(cls: type[Any]) -> dict[str, Any]:
-    schema = _SCHEMAS.get(cls)
+def _schema(cls: type[Any], null: bool) -> dict[str, Any]:
+    schema = _SCHEMAS.get((cls, null))
     if schema is None:
         raw = _adapter(cls).json_schema()
         definitions = raw.pop("$defs", {})
-        schema = _SCHEMAS[cls] = _plain(raw, definitions)
+        schema = _SCHEMAS[cls, null] = _plain(raw, definitions, null)
     return schema
 
 
-def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
+def _plain(node: Any, definitions: Mapping[str, Any], null: bool) -> Any:
     if isinstance(node, list):
-        return [_plain(item, definitions) for item in node]
+        return [_plain(item, definitions, null) for item in node]
     if not isinstance(node, Mapping):
         return node
     if _REFERENCE in node:
@@ -123,7 +124,7 @@ def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
         target = definitions[own[len(_OWN_REFERENCE) :]]
         node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
     plain = {
-        key: value if key in ("default", "examples") else _plain(value, definitions)
+        key: value if key in ("default", "examples") else _plain(value, definitions, null)
         for key, value in node.items()
         # An absent optional value is not a default to fill in.
         if key != "title" and not (key == "default" and value is None)
@@ -132,14 +133,14 @@ def _plain(node: Any, definitions: Mapping[str, Any]) -> Any:
         # The same constraint in the form OpenAPI 3.0 readers (Swagger UI) know too.
         plain["enum"] = [plain.pop("const")]
     if "anyOf" in plain:
-        merged = _merged_branches(plain["anyOf"])
+        merged = _merged_branches(plain["anyOf"], null)
         if merged is not None:
             del plain["anyOf"]
             plain = {**merged, **plain}
     return plain
 
 
-def _merged_branches(branches: list[Any]) -> dict[str, Any] | None:
+def _merged_branches(branches: list[Any], null: bool) -> dict[str, Any] | None:
     """``anyOf`` branches of distinct simple types as one schema with a list of types, when
     no keyword is shared between them (each keyword then applies to one type only, so the
     merged schema accepts exactly what the branches accept); ``None`` otherwise."""
@@ -149,7 +150,7 @@ def _merged_branches(branches: list[Any]) -> dict[str, Any] | None:
         kind = branch.get("type") if isinstance(branch, Mapping) else None
         if not isinstance(kind, str) or kind in types:
             return None
-        if kind == "null":
+        if kind == "null" and not null:
             continue
         types.append(kind)
         keywords = {key: value for key, value in branch.items() if key != "type"}

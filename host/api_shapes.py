@@ -3,7 +3,7 @@ against the declaration) and the API description shows the schema derived from i
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Field
 
@@ -15,6 +15,8 @@ from aviso_plugins.shapes import reference, shape
 RequestId = Annotated[str, reference("#/components/schemas/RequestId")]
 """The request's id, as the ``X-Request-ID`` response header carries it."""
 Count = Annotated[int, Field(ge=0)]
+IDENTIFIER_RULE = "#/components/schemas/IdentifierRule"
+"""What each field handler's ``describe()`` answers (its parameters are the handler's own)."""
 
 
 @shape(closed=True)
@@ -69,3 +71,42 @@ class AdminNotificationResult(TypedDict):
     notification_id: str
     """The raw path value."""
     request_id: RequestId
+
+
+@shape()
+class PayloadRule(TypedDict):
+    required: bool
+
+
+@shape(closed=True)
+class SchemaEntry(TypedDict):
+    """One event type's schema as the schema routes show it."""
+
+    identifier: dict[str, Annotated[dict[str, Any], reference(IDENTIFIER_RULE)]]
+    payload: PayloadRule | None
+    """`null` when the schema has no payload block."""
+
+
+@shape(closed=True)
+class SchemaCatalogue(TypedDict):
+    event_types: list[str]
+    schema: dict[str, Annotated[SchemaEntry, reference("#/components/schemas/SchemaEntry")]]
+    status: Literal["success"]
+    total_schemas: Count
+    message: NotRequired[str]
+    """Only when no schema is configured at all."""
+
+
+@shape(closed=True)
+class SchemaDetail(TypedDict):
+    event_type: str
+    schema: Annotated[SchemaEntry, reference("#/components/schemas/SchemaEntry")]
+    status: Literal["success"]
+
+
+@shape(closed=True)
+class SchemaNotFound(TypedDict):
+    available_types: NotRequired[list[str]]
+    message: str
+    request_id: RequestId
+    status: Literal["error"]

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from aviso_host.api_shapes import AdminNotificationResult, AdminResult, Health, Readiness, Status
+from aviso_host.api_shapes import (
+    AdminNotificationResult,
+    AdminResult,
+    Health,
+    Readiness,
+    SchemaCatalogue,
+    SchemaDetail,
+    SchemaEntry,
+    SchemaNotFound,
+    Status,
+)
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
 from aviso_host.openapi.common import (
     JSON,
@@ -295,58 +305,9 @@ def discovery_schemas(catalog: SchemaCatalog | None) -> Doc:
                 },
             },
         },
-        "SchemaEntry": {
-            "type": "object",
-            "required": ["identifier", "payload"],
-            "additionalProperties": False,
-            "properties": {
-                "identifier": {
-                    "type": "object",
-                    "additionalProperties": schema_ref("IdentifierRule"),
-                },
-                "payload": {
-                    "type": ["object", "null"],
-                    "description": "`null` when the schema has no payload block.",
-                    "required": ["required"],
-                    "properties": {"required": {"type": "boolean"}},
-                },
-            },
-        },
-        "SchemaCatalogue": {
-            "type": "object",
-            "required": ["event_types", "schema", "status", "total_schemas"],
-            "additionalProperties": False,
-            "properties": {
-                "event_types": {"type": "array", "items": {"type": "string"}},
-                "schema": {"type": "object", "additionalProperties": schema_ref("SchemaEntry")},
-                "status": {"type": "string", "enum": ["success"]},
-                "total_schemas": {"type": "integer", "minimum": 0},
-                "message": {
-                    "type": "string",
-                    "description": "Only when no schema is configured at all.",
-                },
-            },
-        },
-        "SchemaDetail": {
-            "type": "object",
-            "required": ["event_type", "schema", "status"],
-            "additionalProperties": False,
-            "properties": {
-                "event_type": {"type": "string"},
-                "schema": schema_ref("SchemaEntry"),
-                "status": {"type": "string", "enum": ["success"]},
-            },
-        },
-        "SchemaNotFound": {
-            "type": "object",
-            "required": ["message", "request_id", "status"],
-            "additionalProperties": False,
-            "properties": {
-                "available_types": {"type": "array", "items": {"type": "string"}},
-                "message": {"type": "string"},
-                "request_id": schema_ref("RequestId"),
-                "status": {"type": "string", "enum": ["error"]},
-            },
+        **{
+            shape.__name__: shape_schema(shape, null=True)
+            for shape in (SchemaEntry, SchemaCatalogue, SchemaDetail, SchemaNotFound)
         },
     }
 
