@@ -3,7 +3,9 @@ section all come from its typed declaration."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -11,7 +13,7 @@ from pydantic import Field
 
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.config.build import with_declared_defaults
-from aviso_host.config.settings import SECTIONS, Settings
+from aviso_host.config.settings import SECTIONS, LimitSettings, Settings
 from aviso_host.config.shape import validate_shape
 from aviso_plugins.shapes import ShapeError, read_shape, reference, shape, shape_schema
 from tests.host.config.config_stubs import make_registry
@@ -103,3 +105,21 @@ def test_a_value_the_schema_admits_but_no_type_holds_fails_in_one_line_naming_it
     assert str(failure.value) == "limits.header_timeout_seconds: input should be a valid number"
     with pytest.raises(ShapeError, match=r"^retries: input should be a valid integer"):
         read_shape(Options, {"name": "a", "retries": "many"})
+
+
+GUARANTEES = Path(__file__).resolve().parents[3] / "docs" / "guarantees.md"
+# A table row "| `limits.<key>` | <default> ... |" (or "| `<key>` |" in the value table).
+DOCUMENTED_DEFAULT = re.compile(r"^\| `(?:(\w+)\.)?(\w+)` \| ([0-9][0-9.]*)", re.MULTILINE)
+
+
+def test_the_documented_defaults_are_the_declared_ones() -> None:
+    limits = {item.name for item in fields(LimitSettings)}
+    documented = [
+        (section or "limits", key, value)
+        for section, key, value in DOCUMENTED_DEFAULT.findall(GUARANTEES.read_text())
+        if section in SECTIONS or (not section and key in limits)
+    ]
+    assert limits <= {key for _, key, _ in documented}
+    declared = with_declared_defaults({})
+    for section, key, value in documented:
+        assert float(value) == declared[section][key], f"{section}.{key}"
