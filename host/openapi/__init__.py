@@ -179,11 +179,13 @@ def openapi_document(
 
 _SETTING = re.compile(r"`(limits|subscriptions)\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?")
 """A setting named in the text, with the value written beside it if any."""
+_QUOTED = frozenset({"examples", "example"})
 
 
 def _with_settings_stated(node: Any, sections: Mapping[str, Any]) -> Any:
     """``node`` with each setting its text names followed by the configured value (an unknown
-    name fails: the text can only name declared settings)."""
+    name fails: the text can only name declared settings). Examples are left as they are:
+    they quote the configuration (a field's ``description``), which may say anything."""
     if isinstance(node, str):
 
         def stated(match: re.Match[str]) -> str:
@@ -193,7 +195,10 @@ def _with_settings_stated(node: Any, sections: Mapping[str, Any]) -> Any:
 
         return _SETTING.sub(stated, node)
     if isinstance(node, dict):
-        return {key: _with_settings_stated(value, sections) for key, value in node.items()}
+        return {
+            key: value if key in _QUOTED else _with_settings_stated(value, sections)
+            for key, value in node.items()
+        }
     if isinstance(node, list):
         return [_with_settings_stated(item, sections) for item in node]
     return node

@@ -88,3 +88,15 @@ class PaintHandler(FieldHandler):
 
     def canonicalise(self, text: str) -> str:
         return text.lower()
+
+
+def test_examples_quoting_the_configuration_are_left_as_written() -> None:
+    config = copy.deepcopy(API_EXAMPLE)
+    text = "Named after `limits.no_such_key` (5) in the runbook."
+    for definition in next(iter(config["notification_schema"].values()))["identifier"].values():
+        definition["description"] = text
+    registry = discover()
+    app = create_app(settings_from_document(config, registry), registry)
+    with TestClient(app) as client:
+        document = client.get("/api-docs/openapi.json").json()
+    assert text in json.dumps(document)
