@@ -132,6 +132,8 @@ def create_app(
             settings.application.homepage,
             service.catalog,
             subscriptions=service.subscriptions is not None,
+            limits=settings.limits,
+            subscription_limits=settings.subscriptions,
         ),
         *extra_routes,
     ]
