@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError, WithJsonSchema, with_config
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 _CLOSED = {"additionalProperties": False}
 _OWN_REFERENCE = "#/$defs/"
@@ -45,7 +45,7 @@ _REFERENCE = "x-aviso-reference"
 __all__ = ["ShapeError", "read_shape", "reference", "shape", "shape_schema"]
 
 
-def shape(*, closed: bool = False) -> Callable[[type[T]], type[T]]:
+def shape(*, closed: bool = False) -> Callable[[type[_T]], type[_T]]:
     """Class decorator of a declared shape: attribute docstrings become descriptions;
     ``closed``: keys it does not declare fail validation (otherwise a configuration section
     reports them as unknown and ignores them, as aviso-server does)."""
@@ -79,7 +79,7 @@ class ShapeError(ValueError):
         self.reason = reason
 
 
-def read_shape(cls: type[T], values: Mapping[str, Any]) -> T:
+def read_shape(cls: type[_T], values: Mapping[str, Any]) -> _T:
     """The typed ``cls`` built from a mapping that validated against its schema; keys it
     does not declare are ignored. Raises :class:`ShapeError` (a ``ValueError``, one line)
     for the first value it cannot type."""
@@ -96,7 +96,7 @@ _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
 _SCHEMAS: dict[tuple[type[Any], bool], dict[str, Any]] = {}
 
 
-def _adapter(cls: type[T]) -> TypeAdapter[T]:
+def _adapter(cls: type[_T]) -> TypeAdapter[_T]:
     adapter = _ADAPTERS.get(cls)
     if adapter is None:
         adapter = _ADAPTERS[cls] = TypeAdapter(cls)
