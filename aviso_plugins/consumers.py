@@ -14,6 +14,7 @@ __all__ = [
     "CONSUMER_STARTS",
     "ConsumedNotification",
     "ConsumerContext",
+    "ConsumerMetrics",
     "NotificationConsumer",
     "NotificationPublisher",
 ]
@@ -51,6 +52,15 @@ class NotificationPublisher(Protocol):
         ...
 
 
+class ConsumerMetrics:
+    """Where a consumer counts what only it can see (a group closed early, a record passed
+    over): the host exports each as ``aviso_consumer_events_total{consumer, event}``. This
+    base counts nothing, so a consumer can always report."""
+
+    def count(self, event: str, amount: int = 1) -> None:
+        """``amount`` more ``event``s (a short, fixed name: never a user's or a record's)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerContext:
     """What the host hands a consumer at construction."""
@@ -65,6 +75,8 @@ class ConsumerContext:
     schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Every ``notification_schema`` entry as configured, derived event types included, by
     event type: where a consumer reads its plugin's schema keys (see ``SchemaKey``)."""
+    metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
+    """Where the consumer counts its own events (exported by the host)."""
 
 
 CONSUMER_STARTS = frozenset({"end", "beginning"})

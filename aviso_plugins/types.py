@@ -23,6 +23,7 @@ from aviso_plugins.consumers import (
     CONSUMER_STARTS,
     ConsumedNotification,
     ConsumerContext,
+    ConsumerMetrics,
     NotificationConsumer,
     NotificationPublisher,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "ConstraintPredicate",
     "ConsumedNotification",
     "ConsumerContext",
+    "ConsumerMetrics",
     "DeliveryAttempt",
     "DeliveryKind",
     "DeliveryResult",

@@ -22,6 +22,7 @@ from aviso_host.encoding import loads
 from aviso_host.errors import log_failure
 from aviso_host.identifiers import CatalogPlanner
 from aviso_host.logs import log_event
+from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import EventSchema, SchemaCatalog
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
@@ -32,6 +33,7 @@ from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     ConsumedNotification,
     ConsumerContext,
+    ConsumerMetrics,
     NotificationConsumer,
     StartCursor,
     StorageBackend,
@@ -82,6 +84,18 @@ class CatalogPublisher:
         if message_id is not None:
             metadata = {**metadata, MESSAGE_ID_METADATA: message_id}
         return await self._backend.publish(planned.topic, planned.payload, metadata)
+
+
+class ExportedConsumerMetrics(ConsumerMetrics):
+    """``ConsumerMetrics`` counted in ``aviso_consumer_events_total``."""
+
+    def __init__(self, metrics: Metrics | None, consumer: str) -> None:
+        self._counter = None if metrics is None else metrics.consumer_events
+        self._consumer = consumer
+
+    def count(self, event: str, amount: int = 1) -> None:
+        if self._counter is not None:
+            self._counter.labels(self._consumer, event).inc(amount)
 
 
 class Wakeup:
@@ -156,6 +170,7 @@ class ConsumerRunner:
         catalog: SchemaCatalog,
         backend: StorageBackend,
         renderer: CloudEventRenderer,
+        metrics: Metrics | None = None,
     ) -> None:
         self._catalog = catalog
         self._backend = backend
@@ -187,7 +202,10 @@ class ConsumerRunner:
         for name, (cls, event_types) in wanted.items():
             bucket = f"consumer_{key_segment(name)}"
             state = DeferredState(partial(backend.shared_state, bucket))
-            self.consumers.append(cls(ConsumerContext(publisher, event_types, state, schemas)))
+            context = ConsumerContext(
+                publisher, event_types, state, schemas, ExportedConsumerMetrics(metrics, name)
+            )
+            self.consumers.append(cls(context))
 
     def _refuse(self, names: str) -> NoReturn:
         raise ConfigError(

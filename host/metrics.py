@@ -486,6 +486,12 @@ class Metrics:
             registry=registry,
         )
         # Push deliveries, by delivery kind (the registered kinds, a bounded set).
+        self.consumer_events = Counter(
+            "aviso_consumer_events",
+            "What notification consumers count themselves",
+            ["consumer", "event"],
+            registry=registry,
+        )
         self.webhook_deliveries = Counter(
             "aviso_webhook_deliveries",
             "Push delivery attempts by outcome, plus one dead_lettered per notification given up",

@@ -95,7 +95,7 @@ class Service:
             else None
         )
         self.consumers = ConsumerRunner(
-            settings, registry, self.catalog, self.backend, self.renderer
+            settings, registry, self.catalog, self.backend, self.renderer, self.metrics
         )
         self.deliveries: DeliveryRunner | None = (
             DeliveryRunner(settings, registry, self.backend, self.renderer, self.metrics)

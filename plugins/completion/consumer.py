@@ -255,6 +255,7 @@ class CompletionConsumer(NotificationConsumer):
             return
         for _, gid, group in sorted(mine, key=lambda item: item[0])[:excess]:
             self.evicted += 1
+            self.context.metrics.count("group_evicted")
             logger.warning(
                 "open group closed: max_open_groups reached",
                 extra={"event": "completion.group_evicted", "event_type": rule.source},

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aviso_builtins.completion.consumer import CompletionConsumer
-from aviso_plugins.consumers import ConsumedNotification
+from aviso_plugins.consumers import ConsumedNotification, ConsumerMetrics
 from aviso_plugins.state import ProcessLocalState, SharedState
 from aviso_plugins.storage import StoredNotification
 from tests.plugins.completion.support import config
@@ -45,12 +45,21 @@ class Publisher:
         self.published.clear()
 
 
+class Counted(ConsumerMetrics):
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def count(self, event: str, amount: int = 1) -> None:
+        self.counts[event] = self.counts.get(event, 0) + amount
+
+
 @dataclass
 class Context:
     publisher: Publisher
     event_types: tuple[str, ...]
     schemas: Mapping[str, Any]
     state: SharedState = field(default_factory=ProcessLocalState)
+    metrics: Counted = field(default_factory=Counted)
 
 
 def consumer(
@@ -192,6 +201,7 @@ def test_past_max_open_groups_the_oldest_is_closed_as_incomplete() -> None:
         assert identifier == {"run": "r1", "step": 1, "status": "incomplete"}
         assert payload["count"] == 1
         assert completion.evicted == 1
+        assert completion.context.metrics.counts == {"group_evicted": 1}  # type: ignore[attr-defined]
         await completion.close()
 
     run(scenario())
