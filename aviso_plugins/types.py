@@ -69,6 +69,7 @@ from aviso_plugins.storage import (
     notification_fingerprint,
     publishing_writer,
 )
+from aviso_plugins.topics import TopicPattern
 
 __all__ = [
     "ACTOR_METADATA",
@@ -117,6 +118,7 @@ __all__ = [
     "StoredNotification",
     "StreamAuthoriser",
     "Subscription",
+    "TopicPattern",
     "UnknownStream",
     "Writer",
     "notification_fingerprint",
