@@ -70,6 +70,7 @@ from aviso_plugins.storage import (
     notification_fingerprint,
     publishing_writer,
 )
+from aviso_plugins.topics import TopicPattern
 
 __all__ = [
     "ACTOR_METADATA",
@@ -119,6 +120,7 @@ __all__ = [
     "StoredNotification",
     "StreamAuthoriser",
     "Subscription",
+    "TopicPattern",
     "UnknownStream",
     "Writer",
     "notification_fingerprint",
