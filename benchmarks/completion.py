@@ -237,17 +237,21 @@ def goal(directory: Path, nats_url: str, workers: int, seed: int = 7) -> dict[st
 
     event_type = f"ens{int(time.time() * 1000) % 10**9}"
     rng = random.Random(seed)
-    members = [
+    members: list[dict[str, Any]] = [
         {"event_type": event_type, "identifier": {"run": "r1", "step": str(step), "member": str(n)}}
         for step in range(GOAL_STEPS)
         for n in range(GOAL_MEMBERS)
     ]
-    members += [
+    short_step = [
         {"event_type": f"{event_type}s", "identifier": {"run": "r1", "step": "0", "member": str(n)}}
         for n in range(GOAL_MEMBERS - 1)
     ]
-    sends = members + rng.sample(members, int(len(members) * REPUBLISHED))
-    rng.shuffle(sends)
+    sends = []
+    # The short step last, so that its members all arrive before its deadline passes.
+    for group in (members, short_step):
+        batch = group + rng.sample(group, int(len(group) * REPUBLISHED))
+        rng.shuffle(batch)
+        sends += batch
     config = goal_config(nats_url, event_type)
     args = ("--workers", str(workers))
     with ExitStack() as stack:
