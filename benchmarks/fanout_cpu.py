@@ -1,0 +1,503 @@
+"""Server CPU per delivered live event, aviso beside its two baselines, and memory per idle
+watch with the kernel's share of each connection.
+
+  python -m benchmarks.fanout_cpu [--quick] [--rounds N] [--watches W] [--events K]
+
+Each round starts fresh servers and measures them one after the other, the order rotated
+from round to round:
+
+- ``aviso``: ``aviso-server serve``, in-memory backend, one process;
+- ``jetstream``: the same on the JetStream backend (its own nats-server, file storage);
+- ``starlette``: a bare Starlette broadcaster waking one task per watch
+  (:mod:`benchmarks.fanout_baselines`);
+- ``raw``: a uvloop protocol writing each pre-built chunk straight to every watching
+  transport (:mod:`benchmarks.fanout_baselines`), the floor.
+
+Per server: ``W`` live watches (default 1,500) held by two load-generator processes (one
+protocol object per socket), two warm-up notifications, then ``K`` notifications spaced
+apart so that each is delivered before the next. The figure is the server process's CPU
+time (user + system, from the kernel) over the ``K`` notifications divided by the
+deliveries; nats-server's CPU is reported beside JetStream's. Deliveries are counted per
+watch: every watch must get every event exactly once and in order (each event carries its
+number), and a round with any watch missing, repeating or reordering an event fails.
+
+Memory per idle watch (aviso in-memory and the raw floor): ``2,000`` idle watches opened on
+a fresh server; the server's RSS growth, the kernel's socket buffers of the server's
+sockets (``ss -tm``: receive, send, forward-allocated, queued, option and backlog memory),
+and the kernel objects of a connection (``/proc/slabinfo`` when readable: the TCP socket,
+its inode, file, dentry and epoll entries; both ends of a loopback connection are on this
+machine, so half the growth is counted), each divided by the watches.
+
+Raw rounds are written with :func:`benchmarks.results.write_results`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from multiprocessing.connection import Connection
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+import psutil
+
+from aviso_loadtests.servers import free_port, raw_post, wait_until
+from benchmarks.core import CONFIG, notification
+from benchmarks.jetstream import jetstream_config
+from benchmarks.load_generators import (
+    OPEN_CONCURRENCY,
+    OPEN_TIMEOUT,
+    generator_processes,
+    receive,
+    run_generator,
+    source_address,
+)
+from benchmarks.results import spread, write_results
+from benchmarks.watchers import import_path_of
+from tests.support.nats import nats_server
+from tests.support.pipelined import post_many
+from tests.support.process import aviso_process, with_pythonpath
+
+SERVERS = ("aviso", "jetstream", "starlette", "raw")
+GENERATORS = 2
+GAP_SECONDS = 0.08
+DELIVERY_TIMEOUT = 120.0
+SETTLE_SECONDS = 2.0
+IDLE_WATCHES = 2_000
+SEQ = b'"seq":'
+OPENED = b"connection_established"
+QUIET = "sse_heartbeat_interval_sec: 3600"
+"""No heartbeats during a round: the figure is about deliveries."""
+SLABS = ("TCP", "sock_inode_cache", "filp", "dentry", "eventpoll_epi", "eventpoll_pwq")
+SKMEM_FIELDS = ("r", "t", "f", "w", "o", "bl", "d")
+
+
+# -- load generators ----------------------------------------------------------------------------
+
+
+class Tally:
+    """Per-watch delivery checks of one generator process."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.errors = 0
+        """Events received out of order or twice, over every watch."""
+        self.complete = 0
+        self.target = 0
+        self.all_open = asyncio.Event()
+        self.done = asyncio.Event()
+        self.expected_open = 0
+
+    def check_open(self) -> None:
+        if self.opened >= self.expected_open:
+            self.all_open.set()
+
+
+class CountingWatch(asyncio.Protocol):
+    """One watch: checks that event numbers arrive as 0, 1, 2, ... exactly once each."""
+
+    def __init__(self, request: bytes, tally: Tally) -> None:
+        self._request = request
+        self._tally = tally
+        self._buffer = b""
+        self._open = False
+        self.next = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self._request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer + data
+        if not self._open:
+            if OPENED not in buffer:
+                self._buffer = buffer[-64:]
+                return
+            self._open = True
+            buffer = buffer[buffer.index(OPENED) :]
+            self._tally.opened += 1
+            self._tally.check_open()
+        tally = self._tally
+        while True:
+            start = buffer.find(SEQ)
+            if start < 0:
+                break
+            at = start + len(SEQ)
+            end = at
+            while end < len(buffer) and buffer[end : end + 1] in b" 0123456789":
+                end += 1
+            if end == len(buffer):
+                break  # the number may go on in the next read
+            number = int(buffer[at:end])
+            if number != self.next:
+                tally.errors += 1
+            self.next = number + 1
+            if number + 1 == tally.target:
+                tally.complete += 1
+                if tally.complete >= tally.opened:
+                    tally.done.set()
+            buffer = buffer[end:]
+        self._buffer = buffer[-32:]
+
+
+async def _generate(source: str, pipe: Connection) -> None:
+    loop = asyncio.get_running_loop()
+    watches: list[CountingWatch] = []
+    tally = Tally()
+    gate = asyncio.Semaphore(OPEN_CONCURRENCY)
+    while True:
+        command, argument = await loop.run_in_executor(None, pipe.recv)
+        if command == "open":
+            port, bodies = argument
+            tally = Tally()
+            tally.expected_open = len(bodies)
+            watches = [CountingWatch(raw_post("/api/v1/watch", body), tally) for body in bodies]
+
+            async def open_one(watch: CountingWatch, port: int = port) -> None:
+                async with gate:
+                    await loop.create_connection(
+                        lambda: watch, "127.0.0.1", port, local_addr=(source, 0)
+                    )
+
+            await asyncio.wait_for(asyncio.gather(*(open_one(w) for w in watches)), OPEN_TIMEOUT)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(tally.all_open.wait(), OPEN_TIMEOUT)
+            pipe.send(tally.opened)
+        elif command == "expect":
+            tally.target, tally.complete = argument, 0
+            tally.done = asyncio.Event()
+            for watch in watches:
+                if watch.next >= argument:
+                    tally.complete += 1
+            if tally.complete >= tally.opened:
+                tally.done.set()
+            pipe.send("armed")
+        elif command == "wait":
+            with suppress(TimeoutError):
+                await asyncio.wait_for(tally.done.wait(), DELIVERY_TIMEOUT)
+            pipe.send((tally.complete, tally.errors, [w.next for w in watches]))
+        elif command == "close":
+            for watch in watches:
+                if watch.transport is not None:
+                    watch.transport.close()
+            watches = []
+            await asyncio.sleep(0.2)
+            pipe.send("closed")
+        else:
+            return
+
+
+def generator(source: str, pipe: Connection) -> None:
+    run_generator(_generate(source, pipe))
+
+
+def command(pipes: list[Connection], name: str, arguments: list[Any]) -> list[Any]:
+    for pipe, argument in zip(pipes, arguments, strict=True):
+        pipe.send((name, argument))
+    return [receive(pipe, OPEN_TIMEOUT + DELIVERY_TIMEOUT) for pipe in pipes]
+
+
+# -- servers ------------------------------------------------------------------------------------
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+@contextmanager
+def baseline(kind: str) -> Iterator[tuple[int, psutil.Process]]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.fanout_baselines", kind, str(port)],
+        stderr=subprocess.DEVNULL,
+    )
+    warm = notification("warm", 0, {"seq": 0})
+
+    def answers() -> bool:
+        try:
+            return asyncio.run(post_many(port, 1, lambda n: warm, 1)) == {200: 1}
+        except (OSError, IndexError, ValueError):  # not listening yet, or closed on us
+            return False
+
+    try:
+        wait_until(answers, process, f"fanout baseline {kind}")
+        yield port, psutil.Process(process.pid)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@contextmanager
+def aviso(
+    folder: Path, config: str, name: str, code: Path | None
+) -> Iterator[tuple[int, psutil.Process]]:
+    """An aviso server of this tree, or of the packages under ``code``."""
+    path = folder / f"{name}.yaml"
+    path.write_text(config.replace("sse_heartbeat_interval_sec: 30", QUIET))
+    env = with_pythonpath(code) if code is not None else None
+    with aviso_process(path, folder / f"{name}.log", env) as (url, process):
+        yield int(url.rsplit(":", 1)[1]), psutil.Process(process.pid)
+
+
+@contextmanager
+def servers(
+    folder: Path, code: Path | None
+) -> Iterator[dict[str, tuple[int, psutil.Process, psutil.Process | None]]]:
+    with ExitStack() as stack:
+        nats = stack.enter_context(nats_server(folder / "nats"))
+        assert nats.process is not None
+        nats_process = psutil.Process(nats.process.pid)
+        running: dict[str, tuple[int, psutil.Process, psutil.Process | None]] = {}
+        port, process = stack.enter_context(aviso(folder, CONFIG, "aviso", code))
+        running["aviso"] = (port, process, None)
+        port, process = stack.enter_context(
+            aviso(folder, jetstream_config(nats.url, 100), "jetstream", code)
+        )
+        running["jetstream"] = (port, process, nats_process)
+        for kind in ("starlette", "raw"):
+            port, process = stack.enter_context(baseline(kind))
+            running[kind] = (port, process, None)
+        yield running
+
+
+def publish(port: int, first: int, count: int, gap: float) -> None:
+    """Notifications ``first`` .. ``first + count - 1`` to run ``live``, ``gap`` s apart."""
+
+    async def run() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for number in range(first, first + count):
+                writer.write(notification("live", number, {"seq": number}))
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+                assert head.startswith(b"HTTP/1.1 200"), head
+                await asyncio.wait_for(reader.readuntil(b"}"), 30)
+                await asyncio.sleep(gap)
+        finally:
+            writer.close()
+
+    asyncio.run(run())
+
+
+WATCH_BODY = json.dumps({"event_type": "bench", "identifier": {"run": "live"}})
+
+
+def fan_out(
+    pipes: list[Connection],
+    port: int,
+    process: psutil.Process,
+    extra: psutil.Process | None,
+    watches: int,
+    events: int,
+) -> dict[str, Any]:
+    """One server's figures for one round."""
+    share = [[WATCH_BODY] * len(range(i, watches, len(pipes))) for i in range(len(pipes))]
+    opened = sum(command(pipes, "open", [(port, bodies) for bodies in share]))
+    if opened != watches:
+        raise RuntimeError(f"{opened} of {watches} watches opened")
+    warm = 2
+    command(pipes, "expect", [warm] * len(pipes))
+    publish(port, 0, warm, GAP_SECONDS)
+    command(pipes, "wait", [None] * len(pipes))
+    command(pipes, "expect", [warm + events] * len(pipes))
+    before = cpu_seconds(process)
+    extra_before = cpu_seconds(extra) if extra is not None else 0.0
+    started = time.perf_counter()
+    publish(port, warm, events, GAP_SECONDS)
+    answers = command(pipes, "wait", [None] * len(pipes))
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(process) - before
+    extra_cpu = cpu_seconds(extra) - extra_before if extra is not None else 0.0
+    command(pipes, "close", [None] * len(pipes))
+    complete = sum(answer[0] for answer in answers)
+    errors = sum(answer[1] for answer in answers)
+    positions = [n for answer in answers for n in answer[2]]
+    deliveries = watches * events
+    figures = {
+        "watches": watches,
+        "events": events,
+        "deliveries": deliveries,
+        "watches_complete": complete,
+        "order_errors": errors,
+        "watches_short": sum(1 for n in positions if n < warm + events),
+        "watches_over": sum(1 for n in positions if n > warm + events),
+        "cpu_seconds": cpu,
+        "us_per_delivery": cpu / deliveries * 1e6,
+        "elapsed_seconds": elapsed,
+    }
+    if extra is not None:
+        figures["nats_us_per_event"] = extra_cpu / events * 1e6
+    if complete != watches or errors:
+        raise RuntimeError(f"deliveries per watch wrong: {figures}")
+    return figures
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+
+def socket_buffers(port: int) -> tuple[int, int]:
+    """(sockets, bytes of kernel buffer memory) of the established server sockets on
+    ``port`` (``ss -tm``)."""
+    output = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    sockets = total = 0
+    for line in output.splitlines():
+        if "skmem:(" not in line:
+            continue
+        sockets += 1
+        fields = line.split("skmem:(", 1)[1].split(")", 1)[0].split(",")
+        for field in fields:
+            name = field.rstrip("0123456789")
+            if name in SKMEM_FIELDS:
+                total += int(field[len(name) :])
+    return sockets, total
+
+
+def slab_bytes() -> int | None:
+    """Bytes held by the kernel object caches of a connection, ``None`` if unreadable."""
+    try:
+        lines = Path("/proc/slabinfo").read_text().splitlines()
+    except OSError:
+        return None
+    total = 0
+    for line in lines[2:]:
+        parts = line.split()
+        if parts and parts[0] in SLABS:
+            total += int(parts[1]) * int(parts[3])
+    return total
+
+
+def sockstat_pages() -> int:
+    for line in Path("/proc/net/sockstat").read_text().splitlines():
+        if line.startswith("TCP:"):
+            parts = line.split()
+            return int(parts[parts.index("mem") + 1])
+    return 0
+
+
+def idle_memory(
+    pipes: list[Connection], port: int, process: psutil.Process, watches: int, aviso: bool
+) -> dict[str, float]:
+    bodies = [
+        json.dumps({"event_type": "bench", "identifier": {"run": f"idle{n}"}}) if aviso else "{}"
+        for n in range(watches)
+    ]
+    time.sleep(SETTLE_SECONDS)
+    rss = process.memory_info().rss
+    slabs = slab_bytes()
+    pages = sockstat_pages()
+    share = [bodies[i :: len(pipes)] for i in range(len(pipes))]
+    opened = sum(command(pipes, "open", [(port, part) for part in share]))
+    time.sleep(SETTLE_SECONDS)
+    rss_after = process.memory_info().rss
+    slabs_after = slab_bytes()
+    pages_after = sockstat_pages()
+    sockets, buffers = socket_buffers(port)
+    figures_sockets = sockets
+    command(pipes, "close", [None] * len(pipes))
+    if opened != watches:
+        raise RuntimeError(f"{opened} of {watches} idle watches opened")
+    figures = {
+        "rss_kib": (rss_after - rss) / watches / 1024,
+        "server_sockets": figures_sockets,
+        "socket_buffers_kib": buffers / max(sockets, 1) / 1024,
+        "sockstat_kib_per_connection": (pages_after - pages) * 4096 / watches / 1024,
+    }
+    kernel = figures["socket_buffers_kib"]
+    if slabs is not None and slabs_after is not None:
+        figures["socket_objects_kib"] = (slabs_after - slabs) / 2 / watches / 1024
+        kernel += figures["socket_objects_kib"]
+    figures["total_kib"] = figures["rss_kib"] + kernel
+    return figures
+
+
+# -- coordinator --------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one round, fewer events")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
+    parser.add_argument("--watches", type=int, default=1_500)
+    parser.add_argument("--events", type=int, default=None, help="events per round (default 60)")
+    parser.add_argument("--idle", type=int, default=IDLE_WATCHES)
+    parser.add_argument("--label", default="", help="appended to the results file's name")
+    parser.add_argument(
+        "--code", type=Path, default=None, help="serve aviso from this checkout instead"
+    )
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (1 if args.quick else 3)
+    events = args.events or (20 if args.quick else 60)
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    records: list[dict[str, Any]] = []
+    sources = [source_address(7, index) for index in range(GENERATORS)]
+    with (
+        TemporaryDirectory() as tmp,
+        generator_processes(generator, [(source,) for source in sources]) as pipes,
+    ):
+        code = import_path_of(args.code, Path(tmp)) if args.code is not None else None
+        try:
+            for round_ in range(rounds):
+                folder = Path(tmp) / f"round{round_}"
+                folder.mkdir()
+                order = SERVERS[round_ % len(SERVERS) :] + SERVERS[: round_ % len(SERVERS)]
+                with servers(folder, code) as running:
+                    record: dict[str, Any] = {"round": round_ + 1, "order": list(order)}
+                    for name in order:
+                        port, process, extra = running[name]
+                        record[name] = fan_out(pipes, port, process, extra, args.watches, events)
+                        print(
+                            f"  round {round_ + 1} {name}: "
+                            f"{record[name]['us_per_delivery']:.2f} us/delivery",
+                            flush=True,
+                        )
+                    for name in ("aviso", "raw"):
+                        port, process, _ = running[name]
+                        record[f"{name}_idle"] = idle_memory(
+                            pipes, port, process, args.idle, name == "aviso"
+                        )
+                        print(f"  round {round_ + 1} {name} idle: {record[f'{name}_idle']}")
+                    floor = max(record["raw"]["us_per_delivery"], 1e-9)
+                    record["ratios"] = {
+                        "aviso_over_raw": record["aviso"]["us_per_delivery"] / floor,
+                        "starlette_over_raw": record["starlette"]["us_per_delivery"] / floor,
+                        "jetstream_over_aviso": record["jetstream"]["us_per_delivery"]
+                        / record["aviso"]["us_per_delivery"],
+                    }
+                    print(f"  round {round_ + 1} ratios: {record['ratios']}", flush=True)
+                    records.append(record)
+        finally:
+            for pipe in pipes:
+                with suppress(OSError):
+                    pipe.send(("stop", None))
+    summary: dict[str, Any] = {}
+    for name in SERVERS:
+        summary[f"{name}_us_per_delivery"] = spread([r[name]["us_per_delivery"] for r in records])
+    for key in records[0]["ratios"]:
+        summary[key] = spread([r["ratios"][key] for r in records])
+    for name in ("aviso", "raw"):
+        for key in records[0][f"{name}_idle"]:
+            summary[f"{name}_idle_{key}"] = spread([r[f"{name}_idle"][key] for r in records])
+    path = write_results("fanout_cpu" + (f"-{args.label}" if args.label else ""), records, summary)
+    print(f"load average at end: {os.getloadavg()}")
+    print(json.dumps(summary, indent=1))
+    print(f"raw rounds: {path}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
