@@ -2,7 +2,9 @@
 
 The stream task sleeps on one waiter; live deliveries, shutdown and client disconnects all
 wake it through the same :meth:`StreamControl.wake`, so a stream is a single coroutine
-rather than a web of tasks.
+rather than a web of tasks. A live delivery to a stream that is asleep with nothing
+pending and a connection that takes writes does not wake it at all: :attr:`LiveQueue.direct`
+writes it on the spot.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import logging
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -60,6 +63,12 @@ class StreamControl:
         if self.aborted is None and self.task is not None and not self.task.done():
             self.aborted = reason
             self.task.cancel()
+
+    @property
+    def asleep(self) -> bool:
+        """Whether the stream is waiting in :meth:`sleep_until` and nothing has woken it."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
 
     def wake(self) -> None:
         waiter = self._waiter
@@ -224,6 +233,7 @@ class LiveQueue:
         "_items",
         "_max_bytes",
         "_policy",
+        "direct",
         "dropped_through",
         "ended",
         "first_seen",
@@ -248,10 +258,17 @@ class LiveQueue:
         self.dropped_through = 0
         """The highest sequence an overflow dropped before the stream went live (its replay
         reads that far, so the drop loses nothing)."""
+        self.direct: Callable[[StoredNotification], bool] | None = None
+        """Set by a live stream: takes a record that finds the queue empty, ``True`` when it
+        dealt with it there and then (written to the client, or not selected), ``False``
+        when the record must be queued for the stream's task."""
 
     def deliver(self, record: StoredNotification) -> None:
         if self.first_seen is None:
             self.first_seen = record.sequence
+        direct = self.direct
+        if direct is not None and not self._items and direct(record):
+            return
         size = _size(record)
         while self._items and (
             len(self._items) >= self._capacity or self._bytes + size > self._max_bytes
