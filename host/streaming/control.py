@@ -38,7 +38,16 @@ _PRECEDENCE = {
 
 
 class StreamControl:
-    __slots__ = ("_waiter", "_woken", "aborted", "request_id", "stop_reason", "task", "timer_when")
+    __slots__ = (
+        "_waiter",
+        "_woken",
+        "aborted",
+        "idle_until",
+        "request_id",
+        "stop_reason",
+        "task",
+        "timer_when",
+    )
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -47,6 +56,9 @@ class StreamControl:
         self.task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
+        self.idle_until: float | None = None
+        """While the stream sleeps and nothing has woken it: when it wakes by itself (its
+        next heartbeat, deadline or recheck); ``None`` otherwise."""
         self.timer_when: float | None = None
         """The deadline this stream is registered for in its loop's :class:`WakeTimers`."""
 
@@ -62,19 +74,20 @@ class StreamControl:
         """End the stream without a final event (its client is not reading anyway)."""
         if self.aborted is None and self.task is not None and not self.task.done():
             self.aborted = reason
+            self.idle_until = None
             self.task.cancel()
 
     @property
     def asleep(self) -> bool:
         """Whether the stream is waiting in :meth:`sleep_until` and nothing has woken it."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done()
+        return self.idle_until is not None
 
     def wake(self) -> None:
         waiter = self._waiter
         if waiter is None:
             self._woken = True  # the stream is busy: its next sleep returns at once
         elif not waiter.done():
+            self.idle_until = None
             waiter.set_result(None)
 
     async def sleep_until(self, when: float) -> None:
@@ -91,10 +104,12 @@ class StreamControl:
         if self.timer_when != when:
             WakeTimers.of(loop).schedule(when, self)
         waiter = self._waiter = loop.create_future()
+        self.idle_until = when
         try:
             await waiter
         finally:
             self._waiter = None
+            self.idle_until = None
 
     def cancel_timer(self) -> None:
         if self.timer_when is not None:

@@ -43,7 +43,7 @@ from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.http_protocol import abort_connection, chunk_writer, on_client_gone
 from aviso_host.logs import log_event, logger
-from aviso_host.metrics import SseConnection
+from aviso_host.metrics import PendingCount, SseConnection
 from aviso_host.request_id import RAW_SEND
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
@@ -102,22 +102,22 @@ class _LiveChunk:
     builds it and the rest reuse it. Holding the record keeps its identity from being
     reused by another."""
 
-    __slots__ = ("_chunk", "_record")
+    __slots__ = ("chunk", "record")
 
     def __init__(self) -> None:
-        self._record: StoredNotification | None = None
-        self._chunk = b""
+        self.record: StoredNotification | None = None
+        self.chunk = b""
 
-    def of(self, record: StoredNotification, renderer: CloudEventRenderer) -> bytes | None:
-        """``None`` when the record has no CloudEvent (the stream's task reports that)."""
-        if record is not self._record:
-            try:
-                data = renderer.render(record)
-            except CloudEventError:
-                return None
-            self._chunk = frames.http_chunk(frames.frame(frames.LIVE, data))
-            self._record = record
-        return self._chunk
+    def build(self, record: StoredNotification, renderer: CloudEventRenderer) -> bytes | None:
+        """Make ``record`` the cached one; ``None`` when it has no CloudEvent (the stream's
+        task reports that)."""
+        try:
+            data = renderer.render(record)
+        except CloudEventError:
+            return None
+        self.chunk = frames.http_chunk(frames.frame(frames.LIVE, data))
+        self.record = record
+        return self.chunk
 
 
 _LIVE_CHUNK = _LiveChunk()
@@ -156,6 +156,7 @@ class EventStream:
         "_renderer",
         "_replay",
         "_send",
+        "_sent",
         "_settings",
         "_streams",
         "_subscription",
@@ -204,6 +205,8 @@ class EventStream:
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
         self._write_chunk: Callable[[bytes], bool] | None = None
+        self._sent: PendingCount | None = None
+        """Where direct writes are counted (``aviso_sse_events_sent_total``)."""
         self._high_water = 0
         """Live records at or below this were replayed (or precede the stream)."""
         self._out = bytearray()
@@ -498,6 +501,7 @@ class EventStream:
             and not self._event_ids
             and self._filter.spatial is None  # may have to be matched off the event loop
         ):
+            self._sent = self._metrics.sent_count()
             live.direct = self._deliver_now
         try:
             await self._follow(live, high_water)
@@ -531,23 +535,27 @@ class EventStream:
         """Write a live record straight to the connection, from the fan-out, if the stream's
         task has nothing to do first; ``True`` when the record is dealt with (written, or
         not for this stream), ``False`` when it must be queued for the task."""
-        control = self._control
-        if not control.asleep:
-            return False  # already woken: what it was woken for goes out first
-        when = control.timer_when
-        if when is None or self._now() >= when:
-            return False  # a heartbeat, deadline or recheck is due: the task comes first
+        # Awake (woken, or busy writing), or asleep past a heartbeat, deadline or recheck
+        # that is due: the task's own work goes out first.
+        idle_until = self._control.idle_until
+        if idle_until is None or self._now() >= idle_until:
+            return False
         if record.sequence <= self._high_water:
             return True
         stream_filter = self._filter
         if stream_filter.fields and not stream_filter.accepts(record):
             return True
-        chunk = _LIVE_CHUNK.of(record, self._renderer)
+        cached = _LIVE_CHUNK
+        chunk = cached.chunk if record is cached.record else cached.build(record, self._renderer)
         write = self._write_chunk
         if chunk is None or write is None or not write(chunk):
             return False
         self._through = record.sequence
-        self._metrics.events_sent(1)
+        sent = self._sent
+        assert sent is not None  # set with ``live.direct``
+        if not sent.count:
+            sent.flush_soon()
+        sent.count += 1
         return True
 
     async def _close(self) -> None:
