@@ -13,10 +13,13 @@ from round to round:
 - ``raw``: a uvloop protocol writing each pre-built chunk straight to every watching
   transport (:mod:`benchmarks.fanout_baselines`), the floor.
 
-Per server: ``W`` live watches (default 1,500) held by two load-generator processes (one
-protocol object per socket), two warm-up notifications, then ``K`` notifications spaced
+Per server: ``W`` live watches (default 1,500), on every server at once, held by two
+load-generator processes (one protocol object per socket), and two warm-up notifications.
+Then ``K`` notifications per server (default 60) in ``B`` batches (default 4): the servers
+take turns batch by batch (the order rotated each batch), so that the other load of a shared
+machine, which drifts over seconds, falls on all of them alike. Notifications are spaced
 apart so that each is delivered before the next. The figure is the server process's CPU
-time (user + system, from the kernel) over the ``K`` notifications divided by the
+time (user + system, from the kernel) over its ``K`` notifications divided by its
 deliveries; nats-server's CPU is reported beside JetStream's. Deliveries are counted per
 watch: every watch must get every event exactly once and in order (each event carries its
 number), and a round with any watch missing, repeating or reordering an event fails.
@@ -40,7 +43,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -72,6 +75,7 @@ GAP_SECONDS = 0.08
 DELIVERY_TIMEOUT = 120.0
 SETTLE_SECONDS = 2.0
 IDLE_WATCHES = 2_000
+BATCHES = 4
 SEQ = b'"seq":'
 OPENED = b"connection_established"
 QUIET = "sse_heartbeat_interval_sec: 3600"
@@ -149,18 +153,30 @@ class CountingWatch(asyncio.Protocol):
         self._buffer = buffer[-32:]
 
 
+class Group:
+    """The watches a generator holds on one server."""
+
+    def __init__(self, bodies: list[str]) -> None:
+        self.tally = Tally()
+        self.tally.expected_open = len(bodies)
+        self.watches = [
+            CountingWatch(raw_post("/api/v1/watch", body), self.tally) for body in bodies
+        ]
+
+
 async def _generate(source: str, pipe: Connection) -> None:
+    """Commands ``(name, (group, argument))``: watches are held in groups, one per server."""
     loop = asyncio.get_running_loop()
-    watches: list[CountingWatch] = []
-    tally = Tally()
+    groups: dict[str, Group] = {}
     gate = asyncio.Semaphore(OPEN_CONCURRENCY)
     while True:
-        command, argument = await loop.run_in_executor(None, pipe.recv)
+        command, payload = await loop.run_in_executor(None, pipe.recv)
+        if command == "stop":
+            return
+        key, argument = payload
         if command == "open":
             port, bodies = argument
-            tally = Tally()
-            tally.expected_open = len(bodies)
-            watches = [CountingWatch(raw_post("/api/v1/watch", body), tally) for body in bodies]
+            group = groups[key] = Group(bodies)
 
             async def open_one(watch: CountingWatch, port: int = port) -> None:
                 async with gate:
@@ -168,42 +184,37 @@ async def _generate(source: str, pipe: Connection) -> None:
                         lambda: watch, "127.0.0.1", port, local_addr=(source, 0)
                     )
 
-            await asyncio.wait_for(asyncio.gather(*(open_one(w) for w in watches)), OPEN_TIMEOUT)
+            await asyncio.wait_for(
+                asyncio.gather(*(open_one(w) for w in group.watches)), OPEN_TIMEOUT
+            )
             with suppress(TimeoutError):
-                await asyncio.wait_for(tally.all_open.wait(), OPEN_TIMEOUT)
-            pipe.send(tally.opened)
+                await asyncio.wait_for(group.tally.all_open.wait(), OPEN_TIMEOUT)
+            pipe.send(group.tally.opened)
         elif command == "expect":
+            tally = groups[key].tally
             tally.target, tally.complete = argument, 0
             tally.done = asyncio.Event()
-            for watch in watches:
+            for watch in groups[key].watches:
                 if watch.next >= argument:
                     tally.complete += 1
             if tally.complete >= tally.opened:
                 tally.done.set()
             pipe.send("armed")
         elif command == "wait":
+            tally = groups[key].tally
             with suppress(TimeoutError):
                 await asyncio.wait_for(tally.done.wait(), DELIVERY_TIMEOUT)
-            pipe.send((tally.complete, tally.errors, [w.next for w in watches]))
+            pipe.send((tally.complete, tally.errors, [w.next for w in groups[key].watches]))
         elif command == "close":
-            for watch in watches:
+            for watch in groups.pop(key).watches:
                 if watch.transport is not None:
                     watch.transport.close()
-            watches = []
             await asyncio.sleep(0.2)
             pipe.send("closed")
-        else:
-            return
 
 
 def generator(source: str, pipe: Connection) -> None:
     run_generator(_generate(source, pipe))
-
-
-def command(pipes: list[Connection], name: str, arguments: list[Any]) -> list[Any]:
-    for pipe, argument in zip(pipes, arguments, strict=True):
-        pipe.send((name, argument))
-    return [receive(pipe, OPEN_TIMEOUT + DELIVERY_TIMEOUT) for pipe in pipes]
 
 
 # -- servers ------------------------------------------------------------------------------------
@@ -292,53 +303,82 @@ def publish(port: int, first: int, count: int, gap: float) -> None:
 WATCH_BODY = json.dumps({"event_type": "bench", "identifier": {"run": "live"}})
 
 
+def command(pipes: list[Connection], name: str, key: str, arguments: list[Any]) -> list[Any]:
+    """Send ``name`` about group ``key`` to every generator, one argument each; the answers."""
+    for pipe, argument in zip(pipes, arguments, strict=True):
+        pipe.send((name, (key, argument)))
+    return [receive(pipe, OPEN_TIMEOUT + DELIVERY_TIMEOUT) for pipe in pipes]
+
+
 def fan_out(
     pipes: list[Connection],
-    port: int,
-    process: psutil.Process,
-    extra: psutil.Process | None,
+    running: dict[str, tuple[int, psutil.Process, psutil.Process | None]],
+    order: Sequence[str],
     watches: int,
     events: int,
-) -> dict[str, Any]:
-    """One server's figures for one round."""
-    share = [[WATCH_BODY] * len(range(i, watches, len(pipes))) for i in range(len(pipes))]
-    opened = sum(command(pipes, "open", [(port, bodies) for bodies in share]))
-    if opened != watches:
-        raise RuntimeError(f"{opened} of {watches} watches opened")
+    batches: int,
+) -> dict[str, dict[str, Any]]:
+    """Every server's figures for one round: ``watches`` on each server at once, then
+    ``batches`` batches of ``events / batches`` notifications per server, the servers taking
+    turns (rotated per batch), so that a change in the machine's other load falls on all."""
+    count = len(pipes)
+    share = [[WATCH_BODY] * len(range(i, watches, count)) for i in range(count)]
+    for name in order:
+        port = running[name][0]
+        opened = sum(command(pipes, "open", name, [(port, bodies) for bodies in share]))
+        if opened != watches:
+            raise RuntimeError(f"{name}: {opened} of {watches} watches opened")
     warm = 2
-    command(pipes, "expect", [warm] * len(pipes))
-    publish(port, 0, warm, GAP_SECONDS)
-    command(pipes, "wait", [None] * len(pipes))
-    command(pipes, "expect", [warm + events] * len(pipes))
-    before = cpu_seconds(process)
-    extra_before = cpu_seconds(extra) if extra is not None else 0.0
-    started = time.perf_counter()
-    publish(port, warm, events, GAP_SECONDS)
-    answers = command(pipes, "wait", [None] * len(pipes))
-    elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(process) - before
-    extra_cpu = cpu_seconds(extra) - extra_before if extra is not None else 0.0
-    command(pipes, "close", [None] * len(pipes))
-    complete = sum(answer[0] for answer in answers)
-    errors = sum(answer[1] for answer in answers)
-    positions = [n for answer in answers for n in answer[2]]
-    deliveries = watches * events
-    figures = {
-        "watches": watches,
-        "events": events,
-        "deliveries": deliveries,
-        "watches_complete": complete,
-        "order_errors": errors,
-        "watches_short": sum(1 for n in positions if n < warm + events),
-        "watches_over": sum(1 for n in positions if n > warm + events),
-        "cpu_seconds": cpu,
-        "us_per_delivery": cpu / deliveries * 1e6,
-        "elapsed_seconds": elapsed,
-    }
-    if extra is not None:
-        figures["nats_us_per_event"] = extra_cpu / events * 1e6
-    if complete != watches or errors:
-        raise RuntimeError(f"deliveries per watch wrong: {figures}")
+    for name in order:
+        command(pipes, "expect", name, [warm] * count)
+        publish(running[name][0], 0, warm, GAP_SECONDS)
+        command(pipes, "wait", name, [None] * count)
+    per_batch = max(1, events // batches)
+    cpu = dict.fromkeys(order, 0.0)
+    extra_cpu = dict.fromkeys(order, 0.0)
+    elapsed = dict.fromkeys(order, 0.0)
+    answers: dict[str, list[Any]] = {}
+    first = warm
+    for batch in range(batches):
+        shift = batch % len(order)
+        for name in [*order[shift:], *order[:shift]]:
+            port, process, extra = running[name]
+            command(pipes, "expect", name, [first + per_batch] * count)
+            before = cpu_seconds(process)
+            extra_before = cpu_seconds(extra) if extra is not None else 0.0
+            started = time.perf_counter()
+            publish(port, first, per_batch, GAP_SECONDS)
+            answers[name] = command(pipes, "wait", name, [None] * count)
+            elapsed[name] += time.perf_counter() - started
+            cpu[name] += cpu_seconds(process) - before
+            if extra is not None:
+                extra_cpu[name] += cpu_seconds(extra) - extra_before
+        first += per_batch
+    figures: dict[str, dict[str, Any]] = {}
+    published = per_batch * batches
+    for name in order:
+        command(pipes, "close", name, [None] * count)
+        complete = sum(answer[0] for answer in answers[name])
+        errors = sum(answer[1] for answer in answers[name])
+        positions = [n for answer in answers[name] for n in answer[2]]
+        deliveries = watches * published
+        figures[name] = {
+            "watches": watches,
+            "events": published,
+            "batches": batches,
+            "deliveries": deliveries,
+            "watches_complete": complete,
+            "order_errors": errors,
+            "watches_short": sum(1 for n in positions if n < first),
+            "watches_over": sum(1 for n in positions if n > first),
+            "cpu_seconds": cpu[name],
+            "us_per_delivery": cpu[name] / deliveries * 1e6,
+            "elapsed_seconds": elapsed[name],
+        }
+        if running[name][2] is not None:
+            figures[name]["nats_us_per_event"] = extra_cpu[name] / published * 1e6
+        if complete != watches or errors:
+            raise RuntimeError(f"{name}: deliveries per watch wrong: {figures[name]}")
     return figures
 
 
@@ -401,19 +441,18 @@ def idle_memory(
     slabs = slab_bytes()
     pages = sockstat_pages()
     share = [bodies[i :: len(pipes)] for i in range(len(pipes))]
-    opened = sum(command(pipes, "open", [(port, part) for part in share]))
+    opened = sum(command(pipes, "open", "idle", [(port, part) for part in share]))
     time.sleep(SETTLE_SECONDS)
     rss_after = process.memory_info().rss
     slabs_after = slab_bytes()
     pages_after = sockstat_pages()
     sockets, buffers = socket_buffers(port)
-    figures_sockets = sockets
-    command(pipes, "close", [None] * len(pipes))
+    command(pipes, "close", "idle", [None] * len(pipes))
     if opened != watches:
         raise RuntimeError(f"{opened} of {watches} idle watches opened")
     figures = {
         "rss_kib": (rss_after - rss) / watches / 1024,
-        "server_sockets": figures_sockets,
+        "server_sockets": sockets,
         "socket_buffers_kib": buffers / max(sockets, 1) / 1024,
         "sockstat_kib_per_connection": (pages_after - pages) * 4096 / watches / 1024,
     }
@@ -434,6 +473,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
     parser.add_argument("--watches", type=int, default=1_500)
     parser.add_argument("--events", type=int, default=None, help="events per round (default 60)")
+    parser.add_argument("--batches", type=int, default=BATCHES, help="turns per server")
     parser.add_argument("--idle", type=int, default=IDLE_WATCHES)
     parser.add_argument("--label", default="", help="appended to the results file's name")
     parser.add_argument(
@@ -457,9 +497,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 order = SERVERS[round_ % len(SERVERS) :] + SERVERS[: round_ % len(SERVERS)]
                 with servers(folder, code) as running:
                     record: dict[str, Any] = {"round": round_ + 1, "order": list(order)}
+                    record.update(
+                        fan_out(pipes, running, order, args.watches, events, args.batches)
+                    )
                     for name in order:
-                        port, process, extra = running[name]
-                        record[name] = fan_out(pipes, port, process, extra, args.watches, events)
                         print(
                             f"  round {round_ + 1} {name}: "
                             f"{record[name]['us_per_delivery']:.2f} us/delivery",
