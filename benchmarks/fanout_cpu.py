@@ -65,6 +65,7 @@ from benchmarks.load_generators import (
 )
 from benchmarks.results import spread, write_results
 from benchmarks.watchers import import_path_of
+from benchmarks.watchers import publish as publish_live
 from tests.support.nats import nats_server
 from tests.support.pipelined import post_many
 from tests.support.process import aviso_process, with_pythonpath
@@ -292,22 +293,9 @@ def servers(
 
 
 def publish(port: int, first: int, count: int, gap: float) -> None:
-    """Notifications ``first`` .. ``first + count - 1`` to run ``live``, ``gap`` s apart."""
-
-    async def run() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            for number in range(first, first + count):
-                writer.write(notification("live", number, {"seq": number}))
-                await writer.drain()
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-                assert head.startswith(b"HTTP/1.1 200"), head
-                await asyncio.wait_for(reader.readuntil(b"}"), 30)
-                await asyncio.sleep(gap)
-        finally:
-            writer.close()
-
-    asyncio.run(run())
+    """Notifications ``first`` .. ``first + count - 1`` to run ``live``, ``gap`` s apart,
+    each carrying its number."""
+    publish_live(port, count, gap, first, lambda number: {"seq": number})
 
 
 WATCH_BODY = json.dumps({"event_type": "bench", "identifier": {"run": "live"}})
@@ -335,10 +323,10 @@ def fan_out(
     share = [[WATCH_BODY] * len(range(i, watches, count)) for i in range(count)]
     for name in order:
         port = running[name][0]
-        answers = command(pipes, "open", name, [(port, bodies) for bodies in share])
-        opened = sum(answer[0] for answer in answers)
+        openings = command(pipes, "open", name, [(port, bodies) for bodies in share])
+        opened = sum(opening[0] for opening in openings)
         if opened != watches:
-            refusals = [status for answer in answers for status in answer[1]]
+            refusals = [status for opening in openings for status in opening[1]]
             raise RuntimeError(
                 f"{name}: {opened} of {watches} watches opened; refused: {refusals[:5]}"
             )
