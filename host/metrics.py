@@ -13,6 +13,7 @@ gauge therefore says how it aggregates (``multiprocess_mode``), which one proces
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter as Tally
 from collections import defaultdict
@@ -294,6 +295,26 @@ class AuthoriserRecorder(AuthoriserMetrics):
         self._families.duration.labels(self.name).observe(time.perf_counter() - started)
 
 
+class PendingCount:
+    """Increments of one counter series gathered in a plain integer and added to it once
+    per event-loop turn: a live event reaching thousands of streams costs the counter (a
+    lock, and under ``--workers`` a write to its shared file) once, not once per stream."""
+
+    __slots__ = ("_child", "count")
+
+    def __init__(self, child: Counter) -> None:
+        self._child = child
+        self.count = 0
+        """Not yet added; whoever makes it non-zero calls :meth:`flush_soon`."""
+
+    def flush_soon(self) -> None:
+        asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        count, self.count = self.count, 0
+        self._child.inc(count)
+
+
 class SseConnection:
     """One watch/replay stream's view of the SSE families (its labels fixed at setup)."""
 
@@ -305,7 +326,7 @@ class SseConnection:
         self._event_type = event_type
         self._user = user
         self._opened_at = 0.0
-        self._sent: Counter | None = None
+        self._sent: PendingCount | None = None
 
     def opened(self) -> None:
         metrics, route = self._metrics, self._route
@@ -332,10 +353,18 @@ class SseConnection:
 
     def events_sent(self, count: int) -> None:
         if count:
-            # Once per live delivery to every watcher: the labelled child is looked up once.
-            if self._sent is None:
-                self._sent = self._metrics.sse_events_sent.labels(self._route, self._event_type)
-            self._sent.inc(count)
+            pending = self.sent_count()
+            if not pending.count:
+                pending.flush_soon()
+            pending.count += count
+
+    def sent_count(self) -> PendingCount:
+        """Where this stream's notification frames are counted, shared by every stream of
+        the same labels (a live delivery adds to it for every watcher)."""
+        pending = self._sent
+        if pending is None:
+            pending = self._sent = self._metrics.events_sent_of(self._route, self._event_type)
+        return pending
 
     def stream_error(self) -> None:
         self._metrics.sse_stream_errors.labels(self._route, self._event_type).inc()
@@ -464,6 +493,7 @@ class Metrics:
         # Labelled children of ``notifications`` by (event type label, status): looked up
         # once, not through ``labels()`` on every notify.
         self._notification_counters: dict[tuple[str, str], Counter] = {}
+        self._events_sent: dict[tuple[str, str], PendingCount] = {}
         self.notifications_skipped = Counter(
             "aviso_sse_notifications_skipped",
             "Live notifications skipped for slow clients (on_backpressure: drop)",
@@ -555,6 +585,14 @@ class Metrics:
         outcome = "success" if status is None else AUTH_OUTCOMES.get(status)
         if outcome is not None:
             self.auth_requests.labels(mode, outcome).inc()
+
+    def events_sent_of(self, route: str, event_type_label: str) -> PendingCount:
+        key = (route, event_type_label)
+        pending = self._events_sent.get(key)
+        if pending is None:
+            child = self.sse_events_sent.labels(route, event_type_label)
+            pending = self._events_sent[key] = PendingCount(child)
+        return pending
 
     def sse_connection(self, route: str, event_type: str, user: str | None) -> SseConnection:
         return SseConnection(self, route, self.event_type_label(event_type), user)
