@@ -1624,7 +1624,7 @@ def _subscription_example(event_type: str, identifier: Mapping[str, Any], pendin
 
 
 def _subscription_operations(examples: RequestExamples) -> Doc:
-    first = next(iter(examples.watch.values()), {"event_type": examples.event_type})
+    first: Doc = next(iter(examples.watch.values()), {"event_type": examples.event_type})
     event_type = first.get("event_type", examples.event_type)
     identifier = first.get("identifier", {})
     state = _subscription_example(event_type, identifier, pending=True)

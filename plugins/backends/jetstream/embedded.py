@@ -96,7 +96,8 @@ def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[s
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:
