@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from aviso_plugins.state import ProcessLocalState, SharedState
 from aviso_plugins.topics import TopicPattern
 
 __all__ = [
@@ -230,6 +231,7 @@ class StorageBackend(ABC):
 
     def __init__(self, context: BackendContext) -> None:
         self.context = context
+        self._process_local_state: dict[str, ProcessLocalState] = {}
 
     @property
     def live_buffer_size(self) -> int:
@@ -332,6 +334,26 @@ class StorageBackend(ABC):
         The default (``True``) suits a backend without a connection to lose.
         """
         return True
+
+    async def shared_state(
+        self, bucket: str, ttl_seconds: float | None = None
+    ) -> SharedState | None:
+        """The shared-state bucket named ``bucket`` (a :func:`~aviso_plugins.state.valid_key`
+        segment), created on first use; every call with one name answers the same bucket,
+        in every process that shares this backend's store. With ``ttl_seconds`` its entries
+        expire that long after their last write (a bucket's TTL is fixed by its first use).
+
+        The default suits a backend that is not :attr:`shared_between_processes`: buckets in
+        this process's memory. A shared backend that keeps no shared state returns ``None``,
+        and the features that need it (consumer positions, subscriptions) are refused at
+        startup, naming the backend.
+        """
+        if type(self).shared_between_processes:
+            return None
+        buckets = self._process_local_state
+        if bucket not in buckets:
+            buckets[bucket] = ProcessLocalState(ttl_seconds)
+        return buckets[bucket]
 
     async def shutdown(self) -> None:
         """Release connections; called once after the HTTP server stopped."""
