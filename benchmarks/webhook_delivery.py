@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     subscriptions, notifications, paced, rate = (
-        (10, 50, 20, 10.0) if args.quick else (50, 200, 100, 10.0)
+        (10, 50, 20, 2.0) if args.quick else (50, 200, 60, 2.0)
     )
     print(
         f"{subscriptions} webhook subscriptions; throughput: {notifications} notifications; "
