@@ -63,6 +63,8 @@ def _describe(error: ValidationError) -> str:
             return f"{instance!r} is not one of {allowed}"
         case "const":
             return f"must be {value!r}"
+        case "exclusiveMinimum":
+            return f"must be greater than {value!r}"
         case "minimum":
             return f"{instance!r} is less than the minimum {value!r}"
         case "maximum":

@@ -24,6 +24,7 @@ from aviso_builtins.backends.jetstream.messages import filter_subject, read_stor
 from aviso_builtins.backends.jetstream.options import (
     OPTIONS_SCHEMA,
     JetStreamOptions,
+    OptionRefused,
     parse_options,
     redacted,
     split_servers,
@@ -48,6 +49,7 @@ from aviso_plugins.types import (
     BackendCapabilities,
     BackendContext,
     Batch,
+    ConfigurationProblem,
     LiveSink,
     MessageIdNotRetained,
     MessageIdReused,
@@ -120,6 +122,15 @@ class JetStreamBackend(StorageBackend):
     )
     shared_between_processes: ClassVar[bool] = True
     options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        try:
+            parse_options(options, environ={})
+        except OptionRefused as exc:
+            raise ConfigurationProblem(
+                ("notification_backend", cls.kind, exc.key), exc.reason
+            ) from exc
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)
