@@ -32,8 +32,7 @@ STOP_GRACE = 30.0
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        return int(probe.getsockname()[1])
 
 
 def raw_post(path: str, body: str) -> bytes:
