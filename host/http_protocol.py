@@ -526,7 +526,9 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             DISCONNECT_EXTENSION: self._on_client_gone,
             WRITE_CHUNK_EXTENSION: self._write_chunk,
         }
-        self._wrapper = ConnectionTransport(transport, self)
+        # uvicorn annotates its cycle as never None and its scope as a TypedDict, which
+        # Connection, naming only what is read, cannot spell.
+        self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
         host = client_of(self.client[0]) if self.client is not None else ""
         self._accepted_at = now = self.loop.time()
@@ -840,7 +842,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._ended_head = self._head_bytes
         self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
-        self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
+        self.scope["extensions"] = self._extensions
         refusal = self._refusal
         if refusal is not None and self._is_probe():
             refusal = None

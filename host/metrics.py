@@ -19,7 +19,7 @@ from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import wraps
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -89,13 +89,12 @@ CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800
 
 # How a gauge of several worker processes (``serve --workers``) is aggregated; counters and
 # histograms are always summed. ``live``: a worker's values leave the sum when it exits.
-SUMMED = "livesum"
+SUMMED: Final = "livesum"
 """Open streams, requests in flight, cache entries: the service's figure is the workers' sum."""
-SAME_IN_EVERY_WORKER = "livemax"
+SAME_IN_EVERY_WORKER: Final = "livemax"
 """Build information: every worker reports the same series."""
 
 _Result = TypeVar("_Result")
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _WithoutCreated:
@@ -626,7 +625,7 @@ class Metrics:
         return timed
 
     def exposition(self) -> bytes:
-        return generate_latest(_WithoutCreated(self.registry))  # type: ignore[arg-type]
+        return generate_latest(_WithoutCreated(self.registry))
 
 
 # -- notify outcomes -----------------------------------------------------------------------
@@ -640,11 +639,20 @@ def count_notification_as(request: Request, event_type: str) -> None:
     request.scope["state"][_NOTIFY_LABEL] = request.app.service.metrics.event_type_label(event_type)
 
 
-def counted_notification(handler: Handler) -> Handler:
+class _Answer(Protocol):
+    status_code: int
+
+
+_AnswerT = TypeVar("_AnswerT", bound=_Answer)
+
+
+def counted_notification(
+    handler: Callable[[Request], Awaitable[_AnswerT]],
+) -> Callable[[Request], Awaitable[_AnswerT]]:
     """Count each notify once in ``aviso_notifications_total`` by how it ended."""
 
     @wraps(handler)
-    async def endpoint(request: Request) -> Response:
+    async def endpoint(request: Request) -> _AnswerT:
         status = NOTIFY_ERROR
         try:
             response = await handler(request)

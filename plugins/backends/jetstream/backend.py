@@ -370,7 +370,7 @@ class JetStreamBackend(StorageBackend):
 
     def _renewal_delay(self, attempt: int) -> float:
         base = self.options.reconnect_delay_ms / 1000
-        return min(base * 2 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
+        return min(base * 2.0 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
 
     async def ready(self) -> bool:
         """Connected, and JetStream answers an account-info request; the probe is shared by
@@ -578,12 +578,15 @@ class JetStreamBackend(StorageBackend):
     async def wipe_all(self) -> None:
         js, _ = self._require()
         for info in await js.streams_info():
-            if (info.config.name or "").startswith(_STATE_STREAMS):
-                continue  # shared state (subscriptions, positions) is not notifications
+            name = info.config.name
+            if name is None or name.startswith(_STATE_STREAMS):
+                # Unnamed: never listed by the server. Shared state (subscriptions,
+                # positions) is not notifications.
+                continue
             try:
-                await js.purge_stream(info.config.name)
+                await js.purge_stream(name)
             except Exception as exc:
-                logger.warning("purging stream %s failed: %s", info.config.name, exc)
+                logger.warning("purging stream %s failed: %s", name, exc)
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
         js, _ = self._require()
