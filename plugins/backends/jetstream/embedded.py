@@ -93,10 +93,46 @@ def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[s
     return [*command, "--auth", token] if token else command
 
 
+DEFAULT_PORT = 4222
+"""NATS's own port: the embedded server takes it when it is free, so that other NATS
+clients (the Spark ``backend`` sink) find it where they look first."""
+URL_FILE = "nats-url"
+"""Written into the store directory while the embedded server runs: its client URL, for
+other processes of this machine (``aviso-server spark publish --sink backend``)."""
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return int(probe.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def client_port(configured: int | None) -> int:
+    """``embedded_port``: a given port as is, 0 any free port, unset 4222 when it is free
+    (else any free port)."""
+    if configured:
+        return configured
+    if configured is None and _port_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    return _free_port()
+
+
+def running_url(store_dir: str | Path) -> str | None:
+    """The client URL of the embedded server keeping its files in ``store_dir``, as it
+    wrote it when it started; ``None`` if none ever started there."""
+    try:
+        return (Path(store_dir) / URL_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def _die_with_parent() -> None:
@@ -117,10 +153,13 @@ def _exit_status(code: int) -> str:
 
 
 class EmbeddedNatsServer:
-    def __init__(self, store_dir: str, token: str | None) -> None:
+    def __init__(self, store_dir: str, token: str | None, port: int | None = None) -> None:
         self.store_dir = Path(store_dir)
         self.token = token
-        self.port = _free_port()
+        self.port = client_port(port)
+        self._movable = port is None and self.port == DEFAULT_PORT
+        """Whether a failed first start may move to a free port: 4222 was free when it was
+        chosen, and another process may have taken it since."""
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -183,6 +222,23 @@ class EmbeddedNatsServer:
     def launch(self) -> None:
         """Start the server and wait until it listens (blocking; call it from a thread that
         lives as long as the server should, such as the main thread)."""
+        try:
+            self._launch_once()
+        except RuntimeError:
+            if not self._move():
+                raise
+            self._launch_once()
+
+    def _move(self) -> bool:
+        """After a failed first start on the default port: take a free one instead."""
+        if not self._movable:
+            return False
+        self._movable = False
+        logger.warning("embedded nats-server could not use port %d; taking a free one", self.port)
+        self.port = _free_port()
+        return True
+
+    def _launch_once(self) -> None:
         process = self._spawn()
         if process is None:
             raise RuntimeError("embedded nats-server is stopping")
@@ -193,7 +249,15 @@ class EmbeddedNatsServer:
                 process.kill()
                 process.wait()
             raise
+        self._movable = False
+        self._publish_url()
         logger.info("embedded nats-server started on %s (store %s)", self.url, self.store_dir)
+
+    def _publish_url(self) -> None:
+        # Replaced whole, so a reader never sees half a URL.
+        temporary = self.store_dir / f".{URL_FILE}.tmp"
+        temporary.write_text(self.url + "\n", encoding="utf-8")
+        temporary.replace(self.store_dir / URL_FILE)
 
     # -- supervision ----------------------------------------------------------------------
 
@@ -261,16 +325,28 @@ class EmbeddedNatsServer:
                 process.wait(10)
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(STOP_TIMEOUT)
+        # Nothing answers there any more: a reader is told so rather than sent to the port.
+        (self.store_dir / URL_FILE).unlink(missing_ok=True)
 
     # -- a backend that runs its own (not under ``aviso-server serve``) -------------------
 
     async def start(self) -> None:
+        try:
+            await self._start_once()
+        except RuntimeError:
+            if not self._move():
+                raise
+            await self._start_once()
+        self.supervise(lambda reason: logger.error("%s", reason))
+
+    async def _start_once(self) -> None:
         process = self._spawn()
         if process is None:
             raise RuntimeError("embedded nats-server is stopping")
         await asyncio.to_thread(self._await_listening, process)
+        self._movable = False
+        self._publish_url()
         logger.info("embedded nats-server started on %s (store %s)", self.url, self.store_dir)
-        self.supervise(lambda reason: logger.error("%s", reason))
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.terminate)
@@ -281,7 +357,9 @@ class SharedNatsServer(SharedResources):
 
     def __init__(self, options: JetStreamOptions) -> None:
         assert options.embedded_store_dir
-        self._server = EmbeddedNatsServer(options.embedded_store_dir, options.token)
+        self._server = EmbeddedNatsServer(
+            options.embedded_store_dir, options.token, options.embedded_port
+        )
 
     def start(self, lost: Callable[[str], None]) -> Mapping[str, str]:
         self._server.launch()

@@ -34,6 +34,8 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "publish_retry_base_delay_ms": _COUNT,
         "embedded_store_dir": {"type": "string"},
         "duplicate_window": {"type": "string"},
+        "idempotency_index": {"type": "boolean"},
+        "embedded_port": {"type": "integer", "minimum": 0, "maximum": 65535},
     },
 }
 
@@ -85,6 +87,12 @@ class JetStreamOptions:
     duplicate_window_seconds: int | None = None
     """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; ``None`` leaves
     the server's default (2 minutes, or the stream's retention if shorter)."""
+    idempotency_index: bool = True
+    """Check a message id the window no longer covers against the newest message retained
+    on its subject (the stream itself is the index: nothing more is stored)."""
+    embedded_port: int | None = None
+    """The embedded nats-server's client port; ``None``: 4222 when free, else any free
+    port; 0: any free port."""
 
     @property
     def subscription_attempts(self) -> int:
