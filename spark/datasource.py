@@ -33,7 +33,8 @@ Write options (keys are case-insensitive):
 - ``max_rejected_fraction`` (default 0): the job fails when more rows are rejected.
 - ``batch_size`` (default 500): rows validated and handed to the sink at once.
 - ``fail_after_rows`` (tests only): the first attempt of partition 0 fails after
-  publishing this many rows, to show that Spark's retry publishes nothing twice.
+  publishing this many rows, to show that Spark's retry publishes nothing twice;
+  ``fail_attempts`` (tests only, default 1): that many first attempts fail so.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class WriteOptions:
     max_rejected_fraction: float = 0.0
     batch_size: int = 500
     fail_after_rows: int | None = None
+    fail_attempts: int = 1
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -142,6 +144,7 @@ class WriteOptions:
             fail_after_rows=int(options["fail_after_rows"])
             if options.get("fail_after_rows")
             else None,
+            fail_attempts=int(options.get("fail_attempts", "1")),
         )
 
 
@@ -246,7 +249,8 @@ def write_partition(options: WriteOptions, rows: Iterator[Row], folder: Path) ->
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     dead = deadletter.DeadLetterFile(folder, partition, attempt)
-    inject = options.fail_after_rows if partition == 0 and attempt == 0 else None
+    failing = partition == 0 and attempt < options.fail_attempts
+    inject = options.fail_after_rows if failing else None
     counts = jobreport.Counts()
 
     def progress() -> None:

@@ -57,9 +57,11 @@ class BackendSink(Sink):
         except Exception as exc:
             await backend.shutdown()
             reason = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}"
+            if str(exc):
+                reason += f": {exc}"
             raise SinkUnavailable(
                 f"the {backend.kind} backend did not start within {self.unavailable_after} s "
-                f"(sink.unavailable_after_seconds): {reason}: {exc}"
+                f"(sink.unavailable_after_seconds): {reason}"
             ) from exc
         self._backend = backend
 
