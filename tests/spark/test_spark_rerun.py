@@ -7,49 +7,24 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 from pyspark.sql import DataFrame, SparkSession
 
 from aviso_spark import deadletter
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, PAYLOAD_COLUMNS, dissemination_rows
 from tests.spark.checks import EVENT_TYPE, replayed_row_ids
-from tests.spark.conftest import AvisoSetup, dissemination_document
-from tests.support.nats import nats_server
-from tests.support.server import running_server
+from tests.spark.conftest import AvisoSetup
 from tests.support.sse import DEFAULT_TIMEOUT, Stream
 
-WINDOW_SECONDS = 1
 PAST_THE_WINDOW = 2.5
-"""Seconds a re-run waits: JetStream's 1 s window has passed by then (a lower bound; a
-loaded machine only makes it longer)."""
+"""Seconds a re-run waits: the ``aviso_short`` store's 1 s window has passed by then (a
+lower bound; a loaded machine only makes it longer)."""
 COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, *PAYLOAD_COLUMNS)
 SCHEMA = ", ".join(f"`{column}` string" for column in COLUMNS)
-
-
-@pytest.fixture(scope="module")
-def short_window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AvisoSetup]:
-    """A server on a nats-server of its own whose streams forget ids after one second."""
-    folder = tmp_path_factory.mktemp("short-window")
-    with nats_server(folder / "nats") as nats:
-        document = dissemination_document(nats.url)
-        document["notification_backend"]["jetstream"]["duplicate_window"] = f"{WINDOW_SECONDS}s"
-        config_file = folder / "aviso.yaml"
-        config_file.write_text(yaml.safe_dump(document))
-        with running_server(document) as server:
-            yield AvisoSetup(server, config_file, "")
-
-
-@pytest.fixture
-def aviso_short(short_window: AvisoSetup) -> AvisoSetup:
-    """A destination prefix of the test's own on the short-window server."""
-    return AvisoSetup(short_window.server, short_window.config_file, f"r{uuid.uuid4().hex[:8]}")
 
 
 def text_frame(spark: SparkSession, rows: list[dict[str, Any]], partitions: int) -> DataFrame:
