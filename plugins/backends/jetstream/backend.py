@@ -453,9 +453,20 @@ class JetStreamBackend(StorageBackend):
         Not remembered locally: JetStream's window is counted from the first publish, so a
         local entry counted from now could let a later re-send through to the broker.
         """
+        client, _ = self._require_publisher()
         js, _ = self._require()
+        name = stream_name(base)
         try:
-            stored = await js.get_last_msg(stream_name(base), topic)
+            # A direct get through the acknowledgement inbox (the publish path's cost) tells
+            # whether the newest message there has this id; only then is it read in full,
+            # its headers exactly as stored, to compare.
+            newest = await client.last_on_subject(name, topic, _ACK_TIMEOUT)
+            if newest is None or (newest.headers or {}).get(MESSAGE_ID_METADATA) != message_id:
+                return None
+        except NoStreamResponseError:
+            pass  # no stream yet, or one not (yet) allowing direct gets: read it in full
+        try:
+            stored = await js.get_last_msg(name, topic)
         except NotFoundError:
             return None
         except APIError as exc:
