@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import json
 import logging
 import shutil
 import signal
@@ -21,6 +22,7 @@ import sys
 import sysconfig
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -39,6 +41,8 @@ STABLE_SECONDS = 30.0
 """A server that ran this long counts as healthy: its exit starts a fresh series of attempts
 (a shorter run continues the series, which bounds a server that dies right after each start)."""
 STOP_TIMEOUT = 30.0
+_GREETING_BYTES = 65536
+"""More than a nats-server's ``INFO`` line takes."""
 
 
 class _Series:
@@ -78,8 +82,11 @@ def nats_server_binary() -> str:
     return found
 
 
-def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[str]:
-    """``nats-server`` with JetStream and file storage in ``store_dir``, on loopback only."""
+def nats_server_command(
+    store_dir: Path, port: int, token: str | None, name: str | None = None
+) -> list[str]:
+    """``nats-server`` with JetStream and file storage in ``store_dir``, on loopback only
+    (named ``name``: its greeting says so)."""
     command = [
         nats_server_binary(),
         "--jetstream",
@@ -90,6 +97,8 @@ def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[s
         "--port",
         str(port),
     ]
+    if name:
+        command += ["--server_name", name]
     return [*command, "--auth", token] if token else command
 
 
@@ -157,6 +166,9 @@ class EmbeddedNatsServer:
         self.store_dir = Path(store_dir)
         self.token = token
         self.port = client_port(port)
+        self.name = f"aviso-embedded-{uuid.uuid4().hex}"
+        """Its greeting names it: a server another process started on the same port (4222,
+        taken first by someone else) is never mistaken for this one."""
         self._movable = port is None and self.port == DEFAULT_PORT
         """Whether a failed first start may move to a free port: 4222 was free when it was
         chosen, and another process may have taken it since."""
@@ -179,7 +191,7 @@ class EmbeddedNatsServer:
         """Start a nats-server (none once stopping); quick, so any thread that outlives the
         child may call it."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        command = nats_server_command(self.store_dir, self.port, self.token)
+        command = nats_server_command(self.store_dir, self.port, self.token, self.name)
         with self._lock:
             if self._stopping.is_set():
                 return None
@@ -211,12 +223,25 @@ class EmbeddedNatsServer:
         raise RuntimeError("embedded nats-server did not start listening in time")
 
     def _greets(self) -> bool:
-        """Whether a NATS server answers on the port (it greets with ``INFO``): merely
-        connecting would also succeed on a port something else took meanwhile."""
+        """Whether this server answers on the port: a NATS server greets with an ``INFO``
+        line whose JSON names it (merely connecting would also succeed on a port something
+        else took meanwhile, another nats-server included)."""
+        greeting = b""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as probe:
-                return probe.recv(4) == b"INFO"
+                while b"\n" not in greeting and len(greeting) < _GREETING_BYTES:
+                    chunk = probe.recv(_GREETING_BYTES)
+                    if not chunk:
+                        break
+                    greeting += chunk
         except OSError:
+            return False
+        kind, _, info = greeting.partition(b" ")
+        if kind != b"INFO":
+            return False
+        try:
+            return bool(json.loads(info).get("server_name") == self.name)
+        except ValueError:
             return False
 
     def launch(self) -> None:
