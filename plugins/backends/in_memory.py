@@ -20,6 +20,13 @@ is the same notification and that record is still retained, refused otherwise
 in time, per writer and stream (``duplicate_window_max_keys_per_writer``: a writer only
 ever evicts its own) and in total (``duplicate_window_max_keys``: the writer holding the
 most gives up its oldest).
+
+Beyond the window, ``idempotency_index`` (default on) keeps each stream's retained keyed
+records by message id: a re-send of a notification still retained is answered with it
+(``replayed``) however long ago it was stored, and one that says something else is refused.
+The index holds exactly the retained records that carry an id (an entry leaves with its
+record), so it is bounded by retention (``max_history_per_topic``, ``max_topics``,
+``max_bytes``), not by ``duplicate_window_max_keys``.
 """
 
 from __future__ import annotations
@@ -90,6 +97,9 @@ class InMemoryOptions:
     """How long a ``Nats-Msg-Id`` / ``Idempotency-Key`` is remembered to drop a re-send."""
     duplicate_window_max_keys: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS
     duplicate_window_max_keys_per_writer: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER
+    idempotency_index: bool = True
+    """Beyond the duplicate window, a re-sent key is matched against the retained record
+    stored under it (so a re-run never stores twice while the notification is retained)."""
     enable_metrics: bool | None = None
     """Accepted for aviso-server compatibility; the host's metrics cover this backend."""
 
@@ -142,13 +152,15 @@ class _StreamLog:
     """One stream: its records in sequence (and so storage-time) order, dead ones included
     until compaction, the live ones by sequence, and its own sequence counter."""
 
-    __slots__ = ("alive", "last_sequence", "pruned", "records", "sequences", "times")
+    __slots__ = ("alive", "keyed", "last_sequence", "pruned", "records", "sequences", "times")
 
     def __init__(self) -> None:
         self.records: list[StoredNotification] = []
         self.sequences: list[int] = []
         self.times: list[int] = []
         self.alive: dict[int, StoredNotification] = {}
+        self.keyed: dict[str, StoredNotification] = {}
+        """The retained records carrying a message id, by id (the idempotency index)."""
         self.last_sequence = 0
         self.pruned = 0
         """The highest sequence removed from this stream's history (0: none)."""
@@ -166,6 +178,9 @@ class _StreamLog:
 
     def forget(self, record: StoredNotification) -> None:
         self.alive.pop(record.sequence, None)
+        message_id = record.metadata.get(MESSAGE_ID_METADATA)
+        if message_id is not None and self.keyed.get(message_id) is record:
+            del self.keyed[message_id]
         self.pruned = max(self.pruned, record.sequence)
         # Compact once dead entries dominate, keeping the log's size proportional to what
         # is retained (amortised O(1) per removal).
@@ -223,6 +238,7 @@ class InMemoryBackend(StorageBackend):
             options.duplicate_window_max_keys_per_writer,
             context.metrics.message_ids_evicted_early,
         )
+        self._key_index = options.idempotency_index
         # Topic -> retained history. Insertion order is refreshed on every publish, so the
         # first entry is always the topic whose newest message is oldest (evicted first).
         self._topics: OrderedDict[str, deque[StoredNotification]] = OrderedDict()
@@ -266,6 +282,16 @@ class InMemoryBackend(StorageBackend):
                     raise MessageIdNotRetained(message_id)
                 # The re-send is dropped (not stored, not fanned out).
                 return replace(stored, rendered=None, replayed=True)
+            if self._key_index:
+                stored = log.keyed.get(message_id)
+                if stored is not None:
+                    # Past the window, still retained: the same notification is answered
+                    # with the stored record, another one refused, as inside the window.
+                    if notification_fingerprint(stored.topic, stored.payload, stored.metadata) != (
+                        fingerprint
+                    ):
+                        raise MessageIdReused(message_id)
+                    return replace(stored, rendered=None, replayed=True)
         log.last_sequence += 1
         # Storage times never go backwards (even if the wall clock does) so that a stream's
         # log stays sorted by time as well as by sequence.
@@ -287,6 +313,8 @@ class InMemoryBackend(StorageBackend):
             self._forget((history.popleft(),))
         history.append(record)
         log.alive[record.sequence] = record
+        if message_id is not None and self._key_index:
+            log.keyed[message_id] = record
         log.append(record)
         self._by_age.append((log, record))
         self._retained += 1

@@ -35,6 +35,7 @@ _RECONCILED = {
     "compression": api.StoreCompression.NONE,
     "discard": api.DiscardPolicy.OLD,
     "retention": api.RetentionPolicy.LIMITS,
+    "allow_direct": False,
 }
 # Compared only when configured (non-zero): unset, the server derives it from max_age.
 _RECONCILED_WHEN_SET = ("duplicate_window",)
@@ -61,6 +62,9 @@ def desired_config(
         retention=_RETENTION[options.retention_policy],
         discard=_DISCARD[options.discard_policy],
         max_msgs_per_subject=1,
+        # The idempotency index reads a subject's newest message by direct get: answered
+        # by the stream itself, not queued behind the JetStream API's other requests.
+        allow_direct=True,
         max_msgs=options.max_messages,
         max_bytes=options.max_bytes,
         max_age=options.retention_seconds,
