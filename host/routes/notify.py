@@ -81,14 +81,32 @@ def scoped_message_id(key: str, caller: Caller | None) -> str:
     return f"user {digest.hexdigest()}"
 
 
+_WRITERS: dict[tuple[bool, str | None], Writer] = {}
+"""Writers made already, by (authenticated, username or peer address): a notify reuses its
+client's instead of building one (and for IPv6, parsing the address) per request."""
+_MAX_WRITERS = 4_096
+
+
 def writer_of(scope: Scope, caller: Caller | None) -> Writer:
     """Whose budget a notify's remembered ``Idempotency-Key`` is charged to: the
     authenticated caller, else the client (the peer, or the proxy before it: its address,
     an IPv6 one's /64 network, :func:`~aviso_host.clients.client_of`)."""
     if caller is not None:
-        return Writer(username=caller.username)
-    client = scope.get("client")
-    return Writer(address=client_of(client[0]) if client else None)
+        key: tuple[bool, str | None] = (True, caller.username)
+    else:
+        client = scope.get("client")
+        key = (False, client[0] if client else None)
+    writer = _WRITERS.get(key)
+    if writer is None:
+        if len(_WRITERS) >= _MAX_WRITERS:
+            _WRITERS.clear()
+        name = key[1]
+        if key[0]:
+            writer = Writer(username=name)
+        else:
+            writer = Writer(address=client_of(name) if name is not None else None)
+        _WRITERS[key] = writer
+    return writer
 
 
 def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:

@@ -62,6 +62,8 @@ DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER = 10_000
 RECORD_OVERHEAD_BYTES = 256
 """What one retained record costs beyond its text (objects, index entries), for the budget."""
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
+_STREAM_KEYS = 1_024
+"""Topic bases whose stream is remembered (event types are few; past it, forgotten)."""
 MAX_EXAMINED_PER_PAGE = 65_536
 """Records one ``fetch_batch`` looks at before returning, matching or not: a sparse filter
 over a long stream is read in several pages, each a bounded slice of the event loop."""
@@ -78,10 +80,10 @@ def _text_bytes(text: str) -> int:
 
 def record_bytes(record: StoredNotification) -> int:
     """A record's charge against ``max_bytes``: its UTF-8 text plus a fixed overhead."""
-    metadata = record.metadata
-    # The short texts joined, so that they are measured at once (UTF-8 sizes add up).
-    short = "".join((record.topic, *metadata.keys(), *metadata.values()))
-    return RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(short)
+    size = RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(record.topic)
+    for key, value in record.metadata.items():
+        size += _text_bytes(key) + _text_bytes(value)
+    return size
 
 
 def duplicate_window_seconds(options: Mapping[str, Any]) -> int:
@@ -204,6 +206,10 @@ class InMemoryBackend(StorageBackend):
         self._bytes = 0
         self._last_time_ns = 0
         self._subscribers: SubscriberIndex[_Subscriber] = SubscriberIndex()
+        self._subscribed = 0
+        """Open subscriptions: with none, a publish matches its topic against nothing."""
+        self._stream_keys: dict[str, str] = {}
+        """:func:`stream_key` by topic base as published (bounded: ``_STREAM_KEYS``)."""
 
     @property
     def live_buffer_size(self) -> int:
@@ -214,10 +220,19 @@ class InMemoryBackend(StorageBackend):
         """What the retained records charge against ``max_bytes``."""
         return self._bytes
 
+    def _stream_key(self, topic: str) -> str:
+        base = topic.partition(".")[0]
+        key = self._stream_keys.get(base)
+        if key is None:
+            if len(self._stream_keys) >= _STREAM_KEYS:
+                self._stream_keys.clear()
+            key = self._stream_keys[base] = stream_key(base)
+        return key
+
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        key = stream_key(topic)
+        key = self._stream_key(topic)
         log = self._logs.get(key)
         if log is None:
             log = self._logs[key] = _StreamLog()
@@ -263,7 +278,8 @@ class InMemoryBackend(StorageBackend):
         self._bytes += record_bytes(record)
         if self._bytes > self._max_bytes:
             self._enforce_budget(record)
-        self._fan_out(record)
+        if self._subscribed:
+            self._fan_out(record)
         return record
 
     def _enforce_budget(self, newest: StoredNotification) -> None:
@@ -290,7 +306,7 @@ class InMemoryBackend(StorageBackend):
             if record.topic != topic or log is None:
                 # A topic's records (what most calls remove) share one stream log.
                 topic = record.topic
-                log = self._logs[stream_key(topic)]
+                log = self._logs[self._stream_key(topic)]
             if log.alive.get(record.sequence) is not record:
                 continue
             log.forget(record)
@@ -377,9 +393,12 @@ class InMemoryBackend(StorageBackend):
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> _Subscription:
         subscriber = _Subscriber(pattern, sink)
         self._subscribers.add(pattern, subscriber)
+        self._subscribed += 1
         return _Subscription(self, subscriber)
 
     def _unsubscribe(self, subscriber: _Subscriber) -> None:
+        if not subscriber.closed:
+            self._subscribed -= 1
         subscriber.closed = True
         self._subscribers.discard(subscriber.pattern, subscriber)
 
