@@ -201,7 +201,9 @@ class InMemoryBackend(StorageBackend):
         self._logs: dict[str, _StreamLog] = {}
         # Every retained record in publish order (dead ones skipped lazily): the byte
         # budget evicts from the left.
-        self._by_age: deque[tuple[_StreamLog, StoredNotification]] = deque()
+        # Records alone, not (log, record) pairs: an object less per retained record; the
+        # log is looked up (a cached stream key) only when the budget evicts.
+        self._by_age: deque[StoredNotification] = deque()
         self._retained = 0
         self._bytes = 0
         self._last_time_ns = 0
@@ -273,7 +275,7 @@ class InMemoryBackend(StorageBackend):
         history.append(record)
         log.alive[record.sequence] = record
         log.append(record)
-        self._by_age.append((log, record))
+        self._by_age.append(record)
         self._retained += 1
         self._bytes += record_bytes(record)
         if self._bytes > self._max_bytes:
@@ -287,11 +289,11 @@ class InMemoryBackend(StorageBackend):
         has just been acknowledged as readable)."""
         by_age = self._by_age
         while self._bytes > self._max_bytes and by_age:
-            log, record = by_age[0]
+            record = by_age[0]
             if record is newest:
                 return
             by_age.popleft()
-            if log.alive.get(record.sequence) is not record:
+            if not self._retains(record):
                 continue  # already removed by other retention
             history = self._topics[record.topic]
             # The oldest retained record is the oldest of its topic too.
@@ -313,11 +315,12 @@ class InMemoryBackend(StorageBackend):
             self._retained -= 1
             self._bytes -= record_bytes(record)
         if len(self._by_age) > 2 * self._retained + 1024:
-            self._by_age = deque(
-                (log, record)
-                for log, record in self._by_age
-                if log.alive.get(record.sequence) is record
-            )
+            self._by_age = deque(record for record in self._by_age if self._retains(record))
+
+    def _retains(self, record: StoredNotification) -> bool:
+        """Whether ``record`` is still retained (not removed by any retention or delete)."""
+        log = self._logs[self._stream_key(record.topic)]
+        return log.alive.get(record.sequence) is record
 
     def _fan_out(self, record: StoredNotification) -> None:
         for subscriber in self._subscribers.matching(record.topic):

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aviso_host.config import settings_from_document
+from aviso_host.cursors import now_whole_seconds
 from aviso_host.encoding import dumps, dumps_texts, loads
 from aviso_host.errors import ApiError, Endpoint
 from aviso_host.identifiers import (
@@ -27,7 +28,9 @@ from aviso_host.identifiers import (
     plan_notification,
 )
 from aviso_host.plugins import discover
+from aviso_host.request_id import new_request_id
 from aviso_host.requests import ALLOWED_FIELDS, _parse_standard, parse_body
+from aviso_host.routes.notify import stored_body
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.types import PlannedNotification
 from tests.support.configs import API_EXAMPLE
@@ -254,3 +257,10 @@ def test_bodies_parse_as_the_standard_parser_reads_them(
         assert _outcome(lambda raw=raw: parse_body(raw, Endpoint.NOTIFY)) == _outcome(
             lambda raw=raw: _parse_standard(raw, Endpoint.NOTIFY, ())
         ), raw
+
+
+def test_the_stored_answer_is_the_encoders() -> None:
+    request_id, processed_at = new_request_id(), now_whole_seconds()
+    assert stored_body(request_id, processed_at) == dumps_texts(
+        {"status": "success", "request_id": request_id, "processed_at": processed_at}
+    )
