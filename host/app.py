@@ -71,11 +71,13 @@ def direct_routes(routes: Sequence[BaseRoute]) -> dict[str, Route]:
     its path: a plain path, ``POST`` only, and only plain paths before it (a route with
     parameters, a mount or a host could match first)."""
     direct: dict[str, Route] = {}
+    seen: set[str] = set()
     for route in routes:
         if not isinstance(route, Route) or route.param_convertors:
             break
-        if route.name in HOT_ROUTES and route.methods == {"POST"}:
-            direct.setdefault(route.path, route)
+        if route.name in HOT_ROUTES and route.methods == {"POST"} and route.path not in seen:
+            direct[route.path] = route
+        seen.add(route.path)
     return direct
 
 
