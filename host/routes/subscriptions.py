@@ -51,7 +51,7 @@ from aviso_host.service import Service
 from aviso_host.streaming.control import StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
 from aviso_host.subscriptions import SubscriptionEntry, SubscriptionStore, valid_name
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
 
 ENDPOINT = Endpoint.SUBSCRIPTION
