@@ -42,7 +42,7 @@ from aviso_builtins.backends.jetstream.publisher import (
     dropped_as_duplicate,
     message_headers,
 )
-from benchmarks.results import RESULTS_DIR, spread, write_results
+from benchmarks.results import spread, write_results
 from tests.support.nats import nats_server
 
 IN_FLIGHT = 32
@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--publishes", type=int, help="publishes per round (default 10,000)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternated rounds (3+)")
     parser.add_argument(
-        "--results-dir", type=Path, default=RESULTS_DIR, help="where the raw rounds are written"
+        "--results-dir",
+        type=Path,
+        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
+        "benchmarks/results)",
     )
     args = parser.parse_args(argv)
     if args.rounds < 3:

@@ -42,7 +42,7 @@ import psutil
 
 from aviso_loadtests.servers import aviso_server, baseline_process
 from benchmarks.core import CONFIG, requests_per_second
-from benchmarks.results import RESULTS_DIR, spread, write_results
+from benchmarks.results import spread, write_results
 from benchmarks.watchers import import_path_of
 from tests.support.process import aviso_process, with_pythonpath
 
@@ -97,7 +97,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="rotated rounds (3 or more)")
     parser.add_argument("--baseline", type=Path, help="checkout whose notify to compare with")
     parser.add_argument(
-        "--results-dir", type=Path, default=RESULTS_DIR, help="where the raw rounds are written"
+        "--results-dir",
+        type=Path,
+        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
+        "benchmarks/results)",
     )
     args = parser.parse_args(argv)
     if args.rounds < 3:
