@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from aviso_plugins.state import SharedState
 from aviso_plugins.storage import StoredNotification
 
 __all__ = [
@@ -57,6 +58,10 @@ class ConsumerContext:
     publisher: NotificationPublisher
     event_types: tuple[str, ...]
     """The event types this consumer is fed: its ``event_types``, or every configured one."""
+    state: SharedState
+    """The consumer's own shared-state bucket (named after its ``name``, no TTL), which every
+    worker and instance sees alike: what it keeps beside its position, and the claims only
+    one writer may win (:meth:`SharedState.create`)."""
 
 
 CONSUMER_STARTS = frozenset({"end", "beginning"})
@@ -69,10 +74,19 @@ class NotificationConsumer(ABC):
     For each configured event type the host calls :meth:`consume` once per stored
     notification, in sequence order, one call at a time per event type, and moves the
     consumer's position past a notification when :meth:`consume` returns. Delivery is at
-    least once: a notification whose :meth:`consume` was interrupted (a restart) is handed
-    over again, so a consumer that publishes passes a ``message_id`` derived from what it
-    consumed. A :meth:`consume` that raises is logged (``consumer.failed``) and its
-    notification passed over: retrying, dead letters and backoff are the consumer's own.
+    least once: a notification whose :meth:`consume` was interrupted (a restart, a worker
+    killed) is handed over again, so a consumer that publishes passes a ``message_id``
+    derived from what it consumed. A :meth:`consume` that raises is logged
+    (``consumer.failed``) and its notification passed over: retrying, dead letters and
+    backoff are the consumer's own.
+
+    A consumer runs once per deployment: every worker and instance constructs it, but only
+    the one holding its lease (see :mod:`aviso_plugins.leases`) is *active*. :meth:`start`
+    is called when this process takes the lease and :meth:`close` when it stops holding it
+    (its renewal failed, or shutdown), so a consumer may be started and closed several times
+    in its life; :meth:`consume` is called only between the two. Timers and anything else
+    only one process should run belong between :meth:`start` and :meth:`close`. Positions
+    and :attr:`ConsumerContext.state` live in the backend's shared state.
     """
 
     name: ClassVar[str]
@@ -91,10 +105,14 @@ class NotificationConsumer(ABC):
         self.context = context
 
     async def start(self) -> None:
-        """Acquire resources on the serving event loop, before the first :meth:`consume`."""
+        """This process became the active one: acquire resources on the serving event loop,
+        before the first :meth:`consume`. Raising gives the lease back (logged; tried again
+        later), except at startup, where it fails the startup."""
 
     async def close(self) -> None:
-        """Release what ``start`` acquired; no :meth:`consume` runs during or after it."""
+        """This process stopped being the active one (or shuts down): release what
+        :meth:`start` acquired and stop timers; no :meth:`consume` runs during or after it,
+        until the next :meth:`start`."""
 
     @abstractmethod
     async def consume(self, notification: ConsumedNotification) -> None:

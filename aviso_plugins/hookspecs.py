@@ -108,13 +108,14 @@ def aviso_sinks() -> Iterable[type[Sink]]:
 def aviso_notification_consumers() -> Iterable[type[NotificationConsumer]]:
     """Return notification consumer classes; each is selected by its ``name``.
 
-    The host constructs every consumer once per deployment with a ``ConsumerContext``
-    (through which it may publish notifications itself), starts it after the backend, and
-    feeds it the stored notifications of its event types from the position the host keeps
-    under its ``name``, in sequence order per event type (see ``NotificationConsumer``).
-    Positions live with the backend: process-local on ``in_memory``. On a backend shared
-    between processes (``jetstream``) consumers are not supported yet: a registered
-    consumer fails startup there rather than run once per worker.
+    The host constructs every consumer in each process with a ``ConsumerContext`` (through
+    which it may publish notifications itself and keep state of its own), runs it in one
+    process of the deployment at a time (the holder of its lease: ``start`` and ``close``
+    mark when this process is the one), and feeds it the stored notifications of its event
+    types from the position the host keeps under its ``name``, in sequence order per event
+    type (see ``NotificationConsumer``). Positions live in the backend's shared state:
+    process-local on ``in_memory``, a JetStream key-value bucket on ``jetstream``. A shared
+    backend that keeps no shared state refuses a registered consumer at startup.
     """
 
 

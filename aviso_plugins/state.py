@@ -12,12 +12,22 @@ characters (:func:`valid_key`); encode anything else (a user name) before using 
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-__all__ = ["MAX_KEY_LENGTH", "ProcessLocalState", "SharedState", "StateEntry", "valid_key"]
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "DeferredState",
+    "ProcessLocalState",
+    "SharedState",
+    "StateEntry",
+    "key_segment",
+    "valid_key",
+]
 
 _KEY = re.compile(r"[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*")
 MAX_KEY_LENGTH = 255
@@ -26,6 +36,14 @@ MAX_KEY_LENGTH = 255
 def valid_key(key: str) -> bool:
     """Whether every implementation accepts ``key``."""
     return len(key) <= MAX_KEY_LENGTH and _KEY.fullmatch(key) is not None
+
+
+def key_segment(text: str) -> str:
+    """``text`` (any string, a user name say) as one key segment: its UTF-8 in unpadded
+    base64url, so that distinct texts give distinct segments. Empty text gives ``_``."""
+    if not text:
+        return "_"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +146,39 @@ class ProcessLocalState(SharedState):
         return sorted(
             key for key in list(self._entries) if key.startswith(prefix) and self._live(key)
         )
+
+
+class DeferredState(SharedState):
+    """A bucket opened on its first use by ``opener`` (say, ``backend.shared_state(name)``),
+    for code that must hand a bucket out before the backend has started. ``opener``
+    answering ``None`` (a backend that keeps no shared state) makes every call raise
+    ``RuntimeError``."""
+
+    def __init__(self, opener: Callable[[], Awaitable[SharedState | None]]) -> None:
+        self._opener = opener
+        self._state: SharedState | None = None
+
+    async def _opened(self) -> SharedState:
+        if self._state is None:
+            self._state = await self._opener()
+            if self._state is None:
+                raise RuntimeError("this backend keeps no shared state")
+        return self._state
+
+    async def get(self, key: str) -> StateEntry | None:
+        return await (await self._opened()).get(key)
+
+    async def create(self, key: str, value: bytes) -> int | None:
+        return await (await self._opened()).create(key, value)
+
+    async def update(self, key: str, value: bytes, revision: int) -> int | None:
+        return await (await self._opened()).update(key, value, revision)
+
+    async def put(self, key: str, value: bytes) -> int:
+        return await (await self._opened()).put(key, value)
+
+    async def delete(self, key: str, revision: int | None = None) -> bool:
+        return await (await self._opened()).delete(key, revision)
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        return await (await self._opened()).keys(prefix)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from functools import partial
+from typing import Any, NoReturn
 
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config import ConfigError
@@ -23,6 +24,8 @@ from aviso_host.identifiers import CatalogPlanner
 from aviso_host.logs import log_event
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import EventSchema, SchemaCatalog
+from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
+from aviso_plugins.state import DeferredState, SharedState, key_segment
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
     CONSUMER_STARTS,
@@ -35,6 +38,10 @@ from aviso_plugins.types import (
     StoredNotification,
 )
 
+POSITIONS_BUCKET = "consumer_positions"
+"""The shared-state bucket of consumers' positions: ``<name>.<event type>`` (key segments)."""
+LEASES_BUCKET = "leases"
+"""The host's lease bucket (TTL ``DEFAULT_LEASE_SECONDS``)."""
 BATCH_SIZE = 256
 """Notifications read per history page."""
 RETRY_SECONDS = 1.0
@@ -94,8 +101,53 @@ class Wakeup:
         self.event.set()
 
 
+def keeps_shared_state(backend: StorageBackend) -> bool:
+    """Whether ``backend`` can keep shared state, as far as its class tells: one shared
+    between processes keeps none unless it implements :meth:`StorageBackend.shared_state`
+    (checked at construction, before anything starts)."""
+    cls = type(backend)
+    return not cls.shared_between_processes or cls.shared_state is not StorageBackend.shared_state
+
+
+class PositionLost(RuntimeError):
+    """Another holder wrote the position: this process no longer holds the consumer."""
+
+
+class Position:
+    """Where one consumer stands in one event type, kept in shared state and written with a
+    compare-and-set over the revision this holder last wrote (a holder that lost the lease
+    cannot move it)."""
+
+    __slots__ = ("_key", "_revision", "_state", "value")
+
+    def __init__(self, state: SharedState, key: str) -> None:
+        self._state = state
+        self._key = key
+        self._revision: int | None = None
+        self.value: int | None = None
+
+    async def load(self) -> int | None:
+        entry = await self._state.get(self._key)
+        if entry is None:
+            self._revision = self.value = None
+        else:
+            self._revision, self.value = entry.revision, int(entry.value)
+        return self.value
+
+    async def store(self, sequence: int) -> None:
+        value = str(sequence).encode()
+        if self._revision is None:
+            revision = await self._state.create(self._key, value)
+        else:
+            revision = await self._state.update(self._key, value, self._revision)
+        if revision is None:
+            raise PositionLost(self._key)
+        self._revision, self.value = revision, sequence
+
+
 class ConsumerRunner:
-    """Constructs, starts, feeds and closes every registered consumer."""
+    """Constructs every registered consumer; runs each where it holds the consumer's lease
+    (once per deployment), from positions kept in the backend's shared state."""
 
     def __init__(
         self,
@@ -108,16 +160,10 @@ class ConsumerRunner:
         self._catalog = catalog
         self._backend = backend
         self._renderer = renderer
-        self.positions: dict[tuple[str, str], int] = {}
-        """(consumer name, event type) -> the last sequence handled (process-local)."""
-        self._tasks: list[asyncio.Task[None]] = []
-        classes = registry.consumers
-        if classes and type(backend).shared_between_processes:
-            names = ", ".join(sorted(classes))
-            raise ConfigError(
-                f"notification_backend.kind: notification consumers ({names}) need a backend "
-                f"that is not shared between processes; '{settings.backend.kind}' is"
-            )
+        self._kind = settings.backend.kind
+        self._holder = holder_id()
+        self._tasks: dict[str, list[asyncio.Task[None]]] = {}
+        self._keepers: list[LeaseKeeper] = []
         limits = settings.limits
         publisher = CatalogPublisher(
             CatalogPlanner(
@@ -128,10 +174,21 @@ class ConsumerRunner:
             ),
             backend,
         )
+        classes = registry.consumers
+        if classes and not keeps_shared_state(backend):
+            self._refuse(", ".join(sorted(classes)))
         self.consumers: list[NotificationConsumer] = []
         for name, cls in sorted(classes.items()):
             event_types = self._event_types(name, cls)
-            self.consumers.append(cls(ConsumerContext(publisher, event_types)))
+            bucket = f"consumer_{key_segment(name)}"
+            state = DeferredState(partial(backend.shared_state, bucket))
+            self.consumers.append(cls(ConsumerContext(publisher, event_types, state)))
+
+    def _refuse(self, names: str) -> NoReturn:
+        raise ConfigError(
+            f"notification_backend.kind: notification consumers ({names}) need a backend "
+            f"that keeps shared state; '{self._kind}' keeps none"
+        )
 
     def _event_types(self, name: str, cls: type[NotificationConsumer]) -> tuple[str, ...]:
         if cls.start_at not in CONSUMER_STARTS:
@@ -150,33 +207,69 @@ class ConsumerRunner:
         return tuple(sorted(cls.event_types))
 
     async def start(self) -> None:
-        started: list[NotificationConsumer] = []
+        """Take each consumer's lease where it is free (starting the consumer: one that
+        raises fails the startup), then keep taking and renewing them in the background."""
+        if not self.consumers:
+            return
+        positions = await self._backend.shared_state(POSITIONS_BUCKET)
+        leases = await self._backend.shared_state(LEASES_BUCKET, DEFAULT_LEASE_SECONDS)
+        if positions is None or leases is None:
+            self._refuse(", ".join(type(consumer).name for consumer in self.consumers))
+        keepers = [
+            LeaseKeeper(
+                Lease(
+                    leases,
+                    f"consumer.{key_segment(type(consumer).name)}",
+                    self._holder,
+                    DEFAULT_LEASE_SECONDS,
+                ),
+                partial(self._activate, consumer, positions),
+                partial(self._deactivate, consumer),
+            )
+            for consumer in self.consumers
+        ]
         try:
-            for consumer in self.consumers:
-                await consumer.start()
-                started.append(consumer)
+            for keeper in keepers:
+                self._keepers.append(keeper)
+                await keeper.try_take()
         except BaseException:
-            for consumer in reversed(started):
-                await consumer.close()
+            await self.close()
             raise
-        for consumer in self.consumers:
-            for event_type in consumer.context.event_types:
-                schema = self._catalog.get(event_type)
-                assert schema is not None
-                self._tasks.append(asyncio.create_task(self._follow(consumer, schema)))
+        for keeper in keepers:
+            keeper.start()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        for consumer in reversed(self.consumers):
-            try:
-                await consumer.close()
-            except Exception as exc:
-                log_failure("consumer.close_failed", "consumer close failed", exc)
+        """Stop every consumer this process runs and give its lease back."""
+        keepers, self._keepers = self._keepers, []
+        for keeper in reversed(keepers):
+            await keeper.stop()
 
-    async def _follow(self, consumer: NotificationConsumer, schema: EventSchema) -> None:
+    async def _activate(self, consumer: NotificationConsumer, positions: SharedState) -> None:
+        name = type(consumer).name
+        await consumer.start()
+        log_event("consumer.active", "this process runs the consumer", consumer=name)
+        tasks = self._tasks[name] = []
+        for event_type in consumer.context.event_types:
+            schema = self._catalog.get(event_type)
+            assert schema is not None
+            position = Position(positions, f"{key_segment(name)}.{key_segment(event_type)}")
+            tasks.append(asyncio.create_task(self._follow(consumer, schema, position)))
+
+    async def _deactivate(self, consumer: NotificationConsumer) -> None:
+        name = type(consumer).name
+        tasks = self._tasks.pop(name, [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await consumer.close()
+        except Exception as exc:
+            log_failure("consumer.close_failed", "consumer close failed", exc, consumer=name)
+        log_event("consumer.inactive", "this process stopped running the consumer", consumer=name)
+
+    async def _follow(
+        self, consumer: NotificationConsumer, schema: EventSchema, position: Position
+    ) -> None:
         """Subscribe first, then read: whatever is stored after the read found nothing has
         already set the wake-up."""
         pattern = stream_pattern(schema)
@@ -189,7 +282,16 @@ class ConsumerRunner:
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
             try:
-                await self._read(consumer, schema, pattern, wakeup)
+                await self._read(consumer, schema, pattern, wakeup, position)
+            except PositionLost:
+                log_event(
+                    "consumer.position_lost",
+                    "another process moved the consumer's position: this one stops",
+                    logging.WARNING,
+                    consumer=type(consumer).name,
+                    event_type=schema.event_type,
+                )
+                return
             finally:
                 await subscription.close()
             await asyncio.sleep(RETRY_SECONDS)  # the feed ended: the store may be down
@@ -200,17 +302,19 @@ class ConsumerRunner:
         schema: EventSchema,
         pattern: TopicPattern,
         wakeup: Wakeup,
+        position: Position,
     ) -> None:
         """Until the live feed ends (then ``_follow`` subscribes again)."""
-        key = (type(consumer).name, schema.event_type)
         while not wakeup.ended:
             wakeup.event.clear()
             try:
-                position = self.positions.get(key)
-                if position is None:
-                    position = self.positions[key] = await self._initial(consumer, pattern)
+                current = position.value
+                if current is None:
+                    current = await position.load()
+                if current is None:
+                    current = await self._initial(consumer, pattern)
                 batch = await self._backend.fetch_batch(
-                    pattern, StartCursor(from_sequence=position + 1), BATCH_SIZE
+                    pattern, StartCursor(from_sequence=current + 1), BATCH_SIZE
                 )
             except Exception as exc:
                 log_failure("consumer.read_failed", "history page failed", exc, topic=schema.base)
@@ -218,13 +322,31 @@ class ConsumerRunner:
                 continue
             for record in batch.messages:
                 await self._consume(consumer, schema.event_type, record)
-                self.positions[key] = record.sequence
+                await self._store(position, record.sequence)
             if batch.has_more and batch.next_sequence is not None:
                 # Records examined without a match (a page cut at the backend's examination
                 # bound) are passed over too.
-                self.positions[key] = max(self.positions[key], batch.next_sequence - 1)
+                passed = batch.next_sequence - 1
+                if passed > (position.value or 0):
+                    await self._store(position, passed)
+            elif not batch.messages and position.value is None:
+                await self._store(position, current)  # where a new consumer starts
             if not batch.has_more:
                 await wakeup.event.wait()
+
+    @staticmethod
+    async def _store(position: Position, sequence: int) -> None:
+        """Write the position, until it is written or lost (a store that cannot be reached
+        now is tried again: the notification is not handed over twice for that)."""
+        while True:
+            try:
+                await position.store(sequence)
+                return
+            except PositionLost:
+                raise
+            except Exception as exc:
+                log_failure("consumer.position_failed", "position not written", exc)
+                await asyncio.sleep(RETRY_SECONDS)
 
     async def _initial(self, consumer: NotificationConsumer, pattern: TopicPattern) -> int:
         if consumer.start_at == "beginning":

@@ -14,26 +14,40 @@ others' turn.
 from __future__ import annotations
 
 import asyncio
-import bisect
+import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.plugin_options import fill_defaults
 from aviso_host.config.settings import Settings
 from aviso_host.consumers import Wakeup, consumed_notification
-from aviso_host.cursors import now_whole_seconds
-from aviso_host.errors import log_failure
+from aviso_host.cursors import now_whole_seconds as now
+from aviso_host.errors import ApiError, log_failure
 from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event
 from aviso_host.metrics import DELIVERY_OUTCOMES, Metrics
 from aviso_host.plugins import PluginRegistry
-from aviso_host.subscriptions import ACTIVE, DISABLED, SubscriptionEntry
+from aviso_host.subscriptions import (
+    ACTIVE,
+    DISABLED,
+    FORBIDDEN,
+    PULL,
+    SHARDS,
+    SubscriptionEntry,
+    SubscriptionStore,
+    generation_key,
+    indexed_entry_key,
+    push_index_prefix,
+)
+from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
+from aviso_plugins.state import SharedState
 from aviso_plugins.types import (
+    AuthError,
     ConsumedNotification,
     DeliveryAttempt,
     DeliveryKind,
@@ -56,6 +70,12 @@ RETRY_SECONDS = 1.0
 ERROR_CHARACTERS = 300
 """The most of a delivery kind's error text kept (in the state and each dead letter)."""
 OUTCOMES = frozenset({"delivered", "retry", "gone"})
+SCAN_SECONDS = 1.0
+"""How often a shard's holder checks whether a push subscription of the shard was created,
+deleted or redriven by another process."""
+ADMISSION_SECONDS = 10.0
+"""How long a push subscription delivers on one check of its owner's roles and authorisers
+before checking them again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,30 +93,82 @@ class DeadLetter:
             "dead_lettered_at": self.dead_lettered_at,
         }
 
+    @classmethod
+    def of(cls, document: Mapping[str, Any]) -> DeadLetter:
+        return cls(
+            document["sequence"],
+            document["attempts"],
+            document["error"],
+            document["dead_lettered_at"],
+        )
 
-def _by_sequence(letter: DeadLetter) -> int:
-    return letter.sequence
+
+# -- the dead-letter document: ``letters`` (oldest first), ``redrive`` (by sequence), ``dropped``
+
+
+def keep_letter(document: dict[str, Any], letter: DeadLetter) -> None:
+    """Keep ``letter``; beyond ``DEAD_LETTERS_KEPT`` the oldest is forgotten (and counted)."""
+    letters = document["letters"]
+    letters.append(letter.view())
+    if len(letters) > DEAD_LETTERS_KEPT:
+        del letters[0]
+        document["dropped"] += 1
+
+
+def take_dead_letters(document: dict[str, Any]) -> int:
+    """Queue every kept dead letter for delivery again (once each, by sequence); how many."""
+    letters = document["letters"]
+    queued = {letter["sequence"] for letter in document["redrive"]}
+    for letter in letters:
+        if letter["sequence"] not in queued:
+            document["redrive"].append(letter)
+    document["redrive"].sort(key=lambda letter: letter["sequence"])
+    document["letters"] = []
+    return len(letters)
+
+
+def disable_letters(document: dict[str, Any], current: DeadLetter | None) -> None:
+    """The receiver is gone: the dead letter being redriven (still queued until it is
+    delivered) and those queued after it go back to the dead letters."""
+    queued = document["redrive"]
+    if current is not None and all(item["sequence"] != current.sequence for item in queued):
+        queued = [current.view(), *queued]
+    for letter in queued:
+        keep_letter(document, DeadLetter.of(letter))
+    document["redrive"] = []
+
+
+def push_document(kind: str, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A new push subscription's delivery, as its entry keeps it."""
+    return {
+        "kind": kind,
+        "stored": dict(stored),
+        "status": ACTIVE,
+        "delivered": 0,
+        "retrying": 0,
+        "dead_lettered": 0,
+        "last_error": None,
+    }
+
+
+def push_counts(push: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: push[key] for key in ("status", "delivered", "retrying", "dead_lettered", "last_error")
+    }
 
 
 @dataclass(slots=True, eq=False)
 class PushState:
-    """A push subscription's delivery: its kind, what ``prepare`` stored, and its counts."""
+    """A push subscription this process delivers: its kind, its filter, and what the loop
+    holds between reads of the store."""
 
     kind: DeliveryKind
-    stored: Mapping[str, Any]
-    stream_filter: StreamFilter
-    status: str = ACTIVE
-    delivered: int = 0
-    retrying: int = 0
-    """Notifications waiting for a retry (0 or 1: one at a time per subscription)."""
-    dead_lettered: int = 0
-    """Notifications ever dead-lettered (redriven ones included)."""
-    dead_letters_dropped: int = 0
-    """Dead letters forgotten because more than ``DEAD_LETTERS_KEPT`` were kept."""
-    last_error: dict[str, Any] | None = None
-    dead_letters: deque[DeadLetter] = field(default_factory=lambda: deque(maxlen=DEAD_LETTERS_KEPT))
-    redrive: list[DeadLetter] = field(default_factory=list)
-    """Dead letters to deliver again, by sequence (at most ``DEAD_LETTERS_KEPT``)."""
+    entry: SubscriptionEntry
+    stream_filter: StreamFilter | None = None
+    """Set when its owner was last admitted."""
+    admitted_at: float = 0.0
+    admitted_caller: dict[str, Any] | None = None
+    """The owner as last admitted: a request of theirs seen since is admitted again at once."""
     holding_ns: int | None = None
     """The storage time of the notification being delivered or waiting for a retry (the
     oldest this subscription has not delivered, a redriven dead letter aside): what the lag
@@ -104,50 +176,24 @@ class PushState:
     wakeup: Wakeup | None = None
     task: asyncio.Task[None] | None = None
 
-    def public_view(self) -> Mapping[str, Any]:
-        return self.kind.public_view(self.stored)
+    @property
+    def push(self) -> dict[str, Any]:
+        push = self.entry.push
+        assert push is not None
+        return push
 
-    def counts(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "delivered": self.delivered,
-            "retrying": self.retrying,
-            "dead_lettered": self.dead_lettered,
-            "last_error": self.last_error,
-        }
+    @property
+    def filter(self) -> StreamFilter:
+        assert self.stream_filter is not None  # admitted before anything is read
+        return self.stream_filter
 
-    def dead_letter(self, letter: DeadLetter) -> None:
-        self._keep(letter)
-        self.dead_lettered += 1
+    @property
+    def active(self) -> bool:
+        return self.entry.push is not None and self.entry.push["status"] == ACTIVE
 
-    def _keep(self, letter: DeadLetter) -> None:
-        if len(self.dead_letters) == DEAD_LETTERS_KEPT:
-            self.dead_letters_dropped += 1
-        self.dead_letters.append(letter)
-
-    def take_dead_letters(self) -> int:
-        """Queue every kept dead letter for delivery again; return how many. A disabled
-        subscription delivers nothing: its dead letters stay where they are."""
-        if self.status != ACTIVE:
-            return 0
-        letters = list(self.dead_letters)
-        self.dead_letters.clear()
-        queued = {letter.sequence for letter in self.redrive}
-        for letter in letters:
-            if letter.sequence not in queued:
-                bisect.insort(self.redrive, letter, key=_by_sequence)
+    def wake(self) -> None:
         if self.wakeup is not None:
             self.wakeup.event.set()
-        return len(letters)
-
-    def disable(self, current: DeadLetter | None) -> None:
-        """The receiver is gone: deliver nothing more; the dead letter being redriven and
-        those still queued go back to the dead letters."""
-        self.status = DISABLED
-        self.retrying = 0
-        for letter in (*(() if current is None else (current,)), *self.redrive):
-            self._keep(letter)
-        self.redrive.clear()
 
 
 def kind_options(settings: Settings, cls: type[DeliveryKind]) -> dict[str, Any]:
@@ -157,8 +203,28 @@ def kind_options(settings: Settings, cls: type[DeliveryKind]) -> dict[str, Any]:
     return dict(fill_defaults(given, cls.options_schema))
 
 
+Admit = Callable[[SubscriptionEntry], Awaitable[StreamFilter]]
+"""The subscription's filter, its owner (as last seen) checked again against the stream's
+roles and authorisers: raises ``AuthError`` (or ``ApiError``) when refused."""
+
+
+@dataclass(slots=True, eq=False)
+class _Shard:
+    """A shard of push subscriptions whose lease this process holds."""
+
+    number: int
+    pushes: dict[str, PushState] = field(default_factory=dict)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class Gone(Exception):
+    """The subscription was deleted (by any process) or disabled: its delivery ends."""
+
+
 class DeliveryRunner:
-    """Constructs the delivery kinds, and runs one task per active push subscription."""
+    """Constructs the delivery kinds, and delivers every active push subscription of the
+    shards whose lease this process holds (one holder per shard across the deployment)."""
 
     def __init__(
         self,
@@ -180,10 +246,13 @@ class DeliveryRunner:
                 metrics.webhook_deliveries.labels(kind, outcome)
             metrics.webhook_latency.labels(kind)
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_DELIVERIES)
-        self._tasks: set[asyncio.Task[None]] = set()
         self._started: list[DeliveryKind] = []
+        self._keepers: list[LeaseKeeper] = []
+        self._shards: dict[int, _Shard] = {}
+        self._store: SubscriptionStore | None = None
+        self._admit: Admit | None = None
 
-    async def start(self) -> None:
+    async def start(self, store: SubscriptionStore, leases: SharedState, admit: Admit) -> None:
         try:
             for kind in self.kinds.values():
                 await kind.start()
@@ -191,12 +260,28 @@ class DeliveryRunner:
         except BaseException:
             await self._close_kinds()
             raise
+        self._store, self._admit = store, admit
+        store.on_change = self._wake_shard
+        holder = holder_id()
+        self._keepers = [
+            LeaseKeeper(
+                Lease(leases, f"deliveries.{shard}", holder, DEFAULT_LEASE_SECONDS),
+                partial(self._take, shard),
+                partial(self._drop, shard),
+            )
+            for shard in range(SHARDS)
+        ]
+        for keeper in self._keepers:
+            try:
+                await keeper.try_take()
+            except Exception as exc:  # the keeper tries again
+                log_failure("delivery.lease_failed", "delivery shard not taken", exc)
+            keeper.start()
 
     async def close(self) -> None:
-        for task in tuple(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        keepers, self._keepers = self._keepers, []
+        for keeper in keepers:
+            await keeper.stop()
         await self._close_kinds()
 
     async def _close_kinds(self) -> None:
@@ -207,83 +292,219 @@ class DeliveryRunner:
             except Exception as exc:
                 log_failure("delivery.close_failed", "delivery kind close failed", exc)
 
-    def begin(self, entry: SubscriptionEntry) -> None:
-        """Start delivering ``entry`` (a push subscription just stored)."""
-        push = entry.push
-        assert push is not None
-        task = asyncio.create_task(self._run(entry, push))
-        push.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def census(self) -> Iterator[tuple[str, str, int | None]]:
+        """Each subscription this process knows of: its delivery kind (``pull`` for a pulled
+        one), its status and, for one it delivers, the storage time of the notification it
+        holds undelivered."""
+        if self._store is None:
+            return
+        census = self._store.census
+        for _ in range(census.pulled):
+            yield PULL, ACTIVE, None
+        holding = {
+            key: push.holding_ns
+            for shard in self._shards.values()
+            for key, push in shard.pushes.items()
+        }
+        for key, (kind, status) in tuple(census.push.items()):
+            yield kind, status, holding.get(key)
 
-    def stop(self, entry: SubscriptionEntry) -> None:
-        """Stop delivering ``entry`` (deleted); an attempt in flight is abandoned."""
-        if entry.push is not None and entry.push.task is not None:
-            entry.push.task.cancel()
+    def _wake_shard(self, shard: int) -> None:
+        held = self._shards.get(shard)
+        if held is not None:
+            held.wake.set()
 
-    async def _run(self, entry: SubscriptionEntry, push: PushState) -> None:
-        """Subscribe first, then read: whatever is stored after a read found nothing has
-        already set the wake-up."""
-        pattern = push.stream_filter.pattern
-        while push.status == ACTIVE:
-            wakeup = push.wakeup = Wakeup()
-            if push.redrive:
-                wakeup.event.set()
+    # -- shards -------------------------------------------------------------------------------
+
+    async def _take(self, number: int) -> None:
+        shard = self._shards[number] = _Shard(number)
+        shard.task = asyncio.create_task(self._follow_shard(shard))
+
+    async def _drop(self, number: int) -> None:
+        shard = self._shards.pop(number, None)
+        if shard is None:
+            return
+        tasks = [task for task in (shard.task, *(p.task for p in shard.pushes.values())) if task]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _follow_shard(self, shard: _Shard) -> None:
+        """Scan the shard whenever its generation moved (checked every ``SCAN_SECONDS``, or
+        at once when this process changed it)."""
+        store = self._store
+        assert store is not None
+        seen: int | None = -1
+        while True:
+            shard.wake.clear()
             try:
-                subscription = await self._backend.subscribe(pattern, wakeup)
+                found = await store.state.get(generation_key(shard.number))
+                generation = None if found is None else found.revision
+                if generation != seen or shard.wake.is_set():
+                    await self._scan(shard)
+                    seen = generation
             except Exception as exc:
-                log_failure("delivery.subscribe_failed", "live subscription failed", exc)
-                await asyncio.sleep(RETRY_SECONDS)
-                continue
-            try:
-                await self._read(entry, push, wakeup)
-            finally:
-                await subscription.close()
-            if push.status == ACTIVE:
-                await asyncio.sleep(RETRY_SECONDS)  # the feed ended: the store may be down
+                log_failure("delivery.scan_failed", "subscriptions not scanned", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(shard.wake.wait(), SCAN_SECONDS)
 
-    async def _read(self, entry: SubscriptionEntry, push: PushState, wakeup: Wakeup) -> None:
-        """Until the live feed ends or the subscription is disabled."""
-        pattern = push.stream_filter.pattern
-        while not wakeup.ended and push.status == ACTIVE:
-            wakeup.event.clear()
-            if push.redrive:
-                letter = push.redrive.pop(0)
-                record = await self._record(push, letter)
-                if record is not None:
-                    await self._push(entry, push, record, letter)
+    async def _scan(self, shard: _Shard) -> None:
+        store = self._store
+        assert store is not None
+        if shard.number == 0:
+            await store.recount()  # one shard's holder refreshes the census's total
+        keys = [
+            indexed_entry_key(key)
+            for key in await store.state.keys(push_index_prefix(shard.number))
+        ]
+        present = set(keys)
+        for key in [key for key in shard.pushes if key not in present]:
+            self._end(shard, key)
+        for key in keys:
+            running = shard.pushes.get(key)
+            if running is not None:
+                running.wake()  # it reads its entry and dead letters again
                 continue
+            found = await store.state.get(key)
+            if found is None:  # deleted, or its create not finished: the next scan sees
+                continue
+            entry = SubscriptionEntry.decode(found.value, found.revision)
+            store.census.note(entry)
+            push = entry.push
+            if push is not None and push["status"] == ACTIVE and push["kind"] in self.kinds:
+                self._begin(shard, entry)
+
+    def _begin(self, shard: _Shard, entry: SubscriptionEntry) -> None:
+        assert entry.push is not None
+        push = PushState(self.kinds[entry.push["kind"]], entry)
+        shard.pushes[entry.key] = push
+        task = push.task = asyncio.create_task(self._run(shard, push))
+        task.add_done_callback(lambda _: self._ended(shard, push))
+
+    def _end(self, shard: _Shard, key: str) -> None:
+        push = shard.pushes.pop(key, None)
+        if push is not None and push.task is not None:
+            push.task.cancel()
+
+    @staticmethod
+    def _ended(shard: _Shard, push: PushState) -> None:
+        if shard.pushes.get(push.entry.key) is push:
+            del shard.pushes[push.entry.key]
+
+    # -- one push subscription ------------------------------------------------------------------
+
+    async def _run(self, shard: _Shard, push: PushState) -> None:
+        """Admit, subscribe, then read: whatever is stored after a read found nothing has
+        already set the wake-up. Ends when the subscription is deleted or disabled."""
+        try:
+            while push.active:
+                if not await self._admitted(push):
+                    await asyncio.sleep(RETRY_SECONDS)
+                    continue
+                wakeup = push.wakeup = Wakeup()
+                wakeup.event.set()
+                try:
+                    subscription = await self._backend.subscribe(push.filter.pattern, wakeup)
+                except Exception as exc:
+                    log_failure("delivery.subscribe_failed", "live subscription failed", exc)
+                    await asyncio.sleep(RETRY_SECONDS)
+                    continue
+                try:
+                    await self._read(push, wakeup)
+                finally:
+                    await subscription.close()
+                if push.active:
+                    await asyncio.sleep(RETRY_SECONDS)  # the feed ended: the store may be down
+        except Gone:
+            return
+
+    async def _admitted(self, push: PushState) -> bool:
+        """Check the owner again (roles and authorisers, as when the subscription was
+        created); a refusal makes it ``forbidden``. ``False``: no verdict now."""
+        assert self._admit is not None
+        try:
+            caller = push.entry.caller
+            push.stream_filter = await self._admit(push.entry)
+            push.admitted_at, push.admitted_caller = time.monotonic(), caller
+            return True
+        except (AuthError, ApiError) as exc:
+            if isinstance(exc, AuthError) and exc.status not in (401, 403):
+                log_failure("delivery.admission_failed", "owner not checked", exc)
+                return False
+            error = {"error": "the owner may no longer read this stream", "at": now()}
+            await self._save(push, None, partial(_forbid, error))
+            log_event(
+                "delivery.forbidden",
+                "the owner may no longer read the subscription's stream: it stops",
+                subscription=push.entry.name,
+            )
+            raise Gone from exc
+        except Exception as exc:
+            log_failure("delivery.admission_failed", "owner not checked", exc)
+            return False
+
+    async def _refresh(self, push: PushState) -> None:
+        """Read the entry again (acknowledgements, a delete, a redrive from elsewhere)."""
+        store = self._store
+        assert store is not None
+        entry = await store.get(push.entry.owner, push.entry.name)
+        if entry is None or entry.uid != push.entry.uid or entry.push is None:
+            raise Gone
+        push.entry = entry
+        if not push.active:
+            raise Gone
+
+    async def _read(self, push: PushState, wakeup: Wakeup) -> None:
+        """Until the live feed ends or the subscription is gone."""
+        store = self._store
+        assert store is not None
+        while not wakeup.ended:
+            wakeup.event.clear()
             try:
-                cursor = StartCursor(from_sequence=entry.next_sequence)
-                batch = await self._backend.fetch_batch(pattern, cursor, BATCH_SIZE)
-                selected = await push.stream_filter.select(batch.messages)
+                await self._refresh(push)
+                stale = time.monotonic() - push.admitted_at > ADMISSION_SECONDS
+                stale = stale or push.entry.caller != push.admitted_caller
+                if stale and not await self._admitted(push):
+                    await asyncio.sleep(RETRY_SECONDS)
+                    continue
+                letters, _ = await store.dead_letters(push.entry)
+                if letters["redrive"]:
+                    await self._redrive(push, DeadLetter.of(letters["redrive"][0]))
+                    continue
+                stream_filter = push.filter
+                cursor = StartCursor(from_sequence=push.entry.next_sequence)
+                batch = await self._backend.fetch_batch(stream_filter.pattern, cursor, BATCH_SIZE)
+                selected = await stream_filter.select(batch.messages)
+            except Gone:
+                raise
             except Exception as exc:
                 log_failure("delivery.read_failed", "history page failed", exc)
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
             for record in selected:
-                await self._push(entry, push, record)
-                if push.status != ACTIVE or push.redrive:
-                    break
-            else:
-                if batch.has_more and batch.next_sequence is not None:
-                    # Records examined without a match are passed over too.
-                    self._move_cursor(entry, batch.next_sequence - 1)
-                elif not batch.has_more:
-                    await wakeup.event.wait()
+                await self._push(push, record)
+            if selected:
+                continue  # read the entry again before the next page
+            if batch.has_more and batch.next_sequence is not None:
+                # Records examined without a match are passed over too.
+                await self._save(push, batch.next_sequence - 1, _no_count)
+            elif not batch.has_more:
+                await wakeup.event.wait()
+
+    async def _redrive(self, push: PushState, letter: DeadLetter) -> None:
+        record = await self._record(push, letter)
+        if record is not None:
+            await self._push(push, record, letter)
+        store = self._store
+        assert store is not None
+        await store.change_dead_letters(push.entry, partial(_unqueue, letter.sequence))
 
     async def _record(self, push: PushState, letter: DeadLetter) -> StoredNotification | None:
         """The stored notification a dead letter names, if it is still retained."""
         sequence = letter.sequence
-        try:
-            batch = await self._backend.fetch_batch(
-                push.stream_filter.pattern, StartCursor(from_sequence=sequence), 1
-            )
-        except Exception as exc:
-            log_failure("delivery.read_failed", "history page failed", exc)
-            await asyncio.sleep(RETRY_SECONDS)
-            bisect.insort(push.redrive, letter, key=_by_sequence)
-            return None
+        batch = await self._backend.fetch_batch(
+            push.filter.pattern, StartCursor(from_sequence=sequence), 1
+        )
         if batch.messages and batch.messages[0].sequence == sequence:
             return batch.messages[0]
         log_event(
@@ -294,21 +515,47 @@ class DeliveryRunner:
         )
         return None
 
-    @staticmethod
-    def _move_cursor(entry: SubscriptionEntry, sequence: int) -> None:
-        entry.delivered_through(sequence)
-        entry.acknowledge(sequence)
+    async def _save(
+        self,
+        push: PushState,
+        sequence: int | None,
+        count: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Apply ``count`` to the delivery's counts and move the cursor to ``sequence`` (when
+        given), in one write; tried until written (a store that cannot be reached now must
+        not lose a delivered notification's cursor move). Raises ``Gone`` when deleted."""
+        store = self._store
+        assert store is not None
+
+        def mutate(entry: SubscriptionEntry) -> bool:
+            if entry.push is None:
+                return False
+            count(entry.push)
+            if sequence is not None:
+                entry.delivered_through(sequence)
+                entry.acknowledge(sequence)
+            return True
+
+        while True:
+            try:
+                written = await store.change(push.entry, mutate)
+                break
+            except Exception as exc:
+                log_failure("delivery.save_failed", "delivery state not written", exc)
+                await asyncio.sleep(RETRY_SECONDS)
+        if written is None:
+            raise Gone
+        push.entry = written
 
     async def _push(
         self,
-        entry: SubscriptionEntry,
         push: PushState,
         record: StoredNotification,
         redriven: DeadLetter | None = None,
     ) -> None:
         """Deliver one notification (``redriven``: a dead letter's) with its retries; move
         the cursor past it unless the receiver is gone."""
-        event_type = entry.definition["event_type"]
+        event_type = push.entry.definition["event_type"]
         try:
             notification = consumed_notification(self._renderer, event_type, record)
         except (CloudEventError, ValueError) as exc:
@@ -319,63 +566,67 @@ class DeliveryRunner:
                 event_type=event_type,
                 sequence=record.sequence,
             )
-            self._move_cursor(entry, record.sequence)
+            await self._save(push, None if redriven else record.sequence, _no_count)
             return
         push.holding_ns = record.time_ns
         try:
-            await self._attempts(entry, push, record, notification, redriven)
+            await self._attempts(push, record, notification, redriven)
         finally:
             push.holding_ns = None
 
     async def _attempts(
         self,
-        entry: SubscriptionEntry,
         push: PushState,
         record: StoredNotification,
         notification: ConsumedNotification,
         redriven: DeadLetter | None,
     ) -> None:
         kind = push.kind
+        entry = push.entry
         delays = tuple(kind.retry_delays)
         counter = self._metrics.webhook_deliveries
+        # A redriven dead letter is behind the cursor: it moves nothing.
+        sequence = None if redriven else record.sequence
         attempt = 1
         while True:
+            stored = push.push["stored"]
             result = await self._attempt(
-                kind,
-                DeliveryAttempt(entry.name, entry.owner, push.stored, notification, attempt),
+                kind, DeliveryAttempt(entry.name, entry.owner, stored, notification, attempt)
             )
             counter.labels(kind.kind, result.outcome).inc()
             if result.outcome == "delivered":
                 latency = max(0.0, time.time() - record.time_ns / 1e9)
                 self._metrics.webhook_latency.labels(kind.kind).observe(latency)
-                push.delivered += 1
-                push.retrying = 0
-                self._move_cursor(entry, record.sequence)
+                await self._save(push, sequence, _delivered)
                 return
             error = None if result.error is None else result.error[:ERROR_CHARACTERS]
-            push.last_error = {
+            last_error = {
                 "sequence": record.sequence,
                 "attempt": attempt,
                 "error": error,
-                "at": now_whole_seconds(),
+                "at": now(),
             }
+            store = self._store
+            assert store is not None
             if result.outcome == "gone":
-                push.disable(redriven)
+                await store.change_dead_letters(entry, partial(disable_letters, current=redriven))
+                await self._save(push, None, partial(_disabled, last_error))
                 log_event(
                     "delivery.gone",
                     "the receiver asked for the subscription to stop: disabled",
                     subscription=entry.name,
                     sequence=record.sequence,
                 )
-                return
+                raise Gone
             if attempt > len(delays):
-                push.retrying = 0
-                push.dead_letter(DeadLetter(record.sequence, attempt, error, now_whole_seconds()))
+                letter = DeadLetter(record.sequence, attempt, error, now())
+                await store.change_dead_letters(entry, partial(keep_letter, letter=letter))
                 counter.labels(kind.kind, "dead_lettered").inc()
-                self._move_cursor(entry, record.sequence)
+                await self._save(push, sequence, partial(_dead_lettered, last_error))
                 return
-            push.retrying = 1
+            await self._save(push, None, partial(_retrying, last_error))
             await asyncio.sleep(delays[attempt - 1])
+            await self._refresh(push)  # deleted or disabled meanwhile: stop retrying
             attempt += 1
 
     async def _attempt(self, kind: DeliveryKind, attempt: DeliveryAttempt) -> DeliveryResult:
@@ -400,3 +651,44 @@ class DeliveryRunner:
             )
             return DeliveryResult("retry", "delivery failed")
         return result
+
+
+# -- what each outcome does to a delivery's counts ----------------------------------------------
+
+
+def _no_count(push: dict[str, Any]) -> None:
+    pass
+
+
+def _delivered(push: dict[str, Any]) -> None:
+    push["delivered"] += 1
+    push["retrying"] = 0
+
+
+def _retrying(last_error: dict[str, Any], push: dict[str, Any]) -> None:
+    push["retrying"] = 1
+    push["last_error"] = last_error
+
+
+def _dead_lettered(last_error: dict[str, Any], push: dict[str, Any]) -> None:
+    push["retrying"] = 0
+    push["dead_lettered"] += 1
+    push["last_error"] = last_error
+
+
+def _disabled(last_error: dict[str, Any], push: dict[str, Any]) -> None:
+    push["status"] = DISABLED
+    push["retrying"] = 0
+    push["last_error"] = last_error
+
+
+def _forbid(last_error: dict[str, Any], push: dict[str, Any]) -> None:
+    push["status"] = FORBIDDEN
+    push["retrying"] = 0
+    push["last_error"] = last_error
+
+
+def _unqueue(sequence: int, document: dict[str, Any]) -> None:
+    document["redrive"] = [
+        letter for letter in document["redrive"] if letter["sequence"] != sequence
+    ]

@@ -40,10 +40,12 @@ which does not read would never allow, and :data:`DISCONNECT_EXTENSION`, which t
 stream when its client goes away (:func:`on_client_gone`) without a task per stream waiting
 on ``receive`` for it.
 
-Only uvicorn's public surface is used: a subclass of its httptools protocol whose overrides
-add to uvicorn's own callbacks and call them (``super()``), and a wrapper around the
-connection's transport, installed in ``connection_made``, which writes a response of known
-length in one piece (:class:`ConnectionTransport`).
+This is a subclass of uvicorn's httptools protocol whose overrides add to uvicorn's own
+callbacks and call them (``super()``), and a wrapper around the connection's transport,
+installed in ``connection_made``, which writes a response of known length in one piece
+(:class:`ConnectionTransport`). The protocol's attributes and callbacks it relies on are not
+documented uvicorn API: tests/host/test_uvicorn_contract.py lists each and checks it against
+the installed uvicorn, and setup.cfg pins uvicorn to the minor it checked.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from typing import Any
 import click
 import pluggy
 
+from aviso_host import BUILTIN_DISTRIBUTION
 from aviso_plugins import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
 from aviso_plugins.types import (
     AuthProvider,
@@ -41,7 +42,6 @@ from aviso_plugins.types import (
 )
 
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
-BUILTIN_DISTRIBUTION = "aviso-py"
 # Names of the host's own subcommands: a plugin command may not take them.
 HOST_COMMANDS = frozenset({"serve", "plugins", "plugin", "config"})
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
-from aviso_host.consumers import ConsumerRunner
+from aviso_host.consumers import LEASES_BUCKET, ConsumerRunner, keeps_shared_state
 from aviso_host.deliveries import DeliveryRunner
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
@@ -18,7 +19,9 @@ from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
-from aviso_host.subscriptions import SubscriptionStore
+from aviso_host.subscriptions import BUCKET, SubscriptionStore
+from aviso_plugins.leases import DEFAULT_LEASE_SECONDS
+from aviso_plugins.state import DeferredState
 from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
@@ -73,10 +76,10 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
-        # Kept in this process: offered only where the backend's history is too.
+        # Kept in the backend's shared state: offered wherever it keeps some.
         self.subscriptions: SubscriptionStore | None = (
-            SubscriptionStore()
-            if settings.subscriptions.enabled and not type(self.backend).shared_between_processes
+            SubscriptionStore(DeferredState(partial(self.backend.shared_state, BUCKET)))
+            if settings.subscriptions.enabled and keeps_shared_state(self.backend)
             else None
         )
         self.consumers = ConsumerRunner(
@@ -87,8 +90,8 @@ class Service:
             if self.subscriptions is not None
             else None
         )
-        if self.subscriptions is not None and self.deliveries is not None:
-            self.metrics.track_subscriptions(self.subscriptions.census, self.deliveries.kinds)
+        if self.deliveries is not None:
+            self.metrics.track_subscriptions(self.deliveries.census, self.deliveries.kinds)
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
@@ -115,8 +118,7 @@ class Service:
                     try:
                         await self.consumers.start()
                         try:
-                            if self.deliveries is not None:
-                                await self.deliveries.start()
+                            await self._start_deliveries()
                         except BaseException:
                             await self.consumers.close()
                             raise
@@ -139,9 +141,19 @@ class Service:
                 if self.settings.subscriptions.enabled and self.subscriptions is None:
                     log_event(
                         "subscriptions.unavailable",
-                        f"subscriptions are not available on the '{kind}' backend yet: "
-                        "their routes are not served",
+                        f"subscriptions need a backend that keeps shared state; '{kind}' "
+                        "keeps none: their routes are not served",
                     )
+
+    async def _start_deliveries(self) -> None:
+        if self.deliveries is None or self.subscriptions is None:
+            return
+        # Imported here: the routes import this module.
+        from aviso_host.routes.subscriptions import admit_entry
+
+        leases = await self.backend.shared_state(LEASES_BUCKET, DEFAULT_LEASE_SECONDS)
+        assert leases is not None  # the store exists only where shared state does
+        await self.deliveries.start(self.subscriptions, leases, partial(admit_entry, self))
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""

@@ -1,5 +1,6 @@
 """Operational routes: health, readiness, status, landing page, the browser console, static
-files, the OpenAPI document, Swagger UI.
+files, the OpenAPI document, Swagger UI (its files come with the ``docs`` extra; without it
+``/swagger-ui/`` answers 404 with a page that names the extra).
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -13,7 +14,6 @@ from importlib.resources import files
 from pathlib import Path
 from urllib.parse import quote
 
-import swagger_ui_bundle
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -47,8 +47,15 @@ _CONSOLE_HEADERS = {
 }
 
 # The bundle's own index.html and initializer load the petstore demo; ours replaces them.
-_SWAGGER_UI_DIR = Path(str(swagger_ui_bundle.swagger_ui_path))
 _SWAGGER_UI_EXCLUDED = frozenset({"index.html", "index.j2", "swagger-initializer.js"})
+
+_NO_SWAGGER_UI_PAGE = """\
+<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>aviso API</title></head>
+<body><p>The API browser needs the docs extra: <code>pip install 'aviso-py[docs]'</code>.
+The API description is <a href="../api-docs/openapi.json">api-docs/openapi.json</a>.</p></body>
+</html>
+"""
 
 _SWAGGER_UI_PAGE = """\
 <!doctype html>
@@ -153,11 +160,7 @@ def ops_routes(
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
     document = openapi_document(version, catalog, subscriptions)
     openapi_json = dumps(document, sort_keys=False).encode()
-    swagger_assets = {
-        asset.name: asset
-        for asset in _SWAGGER_UI_DIR.iterdir()
-        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
-    }
+    swagger_assets = _swagger_ui_assets()
 
     async def health(request: Request) -> Response:
         return json_response({"status": "ok"}, sort_keys=False)
@@ -222,10 +225,14 @@ def ops_routes(
         return Response(openapi_json, media_type="application/json")
 
     async def swagger_ui(request: Request) -> Response:
+        if swagger_assets is None:
+            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
         return HTMLResponse(_SWAGGER_UI_PAGE)
 
     async def swagger_asset(request: Request) -> Response:
         name: str = request.path_params["file"]
+        if swagger_assets is None:
+            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
         if name == "index.html":
             return HTMLResponse(_SWAGGER_UI_PAGE)
         asset = swagger_assets.get(name)
@@ -244,3 +251,17 @@ def ops_routes(
         Route("/swagger-ui/", swagger_ui, methods=["GET"]),
         Route("/swagger-ui/{file}", swagger_asset, methods=["GET"]),
     ]
+
+
+def _swagger_ui_assets() -> dict[str, Path] | None:
+    """Swagger UI's files by name (``None``: the ``docs`` extra is not installed)."""
+    try:
+        import swagger_ui_bundle  # type: ignore[import-untyped]  # ships no type hints
+    except ImportError:
+        return None
+    folder = Path(str(swagger_ui_bundle.swagger_ui_path))
+    return {
+        asset.name: asset
+        for asset in folder.iterdir()
+        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
+    }

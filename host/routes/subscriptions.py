@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.cursors import now_whole_seconds, to_ns
-from aviso_host.deliveries import DeliveryRunner, PushState
+from aviso_host.deliveries import DeliveryRunner, push_counts, push_document, take_dead_letters
 from aviso_host.encoding import dumps, loads
 from aviso_host.errors import (
     ApiError,
@@ -36,7 +36,7 @@ from aviso_host.errors import (
     validation_error,
 )
 from aviso_host.filtering import StreamFilter
-from aviso_host.logs import echoed
+from aviso_host.logs import echoed, log_event
 from aviso_host.metrics import SUBSCRIPTION_EVENTS_ROUTE
 from aviso_host.requests import RequestBody, parse_body, read_body
 from aviso_host.routes.common import (
@@ -50,7 +50,16 @@ from aviso_host.routes.streams import StreamRoute, admitted_stream, open_live
 from aviso_host.service import Service
 from aviso_host.streaming.control import StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
-from aviso_host.subscriptions import SubscriptionEntry, SubscriptionStore, valid_name
+from aviso_host.subscriptions import (
+    ACTIVE,
+    FORBIDDEN,
+    SubscriptionEntry,
+    SubscriptionStore,
+    caller_document,
+    caller_from,
+    end_when_deleted,
+    valid_name,
+)
 from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
 
@@ -149,13 +158,29 @@ def _name(request: Request) -> str:
     return name
 
 
-def _entry(service: Service, request: Request) -> SubscriptionEntry:
-    """The caller's subscription of the path's name; another owner's is not found either."""
+async def _entry(service: Service, request: Request) -> SubscriptionEntry:
+    """The caller's subscription of the path's name; another owner's is not found either.
+    The owner as this request authenticated them is kept with it (what a push delivery
+    checks the stream's roles and authorisers with)."""
     owner = _owner(service, request)
     name = _name(request)
-    entry = _store(service).get(owner, name)
+    store = _store(service)
+    entry = await store.get(owner, name)
     if entry is None:
         raise _not_found(name)
+    caller = caller_of(request)
+    seen = None if caller is None else caller_document(caller)
+    if seen is not None and seen != entry.caller:
+
+        def refresh(current: SubscriptionEntry) -> None:
+            current.caller = seen
+            if current.push is not None and current.push["status"] == FORBIDDEN:
+                # Tried again as the owner is now: forbidden again at once if still so.
+                current.push["status"] = ACTIVE
+
+        entry = await store.change(entry, refresh) or entry
+        if entry.push is not None:
+            await store.redriven(entry)  # its holder reads the owner again now
     return entry
 
 
@@ -187,17 +212,23 @@ async def _start_sequence(
 # -- views -----------------------------------------------------------------------------------
 
 
-def _view(entry: SubscriptionEntry) -> dict[str, Any]:
+def _view(service: Service, entry: SubscriptionEntry) -> dict[str, Any]:
     definition = entry.definition
     push = entry.push
+    kind = None if push is None else _runner(service).kinds.get(push["kind"])
+    delivery: dict[str, Any] | None = None
+    if push is not None:
+        # A kind no longer configured shows its name only (what it stored may hold secrets).
+        stored = push["stored"]
+        delivery = {"kind": push["kind"]} if kind is None else dict(kind.public_view(stored))
     return {
         "name": entry.name,
         "event_type": definition["event_type"],
         "identifier": definition["identifier"],
         "from_id": definition.get("from_id"),
         "from_date": definition.get("from_date"),
-        "delivery": None if push is None else dict(push.public_view()),
-        "deliveries": None if push is None else push.counts(),
+        "delivery": delivery,
+        "deliveries": None if push is None else push_counts(push),
         "created_at": entry.created_at,
         "start_sequence": entry.start_sequence,
         "acknowledged_sequence": entry.acknowledged,
@@ -235,7 +266,7 @@ async def _state(
         cursor = StartCursor(from_sequence=batch.next_sequence)
         await asyncio.sleep(0)  # a long count must not hold the event loop
     lag = None if oldest is None else max(0.0, round(time.time() - oldest / 1e9, 3))
-    return {**_view(entry), "pending": pending, "lag_seconds": lag}
+    return {**_view(service, entry), "pending": pending, "lag_seconds": lag}
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -245,7 +276,7 @@ async def _state(
 async def list_subscriptions(request: Request) -> ASGIApp:
     service = service_of(request)
     owner = _owner(service, request)
-    views = [_view(entry) for entry in _store(service).owned(owner)]
+    views = [_view(service, entry) for entry in await _store(service).owned(owner)]
     return json_response({"subscriptions": views, "request_id": request_id_of(request)})
 
 
@@ -255,10 +286,9 @@ async def subscription(request: Request) -> ASGIApp:
     if method == "PUT":
         return await _put(request)
     service = service_of(request)
-    entry = _entry(service, request)
+    entry = await _entry(service, request)
     if method == "DELETE":
-        _store(service).remove(entry)
-        _runner(service).stop(entry)
+        await _store(service).remove(entry)
         return Response(status_code=204)
     stream_filter = await _admitted_entry_filter(service, request, entry)
     return json_response(await _state(service, entry, stream_filter))
@@ -295,34 +325,43 @@ async def _put(request: Request) -> ASGIApp:
         )
     prepared = None if kind is None else await _prepare(kind, delivery)
     start = await _start_sequence(service, stream_filter, replay)
-    # No await from here on: the check and the insertion are one step for the event loop.
     store = _store(service)
-    existing = store.get(owner, name)
-    if existing is not None:
-        if dumps(existing.definition) != dumps(definition):
+    existing = await store.get(owner, name)
+    if existing is None:
+        caller = caller_of(request)
+        entry = SubscriptionEntry(
+            owner,
+            name,
+            definition,
+            now_whole_seconds(),
+            start,
+            caller=None if caller is None else caller_document(caller),
+        )
+        if kind is not None and prepared is not None:
+            entry.push = push_document(kind.kind, prepared.stored)
+        settings = service.settings.subscriptions
+        outcome = await store.add(entry, settings.max_per_user, settings.max_total)
+        if outcome == "per_user":
+            raise _too_many(
+                f"at most {settings.max_per_user} subscriptions per user "
+                "(subscriptions.max_per_user): delete one first"
+            )
+        if outcome == "total":
+            raise _too_many(
+                f"the server holds its maximum of {settings.max_total} subscriptions "
+                "(subscriptions.max_total)"
+            )
+        if outcome == "created":
+            state = await _state(service, entry, stream_filter)
+            if prepared is not None:
+                state["delivery"] = dict(prepared.shown)  # the only answer that shows a secret
+            return json_response(state, 201)
+        existing = await store.get(owner, name)  # created meanwhile, by another request
+        if existing is None:
             raise _conflict(name)
-        return json_response(await _state(service, existing, stream_filter))
-    settings = service.settings.subscriptions
-    if store.count(owner) >= settings.max_per_user:
-        raise _too_many(
-            f"at most {settings.max_per_user} subscriptions per user "
-            "(subscriptions.max_per_user): delete one first"
-        )
-    if store.total >= settings.max_total:
-        raise _too_many(
-            f"the server holds its maximum of {settings.max_total} subscriptions "
-            "(subscriptions.max_total)"
-        )
-    entry = SubscriptionEntry(owner, name, definition, now_whole_seconds(), start)
-    if kind is not None and prepared is not None:
-        entry.push = PushState(kind, prepared.stored, stream_filter)
-    store.add(entry)
-    if entry.push is not None:
-        _runner(service).begin(entry)
-    state = await _state(service, entry, stream_filter)
-    if prepared is not None:
-        state["delivery"] = dict(prepared.shown)  # the only answer that shows a secret
-    return json_response(state, 201)
+    if dumps(existing.definition) != dumps(definition):
+        raise _conflict(name)
+    return json_response(await _state(service, existing, stream_filter))
 
 
 def _delivery_kind(service: Service, delivery: Any) -> DeliveryKind:
@@ -360,19 +399,30 @@ def _sequence(value: Any) -> int | None:
     return value
 
 
-def _acknowledge(entry: SubscriptionEntry, sequence: int) -> None:
-    if sequence > entry.delivered:
-        delivered = f"up to {entry.delivered}" if entry.delivered else "nothing yet"
-        raise _invalid_ack(
-            f"cannot acknowledge sequence {sequence}: this subscription delivered {delivered}"
-        )
-    entry.acknowledge(sequence)
+async def _acknowledge(
+    store: SubscriptionStore, entry: SubscriptionEntry, sequence: int
+) -> SubscriptionEntry:
+    """Move the cursor (a compare-and-set: acknowledgements on several workers at once all
+    count, and it never moves backwards)."""
+
+    def acknowledged(current: SubscriptionEntry) -> None:
+        if sequence > current.delivered:
+            delivered = f"up to {current.delivered}" if current.delivered else "nothing yet"
+            raise _invalid_ack(
+                f"cannot acknowledge sequence {sequence}: this subscription delivered {delivered}"
+            )
+        current.acknowledge(sequence)
+
+    written = await store.change(entry, acknowledged)
+    if written is None:
+        raise _not_found(entry.name)
+    return written
 
 
 @api_endpoint
 async def acknowledge(request: Request) -> ASGIApp:
     service = service_of(request)
-    entry = _entry(service, request)
+    entry = await _entry(service, request)
     raw = await read_body(request)
     max_depth = service.settings.limits.max_json_depth
     if exceeds_json_depth(raw, max_depth):
@@ -388,7 +438,7 @@ async def acknowledge(request: Request) -> ASGIApp:
     sequence = _sequence(document.get("sequence")) if isinstance(document, dict) else None
     if sequence is None or set(document) != {"sequence"}:
         raise _invalid_ack('the body must be {"sequence": N}, N an integer from 0 to 2^64-1')
-    _acknowledge(entry, sequence)
+    entry = await _acknowledge(_store(service), entry, sequence)
     stream_filter = await _admitted_entry_filter(service, request, entry)
     return json_response(await _state(service, entry, stream_filter))
 
@@ -396,13 +446,13 @@ async def acknowledge(request: Request) -> ASGIApp:
 @api_endpoint
 async def events(request: Request) -> ASGIApp:
     service = service_of(request)
-    entry = _entry(service, request)
+    entry = await _entry(service, request)
     last_event_id = request.headers.get(LAST_EVENT_ID)
     if last_event_id is not None:
         sequence = _sequence(last_event_id.strip())
         if sequence is None:
             raise _invalid_ack("Last-Event-ID must be a sequence number")
-        _acknowledge(entry, sequence)
+        entry = await _acknowledge(_store(service), entry, sequence)
     caller = caller_of(request)
     schema, stream_filter, _ = await admitted_stream(
         service, caller, _body_of(dict(entry.definition)), ENDPOINT
@@ -434,9 +484,9 @@ async def events(request: Request) -> ASGIApp:
         ),
         reauthorisation=access,
         event_ids=True,
-        on_delivered=entry.delivered_through,
+        on_delivered=_Delivered(_store(service), entry, control),
     )
-    return _Tracked(stream, entry, control)
+    return _Tracked(stream, _store(service), entry, control)
 
 
 @api_endpoint
@@ -444,45 +494,106 @@ async def dead_letters(request: Request) -> ASGIApp:
     """The notifications a push subscription gave up on, oldest first (none for a pulled
     one)."""
     service = service_of(request)
-    entry = _entry(service, request)
-    push = entry.push
-    letters = [] if push is None else [letter.view() for letter in push.dead_letters]
+    entry = await _entry(service, request)
+    letters: list[Any] = []
+    dropped = 0
+    if entry.push is not None:
+        document, _ = await _store(service).dead_letters(entry)
+        letters, dropped = document["letters"], document["dropped"]
     return json_response(
-        {
-            "dead_letters": letters,
-            "dropped": 0 if push is None else push.dead_letters_dropped,
-            "request_id": request_id_of(request),
-        }
+        {"dead_letters": letters, "dropped": dropped, "request_id": request_id_of(request)}
     )
 
 
 @api_endpoint
 async def redrive(request: Request) -> ASGIApp:
-    """Deliver the dead letters again, before the subscription's next notifications."""
+    """Deliver the dead letters again, before the subscription's next notifications. A
+    disabled subscription delivers nothing: its dead letters stay where they are."""
     service = service_of(request)
-    entry = _entry(service, request)
-    count = 0 if entry.push is None else entry.push.take_dead_letters()
+    entry = await _entry(service, request)
+    count = 0
+    if entry.push is not None and entry.push["status"] == ACTIVE:
+        store = _store(service)
+        taken: list[int] = []
+
+        def take(document: dict[str, Any]) -> None:
+            taken[:] = [take_dead_letters(document)]
+
+        await store.change_dead_letters(entry, take)
+        count = taken[0]
+        if count:
+            await store.redriven(entry)
     return json_response({"redriven": count, "request_id": request_id_of(request)})
 
 
+class _Delivered:
+    """Records, before its frames are sent, the highest sequence an events stream framed
+    (what may be acknowledged, from any worker); a subscription gone ends the stream."""
+
+    __slots__ = ("_control", "_entry", "_store")
+
+    def __init__(self, store: SubscriptionStore, entry: SubscriptionEntry, control: StreamControl):
+        self._store = store
+        self._entry = entry
+        self._control = control
+
+    async def __call__(self, sequence: int) -> None:
+        def delivered(current: SubscriptionEntry) -> bool:
+            if current.delivered >= sequence:
+                return False
+            current.delivered_through(sequence)
+            return True
+
+        try:
+            written = await self._store.change(self._entry, delivered)
+        except Exception as exc:  # what was framed could not be recorded: not sent either
+            log_event("subscription.record_failed", f"delivery not recorded: {exc}")
+            self._control.stop("end_of_stream")
+            return
+        if written is None:
+            self._control.stop("end_of_stream")
+        else:
+            self._entry = written
+
+
 class _Tracked:
-    """The events stream, listed with its subscription while it runs (a delete ends it)."""
+    """The events stream, listed with its subscription while it runs: a delete here ends it
+    at once, one elsewhere at the stream's next check."""
 
-    __slots__ = ("_control", "_entry", "_stream")
+    __slots__ = ("_control", "_entry", "_store", "_stream")
 
-    def __init__(self, stream: EventStream, entry: SubscriptionEntry, control: StreamControl):
+    def __init__(
+        self,
+        stream: EventStream,
+        store: SubscriptionStore,
+        entry: SubscriptionEntry,
+        control: StreamControl,
+    ):
         self._stream = stream
+        self._store = store
         self._entry = entry
         self._control = control
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._entry.streams.add(self._control)
-        if self._entry.deleted:  # deleted while this stream was being set up
-            self._control.stop("end_of_stream")
+        self._store.track(self._entry, self._control)
+        watch = asyncio.create_task(end_when_deleted(self._store, self._entry, self._control))
         try:
             await self._stream(scope, receive, send)
         finally:
-            self._entry.streams.discard(self._control)
+            watch.cancel()
+            self._store.untrack(self._entry, self._control)
+
+
+async def admit_entry(service: Service, entry: SubscriptionEntry) -> StreamFilter:
+    """A push subscription's filter, its owner (as their last request authenticated them)
+    checked again against the stream's roles and authorisers."""
+    caller = None if entry.caller is None else caller_from(entry.caller)
+    if service.auth is not None and caller is None:
+        raise service.auth.failure(401, _AUTHENTICATION_REQUIRED)
+    _, stream_filter, _ = await admitted_stream(
+        service, caller, _body_of(dict(entry.definition)), ENDPOINT
+    )
+    return stream_filter
 
 
 def subscription_routes() -> list[BaseRoute]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -116,6 +116,7 @@ class EventStream:
         "_on_delivered",
         "_out",
         "_reauthorisation",
+        "_recorded",
         "_renderer",
         "_replay",
         "_send",
@@ -142,10 +143,11 @@ class EventStream:
         metrics: SseConnection,
         reauthorisation: Reauthorisation | None = None,
         event_ids: bool = False,
-        on_delivered: Callable[[int], None] | None = None,
+        on_delivered: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         """``event_ids``: notification frames carry ``id: <sequence>``; ``on_delivered`` is
-        called with the highest sequence written after each batch of notifications."""
+        awaited with the highest sequence framed before the frames are sent (so what it
+        records covers whatever the client can have received)."""
         self._backend = backend
         self._renderer = renderer
         self._settings = settings
@@ -165,6 +167,8 @@ class EventStream:
         self._out = bytearray()
         self._through = 0
         """The highest sequence written to the client so far (the resume point minus one)."""
+        self._recorded = 0
+        """The highest sequence ``on_delivered`` was awaited with."""
         self._bound: int | None = None
         """``H``: replay reads up to it, live delivers above it; ``None`` when the backend
         cannot tell (the seam is then the last sequence the replay fetched)."""
@@ -546,11 +550,12 @@ class EventStream:
             if sent == budget:
                 break
         self._metrics.events_sent(sent)
-        if sent and self._on_delivered is not None:
-            self._on_delivered(self._through)
         return sent
 
     async def _flush(self) -> None:
+        if self._on_delivered is not None and self._through > self._recorded:
+            self._recorded = self._through
+            await self._on_delivered(self._through)
         if self._out and self._send is not None:
             chunk = bytes(self._out)
             self._out.clear()

@@ -1,16 +1,21 @@
 """A push subscription's dead letters: capped, counted, redriven by sequence, and kept when
-the subscription is disabled."""
+the subscription is disabled (the document kept beside its entry in shared state)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from aviso_host.deliveries import DEAD_LETTERS_KEPT, DeadLetter, PushState
+from aviso_host.deliveries import (
+    DEAD_LETTERS_KEPT,
+    DeadLetter,
+    disable_letters,
+    keep_letter,
+    take_dead_letters,
+)
 
 
-def _state() -> PushState:
-    # Neither the kind nor the filter takes part in the bookkeeping under test.
-    return PushState(kind=cast(Any, None), stored={}, stream_filter=cast(Any, None))
+def _document() -> dict[str, Any]:
+    return {"letters": [], "redrive": [], "dropped": 0}
 
 
 def _letter(sequence: int) -> DeadLetter:
@@ -18,28 +23,25 @@ def _letter(sequence: int) -> DeadLetter:
 
 
 def test_dead_letters_are_capped_and_the_forgotten_counted() -> None:
-    push = _state()
+    document = _document()
     for sequence in range(1, DEAD_LETTERS_KEPT + 3):
-        push.dead_letter(_letter(sequence))
-    assert len(push.dead_letters) == DEAD_LETTERS_KEPT
-    assert push.dead_letters[0].sequence == 3
-    assert push.dead_letters_dropped == 2
-    assert push.dead_lettered == DEAD_LETTERS_KEPT + 2
+        keep_letter(document, _letter(sequence))
+    assert len(document["letters"]) == DEAD_LETTERS_KEPT
+    assert document["letters"][0]["sequence"] == 3
+    assert document["dropped"] == 2
 
 
 def test_a_redrive_queues_by_sequence_once_and_a_disabled_one_keeps_its_letters() -> None:
-    push = _state()
+    document = _document()
     for sequence in (9, 4, 7):
-        push.dead_letter(_letter(sequence))
-    assert push.take_dead_letters() == 3
-    assert [letter.sequence for letter in push.redrive] == [4, 7, 9]
-    assert not push.dead_letters
-    push.dead_letter(_letter(7))  # already queued: not queued twice
-    assert push.take_dead_letters() == 1
-    assert [letter.sequence for letter in push.redrive] == [4, 7, 9]
-    current = push.redrive.pop(0)
-    push.disable(current)
-    assert push.status == "disabled" and not push.redrive
-    assert [letter.sequence for letter in push.dead_letters] == [4, 7, 9]
-    assert push.take_dead_letters() == 0
-    assert len(push.dead_letters) == 3
+        keep_letter(document, _letter(sequence))
+    assert take_dead_letters(document) == 3
+    assert [letter["sequence"] for letter in document["redrive"]] == [4, 7, 9]
+    assert not document["letters"]
+    keep_letter(document, _letter(7))  # already queued: not queued twice
+    assert take_dead_letters(document) == 1
+    assert [letter["sequence"] for letter in document["redrive"]] == [4, 7, 9]
+    current = DeadLetter.of(document["redrive"][0])  # being redriven, still queued
+    disable_letters(document, current)
+    assert not document["redrive"]
+    assert [letter["sequence"] for letter in document["letters"]] == [4, 7, 9]

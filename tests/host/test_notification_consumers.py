@@ -6,13 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from typing import Any, ClassVar
 
 import pytest
 
+from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_plugins import hookimpl
 from aviso_plugins.testing import ConfigError, PluginError, build_app, serve
-from aviso_plugins.types import ConsumedNotification, NotificationConsumer, SinkRejected
+from aviso_plugins.types import (
+    ConsumedNotification,
+    NotificationConsumer,
+    SinkRejected,
+    StorageBackend,
+)
 
 CONFIG = """
 notification_backend: {kind: in_memory, in_memory: {max_history_per_topic: 10}}
@@ -150,9 +157,49 @@ def test_a_consumer_of_an_unconfigured_event_type_fails_startup() -> None:
         build_app(CONFIG, plugins=[LostPlugin()])
 
 
-def test_consumers_are_refused_on_a_backend_shared_between_processes() -> None:
+class Stateless(InMemoryBackend):
+    """A store shared between processes (as far as the host knows) that keeps no shared
+    state: consumers' positions and leases have nowhere to live."""
+
+    kind: ClassVar[str] = "stateless"
+    shared_between_processes: ClassVar[bool] = True
+
+
+class StatelessPlugin:
+    @hookimpl
+    def aviso_storage_backends(self) -> list[type[StorageBackend]]:
+        return [Stateless]
+
+
+def test_consumers_are_refused_on_a_shared_backend_that_keeps_no_shared_state() -> None:
     config = CONFIG.replace(
-        "kind: in_memory, in_memory: {max_history_per_topic: 10}", "kind: jetstream"
+        "kind: in_memory, in_memory: {max_history_per_topic: 10}",
+        "kind: stateless, stateless: {max_history_per_topic: 10}",
     )
-    with pytest.raises(ConfigError, match="need a backend that is not shared"):
-        build_app(config, plugins=[EchoPlugin()])
+    refused = r"consumers \(echo\) need a backend that keeps shared"
+    with pytest.raises(ConfigError, match=refused):
+        build_app(config, plugins=[EchoPlugin(), StatelessPlugin()])
+
+
+def test_a_consumer_keeps_its_state_in_a_bucket_of_its_own() -> None:
+    class Claims(NotificationConsumer):
+        name = "claims"
+        won: ClassVar[list[int | None]] = []
+
+        async def consume(self, notification: ConsumedNotification) -> None:
+            state = self.context.state
+            Claims.won.append(await state.create("once", b"x"))
+
+    class ClaimsPlugin:
+        @hookimpl
+        def aviso_notification_consumers(self) -> list[type[NotificationConsumer]]:
+            return [Claims]
+
+    with serve(CONFIG, plugins=[ClaimsPlugin()]) as aviso:
+        for member in (1, 2):
+            assert aviso.notify("step", {"run": "r", "member": member}).is_success
+        deadline = time.monotonic() + 30
+        while len(Claims.won) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert Claims.won[0] is not None and Claims.won[1] is None

@@ -36,9 +36,11 @@ from aviso_builtins.backends.jetstream.publisher import (
     sent_metadata,
 )
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
+from aviso_builtins.backends.jetstream.state import KeyValueBuckets, bucket_name
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
 from aviso_plugins._shared.idempotency import RememberedIds
 from aviso_plugins._shared.literals import parse_duration
+from aviso_plugins.state import SharedState
 from aviso_plugins.storage import notification_fingerprint
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
@@ -72,6 +74,8 @@ _KEYED_ACK_TIMEOUT = 1.0
 """Seconds a publish with a message id waits for its acknowledgement before it is re-sent."""
 _ACK_TIMEOUT = 5.0
 """Seconds any other publish waits for its acknowledgement (nats-py's JetStream default)."""
+_STATE_STREAMS = "KV_" + bucket_name("x")[:-1]
+"""How the streams behind the shared-state buckets are named."""
 _SERVER_DUPLICATE_WINDOW = 120
 """nats-server's default duplicate window, in seconds."""
 SEEN_IDS = 100_000
@@ -130,6 +134,7 @@ class JetStreamBackend(StorageBackend):
         self._keeper: StreamKeeper | None = None
         self._live: LiveFeeds | None = None
         self._history: HistoryReaders | None = None
+        self._buckets = KeyValueBuckets(self.options.storage_type, self.options.replicas)
         self._closing = False
         self._url = self.options.nats_url
         self._renewal: asyncio.Task[None] | None = None
@@ -166,6 +171,7 @@ class JetStreamBackend(StorageBackend):
         self._js = client.jetstream()
         self._keeper = StreamKeeper(self._js, options, self.context.storage_policies)
         self._history = HistoryReaders(client, self._js)
+        self._buckets.use(self._js)
         if self._live is None:
             self._live = LiveFeeds(
                 client,
@@ -389,6 +395,13 @@ class JetStreamBackend(StorageBackend):
             raise BackendUnavailable("NATS connection is down")
         return client, keeper
 
+    async def shared_state(
+        self, bucket: str, ttl_seconds: float | None = None
+    ) -> SharedState | None:
+        """A JetStream key-value bucket (created on first use, with the stream options'
+        storage type and replicas)."""
+        return self._buckets.state(bucket, ttl_seconds, lambda: self._require()[0])
+
     async def shutdown(self) -> None:
         self._closing = True
         for task in (self._renewal, self._supervisor):
@@ -554,6 +567,8 @@ class JetStreamBackend(StorageBackend):
     async def wipe_all(self) -> None:
         js, _ = self._require()
         for info in await js.streams_info():
+            if (info.config.name or "").startswith(_STATE_STREAMS):
+                continue  # shared state (subscriptions, positions) is not notifications
             try:
                 await js.purge_stream(info.config.name)
             except Exception as exc:
