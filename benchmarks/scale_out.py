@@ -146,7 +146,8 @@ def expected_keys(sizes: Sizes) -> list[str]:
     keys = []
     for workers in sizes.workers:
         keys += [f"notify_w{workers}_rps", f"notify_w{workers}_generators"]
-        keys += [f"raw_p{workers}_rps", f"notify_over_raw_w{workers}"]
+        keys += [f"raw_p{workers}_rps", f"raw_p{workers}_client_cpu_us"]
+        keys.append(f"notify_over_raw_w{workers}")
     keys.append(f"notify_w{max(sizes.workers)}_over_w1")
     for watches, workers in sizes.fan_outs:
         keys += fan_out_keys(watches, workers, sizes.rates)
