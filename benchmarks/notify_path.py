@@ -33,7 +33,7 @@ import argparse
 import json
 import os
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, chdir, contextmanager
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         f"load average {load_average()}",
         flush=True,
     )
-    with TemporaryDirectory() as folder, ExitStack() as stack:
-        baseline = import_path_of(args.baseline, Path(folder)) if args.baseline else None
+    # The servers start from the temporary folder: from the checkout, its aviso_plugins
+    # folder would come first on a child's import path, ahead of the baseline's packages.
+    with TemporaryDirectory() as folder, ExitStack() as stack, chdir(folder):
+        baseline = import_path_of(args.baseline.resolve(), Path(folder)) if args.baseline else None
         servers = {
             name: stack.enter_context(served(name, Path(folder), baseline)) for name in names
         }
