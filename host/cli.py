@@ -324,7 +324,13 @@ def config() -> None:
     default=None,
     help="Print the effective configuration, secrets masked (the default with PATH).",
 )
-def check(path: str | None, strict: bool, show: bool | None) -> None:
+@click.option(
+    "--defaults",
+    is_flag=True,
+    help="Show every setting with the default the server applies where none is written "
+    "(implies --show).",
+)
+def check(path: str | None, strict: bool, show: bool | None, defaults: bool) -> None:
     """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration.
 
     Without PATH, check what ``serve`` would read: AVISOSERVER_CONFIG_FILE or the default
@@ -335,6 +341,7 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
 
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
+    from aviso_host.config.build import with_declared_defaults
     from aviso_host.config.loader import config_files, environment_overrides, packaged_example
     from aviso_host.logs import configure_logging
     from aviso_host.otlp import require_otlp_sdk
@@ -363,10 +370,11 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         click.echo(f"{'Error' if refused else 'warning'}: {warning}", err=True)
     if strict and settings.unknown:
         sys.exit(1)
-    if show if show is not None else path is not None:
+    if defaults or (show if show is not None else path is not None):
+        document = with_declared_defaults(settings.document) if defaults else settings.document
         click.echo(
             yaml.safe_dump(
-                redact(settings.document, settings.secret_paths, settings.plugin_sections),
+                redact(document, settings.secret_paths, settings.plugin_sections),
                 sort_keys=False,
                 allow_unicode=True,
             ),

@@ -18,11 +18,17 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS, HomepageSettings
+from aviso_host.api_shapes import Health, Readiness
+from aviso_host.config.settings import (
+    DEFAULT_HOMEPAGE_URLS,
+    HomepageSettings,
+    LimitSettings,
+    SubscriptionSettings,
+)
 from aviso_host.encoding import dumps
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
-from aviso_host.openapi import openapi_document
+from aviso_host.openapi import DEFAULT_LIMITS, DEFAULT_SUBSCRIPTION_LIMITS, openapi_document
 from aviso_host.schemas import SchemaCatalog
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
@@ -143,11 +149,13 @@ def ops_routes(
     homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
     catalog: SchemaCatalog | None = None,
     subscriptions: bool = True,
+    limits: LimitSettings = DEFAULT_LIMITS,
+    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
     and the ``homepage`` links; the API description's examples use ``catalog``'s event
     types, and describes the subscription routes when ``subscriptions`` says they are
-    served."""
+    served; the description states the configured ``limits`` and ``subscription_limits``."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -158,19 +166,20 @@ def ops_routes(
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
-    document = openapi_document(version, catalog, subscriptions)
+    document = openapi_document(version, catalog, subscriptions, limits, subscription_limits)
     openapi_json = dumps(document, sort_keys=False).encode()
     swagger_assets = _swagger_ui_assets()
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok"}, sort_keys=False)
+        body: Health = {"status": "ok"}
+        return json_response(body, sort_keys=False)
 
     async def ready(request: Request) -> Response:
         if await request.app.state.service.backend.ready():
-            return json_response({"status": "ready", "backend_connected": True}, sort_keys=False)
-        return json_response(
-            {"status": "not_ready", "backend_connected": False}, status=503, sort_keys=False
-        )
+            body: Readiness = {"status": "ready", "backend_connected": True}
+            return json_response(body, sort_keys=False)
+        body = {"status": "not_ready", "backend_connected": False}
+        return json_response(body, status=503, sort_keys=False)
 
     async def status(request: Request) -> Response:
         body = await request.app.state.service.status.body()
