@@ -14,6 +14,7 @@ gauge therefore says how it aggregates (``multiprocess_mode``), which one proces
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter as Tally
 from collections import defaultdict
@@ -30,7 +31,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -375,6 +376,46 @@ class SseConnection:
         self._metrics.history_gaps.labels(self._route).inc()
 
 
+NOTIFY_HELP = "Notify outcomes"
+MULTIPROCESS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+"""Where prometheus-client keeps a process's values when set at its import: a worker's of
+``serve --workers`` (:mod:`aviso_host.worker_metrics`)."""
+
+
+class NotificationTally:
+    """``aviso_notifications_total``: plain integers per (event type label, status), read
+    when the registry is collected (a scrape), instead of a locked Prometheus counter per
+    notify. In a worker of ``serve --workers`` (``counter`` set) each count goes to that
+    counter as well, whose multiprocess file is what the supervisor reads."""
+
+    __slots__ = ("counter", "counts")
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.counter: Counter | None = None
+
+    def declare(self, event_type_label: str, status: str) -> None:
+        """A series present at zero from startup."""
+        self.counts.setdefault((event_type_label, status), 0)
+        if self.counter is not None:
+            self.counter.labels(event_type_label, status)
+
+    def count(self, event_type_label: str, status: str) -> None:
+        key = (event_type_label, status)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+        if self.counter is not None:
+            self.counter.labels(event_type_label, status).inc()
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "aviso_notifications", NOTIFY_HELP, labels=["event_type", "status"]
+        )
+        for labels, value in tuple(self.counts.items()):
+            family.add_metric(labels, float(value))
+        yield family
+
+
 class BackendRecorder(BackendMetrics):
     """What the backend reports, exported with the service's metrics."""
 
@@ -441,9 +482,15 @@ class Metrics:
             buckets=REQUEST_BUCKETS,
             registry=registry,
         )
-        self.notifications = Counter(
-            "aviso_notifications", "Notify outcomes", ["event_type", "status"], registry=registry
-        )
+        self.notifications = NotificationTally()
+        if os.environ.get(MULTIPROCESS_DIRECTORY_VARIABLE):
+            # A worker's counts must reach its multiprocess file as they happen: the
+            # supervisor reads the files, never this process's memory.
+            self.notifications.counter = Counter(
+                "aviso_notifications", NOTIFY_HELP, ["event_type", "status"], registry=registry
+            )
+        else:
+            registry.register(self.notifications)
         self.sse_active = Gauge(
             "aviso_sse_connections_active",
             "Open SSE streams",
@@ -489,9 +536,6 @@ class Metrics:
             ["route"],
             registry=registry,
         )
-        # Labelled children of ``notifications`` by (event type label, status): looked up
-        # once, not through ``labels()`` on every notify.
-        self._notification_counters: dict[tuple[str, str], Counter] = {}
         self._events_sent: dict[tuple[str, str], PendingCount] = {}
         self.notifications_skipped = Counter(
             "aviso_sse_notifications_skipped",
@@ -551,10 +595,10 @@ class Metrics:
             for outcome in ("success", *AUTH_OUTCOMES.values()):
                 self.auth_requests.labels(mode, outcome)
         for status in (NOTIFY_ERROR, NOTIFY_REJECTED):
-            self.notifications.labels(UNKNOWN_LABEL, status)
+            self.notifications.declare(UNKNOWN_LABEL, status)
         for event_type in self.declared:
             for status in (NOTIFY_SUCCESS, NOTIFY_ERROR):
-                self.notifications.labels(event_type, status)
+                self.notifications.declare(event_type, status)
         for operation in BACKEND_OPERATIONS:
             for outcome in ("ok", "error"):
                 self.backend_operations.labels(self.backend, operation, outcome)
@@ -573,11 +617,7 @@ class Metrics:
         return event_type if event_type in self.declared else GENERIC_LABEL
 
     def notification(self, event_type_label: str, status: str) -> None:
-        key = (event_type_label, status)
-        counter = self._notification_counters.get(key)
-        if counter is None:
-            counter = self._notification_counters[key] = self.notifications.labels(*key)
-        counter.inc()
+        self.notifications.count(event_type_label, status)
 
     def auth_request(self, mode: str, status: int | None) -> None:
         """A caller resolution: ``None`` for a resolved user, else the error's status."""
