@@ -82,6 +82,9 @@ class SinkOutcome:
     retries: int = 0
     """Attempts beyond the first that a transient failure cost."""
     error: SinkRejected | None = None
+    already_stored: bool = False
+    """Published, and the store already held this very notification under its message id
+    (an earlier run's, or an earlier attempt's): nothing was stored again."""
 
 
 class SinkRejected(Exception):

@@ -5,8 +5,8 @@
 Each part is a module of its own, runnable alone (``python -m benchmarks.<module>``):
 
 - ``notify`` (:mod:`benchmarks.notify_path`): notify on the in-memory backend
-  against a bare Starlette JSON POST endpoint and a raw ASGI endpoint, three rotated rounds,
-  requests/s and server CPU per request, medians and ratios;
+  against a bare Starlette JSON POST endpoint and a raw ASGI endpoint, five rotated rounds,
+  server CPU per request, medians, spreads and ratios;
 - ``replay``: replay events/s to one client with pacing off (this module);
 - ``watchers`` (:mod:`benchmarks.watchers`): publish-to-receive p50/p99
   to 1,000 and 10,000 live watches, and server memory per idle watch at 2,000 and 10,000;

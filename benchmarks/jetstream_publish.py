@@ -1,14 +1,25 @@
-"""The JetStream backend's acknowledged publish against nats-py's ``js.publish``, in process.
+"""The raw nats-py ceiling of an acknowledged JetStream publish, publishing what aviso
+publishes, beside nats-py's ``js.publish``, in process.
 
-  python -m benchmarks.jetstream_publish [--quick] [--publishes N]
+  python -m benchmarks.jetstream_publish [--quick] [--publishes N] [--rounds R]
+                                         [--results-dir DIR]
 
-One nats-server (file storage) and one client process; each round sends the same publishes
-(a payload and two metadata headers, one of them a fresh ``Nats-Msg-Id``) with 32 in flight,
-once through ``PublishingClient.publish_acked`` and once through ``js.publish``, the order
-alternating from round to round. The figure per round is this process's CPU time per
-publish (user + system, from the kernel; the event loop's waits for nats-server cost none),
-which other load on the machine disturbs far less than wall-clock throughput. Medians over
-the rounds and their ratio.
+One nats-server (file storage) and this client process. Every publish is the message the
+JetStream backend publishes for benchmarks.core's notification (:func:`aviso_message`: the
+topic as subject, the payload's JSON, the ``identifier`` and ``Nats-Expected-Stream``
+headers), 32 in flight, two ways, the order alternating from round to round:
+
+- ceiling: the publish-and-await-ack path the backend uses (``PublishingClient.
+  publish_for_ack``: a plain publish with a reply subject under one wildcard inbox
+  subscription, the PubAck's sequence and duplicate flag read without decoding it), with
+  nothing of aviso around it: the most a notify on JetStream can reach;
+- js.publish: nats-py's own request path (a reply inbox and future per request, a timer, a
+  decoded ``PubAck``), for comparison.
+
+The figure per round is this process's CPU time per publish (user + system, from the
+kernel; the event loop's waits for nats-server cost none), which other load on the machine
+disturbs far less than wall-clock throughput; publishes/s is recorded beside it. Medians,
+spreads and every round are written as JSON under ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -17,67 +28,102 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import uvloop
 
-from aviso_builtins.backends.jetstream.publisher import PublishingClient, message_headers
+from aviso_builtins.backends.jetstream.publisher import (
+    PublishingClient,
+    acknowledged_sequence,
+    dropped_as_duplicate,
+    message_headers,
+)
+from benchmarks.results import spread, write_results
 from tests.support.nats import nats_server
 
 IN_FLIGHT = 32
-ROUNDS = 3
-STREAM = "BENCHPUB"
-PAYLOAD = b'{"class": "od", "expver": "0001", "step": "12"}' * 3
+ROUNDS = 5
+STREAM = "BENCH"
+ACK_TIMEOUT = 5.0
+"""The backend's acknowledgement timeout of a publish without an ``Idempotency-Key``."""
 
 Publish = Callable[[int], Awaitable[object]]
 
 
-def metadata(n: int) -> dict[str, str]:
-    return {"aviso_actor": "benchmark", "Nats-Msg-Id": f"{os.getpid()}-{time.monotonic_ns()}-{n}"}
+def aviso_message(
+    n: int, stream: str = STREAM, run: str = "rps"
+) -> tuple[str, bytes, dict[str, str]]:
+    """(subject, payload, headers) the JetStream backend publishes for benchmarks.core's
+    ``notification(run, n, {"n": n})``: the topic ``bench.<run>.<step>``, the payload as
+    compact JSON, the canonical identifier (keys sorted, the step's text) as the
+    ``identifier`` header, and the stream JetStream must store it in. No actor header (the
+    benchmark's server has no auth) and no ``Nats-Msg-Id`` (no ``Idempotency-Key``)."""
+    identifier = json.dumps({"run": run, "step": str(n)}, separators=(",", ":"))
+    headers = message_headers({"identifier": identifier}, stream)
+    return f"bench.{run}.{n}", json.dumps({"n": n}, separators=(",", ":")).encode(), headers
 
 
-async def cpu_us_per_publish(publish: Publish, publishes: int) -> float:
-    """``publishes`` calls of ``publish``, ``IN_FLIGHT`` at a time: CPU us per call."""
+async def ceiling_publish(client: PublishingClient, n: int, stream: str = STREAM) -> int:
+    """One publish of :func:`aviso_message` the backend's way, answered with its sequence."""
+    subject, payload, headers = aviso_message(n, stream)
+    reply = await client.publish_for_ack(subject, payload, headers, ACK_TIMEOUT)
+    sequence = acknowledged_sequence(reply)
+    if dropped_as_duplicate(reply):
+        raise RuntimeError(f"publish {n} dropped as a duplicate")
+    return sequence
+
+
+async def timed(publish: Publish, publishes: int) -> tuple[float, float]:
+    """``publishes`` calls of ``publish``, ``IN_FLIGHT`` at a time: (CPU us per call,
+    calls/s)."""
     numbers = iter(range(publishes))
 
     async def sender() -> None:
         for n in numbers:
             await publish(n)
 
-    start = time.process_time()
+    start, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(sender() for _ in range(IN_FLIGHT)))
-    return (time.process_time() - start) / publishes * 1e6
+    elapsed = time.perf_counter() - started
+    return (time.process_time() - start) / publishes * 1e6, publishes / elapsed
 
 
-async def rounds(nats_url: str, publishes: int) -> dict[str, list[float]]:
+async def measured(nats_url: str, publishes: int, rounds: int) -> list[dict[str, Any]]:
     client = PublishingClient()
     await client.connect(nats_url, allow_reconnect=False)
     try:
         await client.listen_for_acks()
         js = client.jetstream()
-        await js.add_stream(name=STREAM, subjects=["benchpub.>"], max_msgs=10_000)
+        await js.add_stream(name=STREAM, subjects=["bench.>"], max_msgs=100_000)
 
-        async def acked(n: int) -> int:
-            headers = message_headers(metadata(n), STREAM)
-            return await client.publish_acked("benchpub.a", PAYLOAD, headers, 5.0)
+        async def ceiling(n: int) -> int:
+            return await ceiling_publish(client, n)
 
         async def stock(n: int) -> object:
-            return await js.publish("benchpub.a", PAYLOAD, stream=STREAM, headers=metadata(n))
+            subject, payload, headers = aviso_message(n)
+            return await js.publish(subject, payload, headers=headers, timeout=ACK_TIMEOUT)
 
-        ways: dict[str, Publish] = {"publish_acked": acked, "js.publish": stock}
+        ways: dict[str, Publish] = {"ceiling": ceiling, "js.publish": stock}
         for publish in ways.values():  # warm-up: caches, the allocator
-            await cpu_us_per_publish(publish, publishes // 10)
-        figures: dict[str, list[float]] = {name: [] for name in ways}
-        for round_number in range(ROUNDS):
-            for name in tuple(ways)[:: -1 if round_number % 2 else 1]:
-                figures[name].append(await cpu_us_per_publish(ways[name], publishes))
+            await timed(publish, publishes // 10)
+        figures: list[dict[str, Any]] = []
+        for round_number in range(rounds):
+            order = tuple(ways)[:: -1 if round_number % 2 else 1]
+            figure: dict[str, Any] = {"round": round_number + 1, "order": list(order)}
+            for name in order:
+                cpu_us, rate = await timed(ways[name], publishes)
+                figure[name] = {"cpu_us_per_publish": cpu_us, "publishes_per_s": rate}
+            figure["load_average"] = os.getloadavg()
+            figures.append(figure)
             print(
                 f"    round {round_number + 1}: "
-                + "  ".join(f"{name} {figures[name][-1]:5.1f} us" for name in ways),
+                + "  ".join(
+                    f"{name} {figure[name]['cpu_us_per_publish']:5.1f} us" for name in ways
+                ),
                 flush=True,
             )
         return figures
@@ -89,24 +135,48 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2,000 publishes a round")
     parser.add_argument("--publishes", type=int, help="publishes per round (default 10,000)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternated rounds (3+)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
+        "benchmarks/results)",
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 3:
+        parser.error("--rounds: at least 3, for a median and a spread")
     publishes = args.publishes or (2_000 if args.quick else 10_000)
     print(
-        f"acked JetStream publish, {ROUNDS} alternated rounds of {publishes} publishes, "
-        f"{IN_FLIGHT} in flight; CPU us per publish; load average "
-        f"{' '.join(f'{load:.1f}' for load in os.getloadavg())}",
+        f"acked JetStream publish of aviso's message, {args.rounds} alternated rounds of "
+        f"{publishes} publishes, {IN_FLIGHT} in flight; client CPU us per publish; load average "
+        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}",
         flush=True,
     )
     with TemporaryDirectory() as folder, nats_server(Path(folder)) as server:
-        figures = uvloop.run(rounds(server.url, publishes))
-    results = {
-        "publish_acked_cpu_us": round(statistics.median(figures["publish_acked"]), 2),
-        "js_publish_cpu_us": round(statistics.median(figures["js.publish"]), 2),
+        rounds = uvloop.run(measured(server.url, publishes, args.rounds))
+    cpu = {
+        name: [figure[name]["cpu_us_per_publish"] for figure in rounds]
+        for name in ("ceiling", "js.publish")
     }
-    results["cpu_ratio"] = round(results["publish_acked_cpu_us"] / results["js_publish_cpu_us"], 3)
+    summary = {
+        "publishes_per_round": publishes,
+        "in_flight": IN_FLIGHT,
+        "ceiling_cpu_us": spread(cpu["ceiling"]),
+        "js_publish_cpu_us": spread(cpu["js.publish"]),
+        "ceiling_js_publish_cpu_ratio": spread(
+            [mine / theirs for mine, theirs in zip(cpu["ceiling"], cpu["js.publish"], strict=True)]
+        ),
+    }
+    path = write_results("jetstream_publish", rounds, summary, args.results_dir)
+    results = {
+        "ceiling_cpu_us": round(summary["ceiling_cpu_us"]["median"], 2),
+        "js_publish_cpu_us": round(summary["js_publish_cpu_us"]["median"], 2),
+        "cpu_ratio": round(summary["ceiling_js_publish_cpu_ratio"]["median"], 3),
+    }
     print(
-        f"    medians: publish_acked {results['publish_acked_cpu_us']:.1f} us, js.publish "
-        f"{results['js_publish_cpu_us']:.1f} us per publish (ratio {results['cpu_ratio']:.2f})"
+        f"    medians: ceiling {results['ceiling_cpu_us']:.1f} us, js.publish "
+        f"{results['js_publish_cpu_us']:.1f} us per publish (ratio {results['cpu_ratio']:.2f});"
+        f" rounds written to {path}"
     )
     print(json.dumps(results))
     return results

@@ -16,7 +16,6 @@ Every generator process raises its descriptor limit to the hard limit first.
 from __future__ import annotations
 
 import asyncio
-import json
 import multiprocessing
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -243,36 +242,46 @@ def notify_generator(
 # -- raw nats-py publish with ack ------------------------------------------------------------
 
 RAW_STREAM = "RAWSCALE"
-RAW_SUBJECTS = "rawscale.>"
+RAW_SUBJECTS = "bench.>"
 
 
 async def _raw_publish(url: str, concurrency: int, pipe: Connection) -> None:
-    import nats
+    from aviso_builtins.backends.jetstream.publisher import PublishingClient
+    from benchmarks.jetstream_publish import ceiling_publish
 
-    connection = await nats.connect(url)
-    js = connection.jetstream()
-    body = json.dumps({"n": 1}).encode()
+    client = PublishingClient()
+    await client.connect(url, allow_reconnect=False)
+    await client.listen_for_acks()
     loop = asyncio.get_running_loop()
     window = Window()
+    cpu = [0.0, 0.0]
+    """This process's CPU time when the window opened and when it closed."""
+
+    def mark(index: int) -> None:
+        cpu[index] = time.process_time()
 
     async def publisher(first: int) -> None:
         n = first
         while loop.time() < window.closes:
-            await js.publish(f"rawscale.run.{n % 1000}", body)
+            await ceiling_publish(client, n, RAW_STREAM)
             if window.opens <= loop.time() <= window.closes:
                 window.count += 1
             n += concurrency
 
     await window.agreed(pipe)
+    loop.call_at(window.opens, mark, 0)
+    loop.call_at(window.closes, mark, 1)
     await asyncio.gather(*(publisher(index) for index in range(concurrency)))
-    await connection.close()
-    pipe.send(window.count / window.duration)
+    await client.close()
+    pipe.send((window.count / window.duration, (cpu[1] - cpu[0]) / max(window.count, 1) * 1e6))
 
 
 def raw_publish_generator(url: str, concurrency: int, pipe: Connection) -> None:
-    """nats-py ``js.publish`` (each awaiting its ack), ``concurrency`` at a time, to the
-    stream :data:`RAW_STREAM` (created by the coordinator), in the window agreed on ``pipe``
-    (see :class:`Window`); reports acks/s inside the window."""
+    """The raw nats-py ceiling (:func:`benchmarks.jetstream_publish.ceiling_publish`: the
+    message aviso publishes, on the backend's publish-and-await-ack path), ``concurrency``
+    at a time, to the stream :data:`RAW_STREAM` (created by the coordinator), in the window
+    agreed on ``pipe`` (see :class:`Window`); reports (acks/s inside the window, this
+    process's CPU us per ack there)."""
     run_generator(_raw_publish(url, concurrency, pipe))
 
 

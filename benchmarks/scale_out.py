@@ -12,9 +12,11 @@ has it). Load generators are processes of their own on uvloop, one protocol obje
 - notify: for every N, ``N x --generators-per-worker`` generator processes POST
   notifications in a closed loop over ``--connections`` keep-alive connections per worker
   (one request in flight on each); answers/s in a window after a warm-up;
-- raw: the ceiling, nats-py ``js.publish`` awaiting each ack, from as many processes as the
-  notify runs' workers, ``--connections`` publishes in flight per process, against a
-  nats-server of the same kind (JetStream, file storage);
+- raw: the ceiling, nats-py publishing the message aviso publishes on the backend's own
+  publish-and-await-ack path (:func:`benchmarks.jetstream_publish.ceiling_publish`: same
+  subject, payload and headers), from as many processes as the notify runs' workers,
+  ``--connections`` publishes in flight per process, against a nats-server of the same kind
+  (JetStream, file storage); with the most any of those processes spent in CPU per publish;
 - fan-out (``WATCHESxN``): ``WATCHES`` live watches of one stream held by ``max(N, WATCHES /
   12,500)`` generators; notifications whose payload carries the publisher's clock are then
   posted at each rate (1 and 5 per second): p50/p99 publish-to-receive per delivery,
@@ -144,7 +146,8 @@ def expected_keys(sizes: Sizes) -> list[str]:
     keys = []
     for workers in sizes.workers:
         keys += [f"notify_w{workers}_rps", f"notify_w{workers}_generators"]
-        keys += [f"raw_p{workers}_rps", f"notify_over_raw_w{workers}"]
+        keys += [f"raw_p{workers}_rps", f"raw_p{workers}_client_cpu_us"]
+        keys.append(f"notify_over_raw_w{workers}")
     keys.append(f"notify_w{max(sizes.workers)}_over_w1")
     for watches, workers in sizes.fan_outs:
         keys += fan_out_keys(watches, workers, sizes.rates)
@@ -361,9 +364,12 @@ def raw_part(run: Run, processes: int) -> None:
         arguments = [(nats.url, sizes.connections)] * processes
         with generator_processes(raw_publish_generator, arguments) as pipes:
             start_window(pipes, sizes.warm, sizes.duration)
-            rate = sum(receive(pipe, sizes.warm + sizes.duration + 60) for pipe in pipes)
+            reports = [receive(pipe, sizes.warm + sizes.duration + 60) for pipe in pipes]
+    rate = sum(rate for rate, _ in reports)
+    cpu_us = max(cpu_us for _, cpu_us in reports)
     run.figures[f"raw_p{processes}_rps"] = rate
-    print(f"    {rate:9.0f} publishes/s", flush=True)
+    run.figures[f"raw_p{processes}_client_cpu_us"] = cpu_us
+    print(f"    {rate:9.0f} publishes/s, client CPU {cpu_us:.1f} us per publish", flush=True)
 
 
 def content_length(head: bytes) -> int:

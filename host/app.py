@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -62,6 +62,25 @@ def api_routes() -> list[BaseRoute]:
     ]
 
 
+HOT_ROUTES = ("notify", "watch", "replay")
+"""Routes the edge hands their requests to directly (:mod:`aviso_host.edge`)."""
+
+
+def direct_routes(routes: Sequence[BaseRoute]) -> dict[str, Route]:
+    """The hot routes by path, each only if the router would pick it for every ``POST`` to
+    its path: a plain path, ``POST`` only, and only plain paths before it (a route with
+    parameters, a mount or a host could match first)."""
+    direct: dict[str, Route] = {}
+    seen: set[str] = set()
+    for route in routes:
+        if not isinstance(route, Route) or route.param_convertors:
+            break
+        if route.name in HOT_ROUTES and route.methods == {"POST"} and route.path not in seen:
+            direct[route.path] = route
+        seen.add(route.path)
+    return direct
+
+
 class AvisoApp(Starlette):
     """Starlette with aviso's edge (:mod:`aviso_host.edge`) in place of its own two exception
     middlewares: each layer costs every request a frame and a ``send`` wrapper.
@@ -90,6 +109,7 @@ class AvisoApp(Starlette):
                 if service.settings.metrics.enabled
                 else None
             ),
+            direct=direct_routes(self.routes),
         )
         for cls, args, kwargs in reversed(self.user_middleware):
             app = cls(app, *args, **kwargs)

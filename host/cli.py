@@ -95,6 +95,14 @@ def main() -> None:
     "private nats-server child process keeping its files in this directory.",
 )
 @click.option(
+    "--embedded-nats-port",
+    "embedded_nats_port",
+    type=click.IntRange(0, 65535),
+    help="With --embedded-nats: its client port (0: any free port). Default: "
+    "notification_backend.jetstream.embedded_port, else 4222 when free, else a free port; "
+    "the URL is written to <directory>/nats-url while it runs.",
+)
+@click.option(
     "--workers",
     help="Worker processes sharing the port, or 'auto' (one per usable core); needs a "
     "backend shared between processes (jetstream). Default: application.workers (1).",
@@ -104,6 +112,7 @@ def serve(
     host: str | None,
     port: int | None,
     embedded_nats: str | None,
+    embedded_nats_port: int | None,
     workers: str | None,
 ) -> None:
     """Run the server with uvicorn.
@@ -117,7 +126,7 @@ def serve(
     lost: list[str] = []
     try:
         with stop_on_signals():
-            _serve(config_file, host, port, embedded_nats, workers, lost)
+            _serve(config_file, host, port, embedded_nats, embedded_nats_port, workers, lost)
     except Stopped:
         # Asked to stop, before serving or once drained: the same ending as --workers
         # (uvicorn alone would re-raise the signal, click would turn SIGINT into "Aborted!").
@@ -132,6 +141,7 @@ def _serve(
     host: str | None,
     port: int | None,
     embedded_nats: str | None,
+    embedded_nats_port: int | None,
     workers: str | None,
     lost: list[str],
 ) -> None:
@@ -165,6 +175,10 @@ def _serve(
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__KIND"] = "jetstream"
         os.environ["AVISOSERVER_NOTIFICATION_BACKEND__JETSTREAM__EMBEDDED_STORE_DIR"] = str(
             os.path.abspath(embedded_nats)
+        )
+    if embedded_nats_port is not None:
+        os.environ["AVISOSERVER_NOTIFICATION_BACKEND__JETSTREAM__EMBEDDED_PORT"] = str(
+            embedded_nats_port
         )
     if workers is not None:
         os.environ["AVISOSERVER_APPLICATION__WORKERS"] = workers

@@ -6,7 +6,10 @@ In this order it
 - resolves the caller of ``/api/v1`` requests (:mod:`aviso_host.auth.middleware`, with auth
   enabled), whose refusal is the answer;
 - bounds the body (:mod:`aviso_host.body_limit`);
-- routes, answering an exception that has a handler with it (what Starlette's
+- routes: a ``POST`` to a hot endpoint (notify, watch, replay: ``direct``) goes straight to
+  its ASGI endpoint, with the scope Starlette's router would give it, instead of through the
+  router's loop over every route; anything else goes to the router. Either way it answers
+  an exception that has a handler with it (what Starlette's
   ``ExceptionMiddleware`` does) and any other with the 500 handler before re-raising it for
   the server to log (what Starlette's ``ServerErrorMiddleware`` does); an app that returns
   without answering gets that 500 too, so that no server's own last-resort answer (plain
@@ -33,9 +36,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.routing import Route
 from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
 
-from aviso_host.auth.middleware import Authentication
+from aviso_host.auth.middleware import Authentication, route_path
 from aviso_host.body_limit import bounded_receive, refuse
 from aviso_host.logs import audit_var, request_id_var
 from aviso_host.metrics import HttpMetrics
@@ -71,10 +75,14 @@ class EdgeMiddleware:
         max_body_bytes: int | None,
         authentication: Authentication | None = None,
         metrics: HttpMetrics | None = None,
+        direct: Mapping[str, Route] | None = None,
     ) -> None:
         """``handlers``: exception class -> handler; ``server_error``: the handler of every
-        other exception; ``max_body_bytes``: ``None`` only to measure the edge without it."""
+        other exception; ``max_body_bytes``: ``None`` only to measure the edge without it;
+        ``direct``: routes of plain ASGI endpoints that accept ``POST`` only and that the
+        router would pick first for their path, by path."""
         self.app = app
+        self.direct = dict(direct or {})
         self.handlers = dict(handlers)
         self.server_error = server_error
         self.max_body_bytes = max_body_bytes
@@ -113,6 +121,9 @@ class EdgeMiddleware:
         try:
             try:
                 limit = self.max_body_bytes
+                app = self._direct_app(scope) if self.direct else None
+                if app is None:
+                    app = self.app
                 refusal = (
                     await self.authentication.refusal(scope)
                     if self.authentication is not None
@@ -121,12 +132,12 @@ class EdgeMiddleware:
                 if refusal is not None:
                     await refusal(scope, receive, send_edge)
                 elif limit is None:
-                    await self.app(scope, receive, send_edge)
+                    await app(scope, receive, send_edge)
                 elif (bounded := bounded_receive(scope, receive, limit)) is None:
                     await refuse(limit, request_id, send_edge)
                 else:
                     try:
-                        await self.app(scope, bounded, send_edge)
+                        await app(scope, bounded, send_edge)
                     except BodyTooLarge:
                         # Raised while a handler read its body, before it started an answer.
                         await refuse(limit, request_id, send_edge)
@@ -144,7 +155,7 @@ class EdgeMiddleware:
                     raise RuntimeError(
                         "Caught handled exception, but response already started."
                     ) from exc
-                response = await handler(Request(scope, receive), exc)  # type: ignore[misc]
+                response = await handler(Request(scope, receive), exc)  # type: ignore[arg-type, misc]
                 await response(scope, receive, send_edge)
                 # Reused exception instances accumulate tracebacks across requests.
                 exc.__traceback__ = None
@@ -153,7 +164,7 @@ class EdgeMiddleware:
                 observation.failed()
             if not status:
                 # As Starlette's ServerErrorMiddleware: straight to the server's send.
-                response = await self.server_error(Request(scope), exc)  # type: ignore[misc]
+                response = await self.server_error(Request(scope), exc)  # type: ignore[arg-type, misc]
                 await response(scope, receive, send)
             raise
         except asyncio.CancelledError:
@@ -170,3 +181,17 @@ class EdgeMiddleware:
         # Not reset when the app raised: uvicorn logs the exception after this returns, in
         # the request's own task, and that line should carry the id too.
         request_id_var.reset(id_token)
+
+    def _direct_app(self, scope: Scope) -> ASGIApp | None:
+        """The endpoint of a ``POST`` to a direct route, its scope set as the router would
+        set it (``router``, ``route``, ``endpoint``, ``path_params``); ``None`` otherwise."""
+        if scope["method"] != "POST":
+            return None
+        route = self.direct.get(route_path(scope))
+        if route is None:
+            return None
+        scope.setdefault("router", self.app)
+        scope["route"] = route
+        scope["endpoint"] = route.endpoint
+        scope["path_params"] = dict(scope.get("path_params", ()))
+        return route.app

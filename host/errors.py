@@ -177,11 +177,12 @@ class JsonAnswer:
 
     def __init__(
         self,
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | bytes,
         status: int = 200,
         headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
-        self.body = dumps_texts(body)
+        """``body``: the mapping, or its JSON already written."""
+        self.body = body if isinstance(body, bytes) else dumps_texts(body)
         self.status_code = status
         self.headers = headers  # extra fields, lower-case names
 

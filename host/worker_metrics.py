@@ -25,10 +25,9 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from aviso_host.config.settings import LimitSettings, MetricsSettings
 from aviso_host.logs import log_event
+from aviso_host.metrics import MULTIPROCESS_DIRECTORY_VARIABLE
 from aviso_host.server import MetricsListener
 
-MULTIPROCESS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-"""Where prometheus-client keeps a process's values when set at its import (a worker's)."""
 WORKER_LABEL = "worker"
 SUPERVISOR = "supervisor"
 """The ``worker`` label of the supervising process's own process metrics."""

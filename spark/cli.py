@@ -31,6 +31,8 @@ from aviso_spark.example_data import FORMATS
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from aviso_plugins.types import Sink
+
 # The last line of a Python traceback, as Spark embeds it in the exception it raises.
 _PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed|Unavailable): ")
 
@@ -115,6 +117,13 @@ def _read_input(session: SparkSession, path: str, file_format: str, stream: bool
 @click.option("--event-type", required=True)
 @click.option("--deadletter", "deadletter_path", required=True, help="Dead-letter folder.")
 @click.option("--config", "config_file", help="Configuration file read on the executors.")
+@click.option(
+    "--embedded-nats",
+    "embedded_nats",
+    type=click.Path(file_okay=False),
+    help="With --sink backend: publish to the JetStream of the server started with "
+    "'serve --embedded-nats' on this folder (its URL is read from the folder).",
+)
 @click.option("--sink", default="http", show_default=True, help="http, backend or a plugin sink.")
 @click.option("--url", help="Server base URL (the http sink).")
 @click.option("--authorization", help="Authorization header value (the http sink).")
@@ -123,6 +132,13 @@ def _read_input(session: SparkSession, path: str, file_format: str, stream: bool
 @click.option("--payload-columns", help="Columns making the payload object.")
 @click.option("--payload-column", help="The column whose value is the payload.")
 @click.option("--key-column", help="Column giving each row's message id.")
+@click.option(
+    "--fill-null",
+    "fill_null",
+    multiple=True,
+    metavar="COLUMN=VALUE",
+    help="The value a null in COLUMN stands for (else an identifier field's schema default).",
+)
 @click.option("--max-rejected-fraction", type=float, default=0.0, show_default=True)
 @click.option("--batch-size", type=int, default=500, show_default=True)
 @click.option(
@@ -143,6 +159,7 @@ def publish(
     event_type: str,
     deadletter_path: str,
     config_file: str | None,
+    embedded_nats: str | None,
     sink: str,
     url: str | None,
     authorization: str | None,
@@ -151,19 +168,27 @@ def publish(
     payload_columns: str | None,
     payload_column: str | None,
     key_column: str | None,
+    fill_null: tuple[str, ...],
     max_rejected_fraction: float,
     batch_size: int,
     checkpoint: str | None,
     follow: bool,
     master: str,
 ) -> None:
-    """Publish every row of INPUT as a notification; rejected rows go to --deadletter."""
+    """Publish every row of INPUT as a notification; rejected rows go to --deadletter.
+
+    The last line on stdout is the job's summary as JSON (also when the job fails):
+    ``stored``, ``already_stored`` (held by the store from an earlier run), ``rejected``,
+    ``retried``."""
     if follow and checkpoint is None:
         raise click.UsageError("--follow needs --checkpoint")
+    if embedded_nats is not None:
+        embedded_nats = os.path.abspath(embedded_nats)
     options = {
         "event_type": event_type,
         "deadletter_path": deadletter_path,
         "config": config_file,
+        "embedded_nats": embedded_nats,
         "sink": sink,
         "sink.url": url,
         "sink.authorization": authorization,
@@ -174,40 +199,56 @@ def publish(
         "max_rejected_fraction": str(max_rejected_fraction),
         "batch_size": str(batch_size),
         **{f"sink.{key}": value for key, value in _pairs(sink_options, "--sink-option").items()},
+        **{f"fill_null.{key}": value for key, value in _pairs(fill_null, "--fill-null").items()},
     }
-    options = {key: value for key, value in options.items() if value is not None}
+    given = {key: value for key, value in options.items() if value is not None}
     check_sink(
         config_file,
         sink,
-        {key[len("sink.") :]: value for key, value in options.items() if key.startswith("sink.")},
+        {key[len("sink.") :]: value for key, value in given.items() if key.startswith("sink.")},
+        embedded_nats,
     )
+    if checkpoint is None:
+        # A summary left by an earlier run must not pass for this one's if it fails early.
+        _forget_summary(deadletter_path)
+    failure: click.ClickException | None = None
     with _session(master) as session:
         frame = _read_input(session, input_path, file_format, checkpoint is not None)
         try:
             if checkpoint is None:
-                _publish_batch(session, frame, options)
+                _publish_batch(session, frame, given)
             else:
-                _publish_stream(frame, options, checkpoint, follow)
+                _publish_stream(frame, given, checkpoint, follow)
         except Exception as exc:  # Spark wraps the writer's error; show its first line
-            raise click.ClickException(_reason(exc)) from exc
+            failure = click.ClickException(_reason(exc))
     summary = _summary(deadletter_path, checkpoint is not None)
-    click.echo(json.dumps(summary, sort_keys=True))
+    if summary is not None:
+        # How far a failed job got, as the last stdout line too (the error goes to stderr).
+        click.echo(json.dumps(summary, sort_keys=True))
+    if failure is not None:
+        raise failure
 
 
-def check_sink(config_file: str | None, sink: str, sink_options: dict[str, str]) -> None:
+def check_sink(
+    config_file: str | None,
+    sink: str,
+    sink_options: dict[str, str],
+    embedded_nats: str | None = None,
+) -> None:
     """Find on the driver, before Spark starts, what would fail or lose every task: a
     configuration that does not load, options the sink refuses, a backend each executor
-    would have a private copy of, a server the http sink cannot reach."""
+    would have a private copy of, a store the backend sink or a server the http sink
+    cannot reach."""
     from aviso_host.embedding import ConfigError, PluginError
     from aviso_spark.runtime import host_runtime
 
     try:
-        runtime = host_runtime(config_file)
+        runtime = host_runtime(config_file, embedded_nats)
     except (ConfigError, PluginError) as exc:
         hint = "" if config_file else " (give --config FILE, the server's configuration)"
         raise click.ClickException(f"{exc}{hint}") from None
     try:
-        runtime.sink(sink, sink_options)  # constructed only: nothing is connected
+        built = runtime.sink(sink, sink_options)  # constructed only: nothing is connected
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     kind = runtime.settings.backend.kind
@@ -220,6 +261,25 @@ def check_sink(config_file: str | None, sink: str, sink_options: dict[str, str])
         )
     if sink == HTTP_SINK:
         _reach_server(sink_options["url"])
+    if sink == BACKEND_SINK:
+        _reach_store(built)
+
+
+def _reach_store(sink: Sink) -> None:
+    """Start and stop the backend sink once (its store connected, within its
+    ``unavailable_after_seconds``): a store that is down fails the command at once."""
+    import asyncio
+
+    from aviso_plugins.types import SinkUnavailable
+
+    async def reach() -> None:
+        await sink.start()
+        await sink.close()
+
+    try:
+        asyncio.run(reach())
+    except (SinkUnavailable, ValueError) as exc:
+        raise click.ClickException(f"cannot reach the store: {exc}") from None
 
 
 def _reach_server(url: str) -> None:
@@ -272,15 +332,27 @@ def _publish_stream(
             signal.signal(sig, handler)
 
 
-def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any]:
-    """The batch job's summary, or the sum of this run's micro-batch summaries."""
+def _forget_summary(deadletter_path: str) -> None:
+    from pathlib import Path
+
     from aviso_spark import deadletter
 
-    return (
-        deadletter.combined_summary(deadletter_path)
-        if streamed
-        else deadletter.summary(deadletter_path)
-    )
+    (Path(deadletter_path) / deadletter.SUMMARY_FILE).unlink(missing_ok=True)
+
+
+def _summary(deadletter_path: str, streamed: bool) -> dict[str, Any] | None:
+    """The batch job's summary, or the sum of this run's micro-batch summaries; ``None``
+    when the job wrote none (it failed before Spark ran it)."""
+    from aviso_spark import deadletter
+
+    try:
+        return (
+            deadletter.combined_summary(deadletter_path)
+            if streamed
+            else deadletter.summary(deadletter_path)
+        )
+    except FileNotFoundError:
+        return None
 
 
 def _reason(exc: BaseException) -> str:

@@ -11,20 +11,30 @@ Write options (keys are case-insensitive):
 - ``payload_columns`` (the payload is an object of these columns) or ``payload_column``
   (its value is the payload); neither means no payload.
 - ``key_column``: the message id source; default a hash of the event type, the canonical
-  identifier and the payload. Either way a re-run publishes nothing twice (within the
-  de-duplication window of the store).
+  identifier and the payload. Either way a re-run stores nothing twice while the
+  notification is retained (the store checks a re-sent id against what it retains, not
+  only its duplicate window); such rows count as ``already_stored``.
+- ``fill_null.<column>``: the value a null in that column stands for. Otherwise a null in
+  an identifier column takes its field's schema ``default``, and a row still missing a
+  value is rejected (notify requires every schema field).
 - ``config``: the aviso configuration file read on the executors (schemas, plugins,
   backend); default the server's own lookup.
+- ``embedded_nats``: the data folder of a server started with ``serve --embedded-nats``:
+  the ``backend`` sink publishes to that server's JetStream, at the URL it wrote there
+  (also when ``config`` names the folder as ``embedded_store_dir``).
 - ``sink``: ``http`` (default), ``backend`` or any installed sink plugin;
   ``sink.<name>`` options go to the sink (``sink.url``, ``sink.authorization``, …).
 - ``deadletter_path`` (required): a folder (shared by every executor) receiving the
-  rejected rows with their error code and message, and ``_summary.json``; a streaming
+  rejected rows with their error code and message, and ``_summary.json`` (the counts
+  ``stored``, ``already_stored``, ``rejected``, ``retried``; see ``aviso_spark.jobreport``,
+  also for an aborted job); a streaming
   query writes one ``batch-<id>`` sub-folder of that shape per micro-batch, and a batch
   past ``max_rejected_fraction`` stops the query.
 - ``max_rejected_fraction`` (default 0): the job fails when more rows are rejected.
 - ``batch_size`` (default 500): rows validated and handed to the sink at once.
 - ``fail_after_rows`` (tests only): the first attempt of partition 0 fails after
-  publishing this many rows, to show that Spark's retry publishes nothing twice.
+  publishing this many rows, to show that Spark's retry publishes nothing twice;
+  ``fail_attempts`` (tests only, default 1): that many first attempts fail so.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import asyncio
 import itertools
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,13 +60,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from aviso_plugins.types import Notification, SinkRejected
-from aviso_spark import deadletter
+from aviso_spark import deadletter, jobreport
 from aviso_spark.reader import AvisoReader, ReadOptions, history_schema
 from aviso_spark.rows import RowMapping, json_value
 from aviso_spark.runtime import host_runtime
 from aviso_spark.stream_source import AvisoStreamReader, StreamOptions
 
 SINK_PREFIX = "sink."
+FILL_NULL_PREFIX = "fill_null."
 # Set by Spark on every task of a micro-batch (MicroBatchExecution.BATCH_ID_KEY).
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
@@ -70,11 +81,13 @@ class WriteOptions:
     mapping: RowMapping
     deadletter_path: str
     config: str | None = None
+    embedded_nats: str | None = None
     sink: str = "http"
     sink_options: dict[str, str] = field(default_factory=dict)
     max_rejected_fraction: float = 0.0
     batch_size: int = 500
     fail_after_rows: int | None = None
+    fail_attempts: int = 1
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -96,6 +109,12 @@ class WriteOptions:
             identifier = tuple(_pair(item) for item in _names(options["identifier_columns"]))
         else:
             identifier = tuple((name, name) for name in schema.fieldNames() if name not in used)
+        fill_null = tuple(
+            (key[len(FILL_NULL_PREFIX) :], value)
+            for key, value in options.items()
+            if key.lower().startswith(FILL_NULL_PREFIX)
+        )
+        used |= {column for column, _ in fill_null}
         missing = sorted((used | {column for _, column in identifier}) - columns)
         if missing:
             raise ValueError(f"columns not in the DataFrame: {', '.join(missing)}")
@@ -109,9 +128,11 @@ class WriteOptions:
                 payload_columns,
                 payload_column,
                 key_column,
+                fill_null,
             ),
             deadletter_path=required("deadletter_path"),
             config=options.get("config") or None,
+            embedded_nats=options.get("embedded_nats") or None,
             sink=options.get("sink", "http"),
             sink_options={
                 key[len(SINK_PREFIX) :]: value
@@ -123,6 +144,7 @@ class WriteOptions:
             fail_after_rows=int(options["fail_after_rows"])
             if options.get("fail_after_rows")
             else None,
+            fail_attempts=int(options.get("fail_attempts", "1")),
         )
 
 
@@ -139,9 +161,8 @@ def _names(text: str | None) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class PartitionResult(WriterCommitMessage):
     partition: int
-    published: int
-    rejected: int
-    retried: int
+    attempt: int
+    counts: jobreport.Counts
 
 
 class AvisoDataSource(DataSource):
@@ -228,49 +249,64 @@ def write_partition(options: WriteOptions, rows: Iterator[Row], folder: Path) ->
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     dead = deadletter.DeadLetterFile(folder, partition, attempt)
-    inject = options.fail_after_rows if partition == 0 and attempt == 0 else None
+    failing = partition == 0 and attempt < options.fail_attempts
+    inject = options.fail_after_rows if failing else None
+    counts = jobreport.Counts()
+
+    def progress() -> None:
+        jobreport.write_progress(folder, partition, attempt, counts)
+
     try:
-        result = asyncio.run(_publish(options, rows, partition, dead, inject))
+        asyncio.run(_publish(options, rows, counts, progress, dead, inject))
     except BaseException:
         dead.discard()
         raise
+    finally:
+        progress()
     dead.commit()
-    return result
+    return PartitionResult(partition, attempt, counts)
 
 
 async def _publish(
     options: WriteOptions,
     rows: Iterator[Row],
-    partition: int,
+    counts: jobreport.Counts,
+    progress: Callable[[], None],
     dead: deadletter.DeadLetterFile,
     fail_after_rows: int | None,
-) -> PartitionResult:
-    runtime = host_runtime(options.config)
+) -> None:
+    """Publish ``rows`` batch by batch, keeping ``counts`` and recording them (``progress``)
+    after each batch."""
+    runtime = host_runtime(options.config, options.embedded_nats)
+    mapping = options.mapping
+    defaults = runtime.field_defaults(mapping.event_type)
     sink = runtime.sink(options.sink, options.sink_options)
-    published = rejected = retried = 0
     await sink.start()
     try:
         while chunk := list(itertools.islice(rows, options.batch_size)):
             accepted: list[tuple[Row, Notification]] = []
             for row in chunk:
                 try:
-                    accepted.append((row, options.mapping.notification(row, runtime.planner)))
+                    accepted.append((row, mapping.notification(row, runtime.planner, defaults)))
                 except SinkRejected as exc:
                     dead.add(json_value(row), exc, None)
-                    rejected += 1
+                    counts.rejected += 1
             outcomes = await sink.publish_batch([item for _, item in accepted])
             for (row, item), outcome in zip(accepted, outcomes, strict=True):
-                retried += outcome.retries
-                if outcome.error is None:
-                    published += 1
-                else:
+                counts.retried += outcome.retries
+                if outcome.error is not None:
                     dead.add(json_value(row), outcome.error, item.message_id)
-                    rejected += 1
+                    counts.rejected += 1
+                elif outcome.already_stored:
+                    counts.already_stored += 1
+                else:
+                    counts.stored += 1
+            progress()
+            published = counts.stored + counts.already_stored
             if fail_after_rows is not None and published >= fail_after_rows:
                 raise RuntimeError(f"injected failure after {published} published rows")
     finally:
         await sink.close()
-    return PartitionResult(partition, published, rejected, retried)
 
 
 def summarise(
@@ -280,18 +316,19 @@ def summarise(
     label: str,
 ) -> None:
     """Write ``_summary.json`` into ``folder``, log it, and fail past the threshold."""
-    results = [message for message in messages if isinstance(message, PartitionResult)]
-    published = sum(result.published for result in results)
-    rejected = sum(result.rejected for result in results)
-    total = published + rejected
+    committed = {
+        message.partition: message.attempt
+        for message in messages
+        if isinstance(message, PartitionResult)
+    }
+    counts = jobreport.job_counts(folder, committed)
+    rejected = counts.rejected
+    total = counts.report()["rows"]
     fraction = rejected / total if total else 0.0
     failed = fraction > options.max_rejected_fraction
-    summary = {
+    summary: dict[str, object] = {
         "status": "failed" if failed else "succeeded",
-        "rows": total,
-        "published": published,
-        "rejected": rejected,
-        "retried": sum(result.retried for result in results),
+        **counts.report(),
         "rejected_fraction": fraction,
         "max_rejected_fraction": options.max_rejected_fraction,
         "deadletter_path": str(folder),
@@ -305,12 +342,16 @@ def summarise(
 
 
 def write_abort_summary(folder: Path) -> None:
+    """The counts up to the failure, from every attempt's progress (failed ones too)."""
     # Spark also aborts after a failed commit: keep the summary that commit wrote.
     if not (folder / deadletter.SUMMARY_FILE).exists():
-        _write_summary(folder, {"status": "aborted"}, "abort")
+        report = jobreport.job_counts(folder).report()
+        _write_summary(
+            folder, {"status": "aborted", **report, "deadletter_path": str(folder)}, "abort"
+        )
 
 
-def _write_summary(folder: Path, summary: dict[str, object], label: str) -> None:
+def _write_summary(folder: Path, summary: Mapping[str, object], label: str) -> None:
     text = json.dumps(summary, sort_keys=True)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / deadletter.SUMMARY_FILE).write_text(text + "\n", encoding="utf-8")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aviso_plugins.types import SinkRejected
+from aviso_spark import jobreport
 
 SUMMARY_FILE = "_summary.json"
 PART_GLOB = "part-*.jsonl"
@@ -29,6 +30,7 @@ def clear(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for stale in (*folder.glob(PART_GLOB), folder / SUMMARY_FILE):
         stale.unlink(missing_ok=True)
+    jobreport.clear_progress(folder)
 
 
 class DeadLetterFile:
@@ -71,7 +73,8 @@ def read(folder: Path) -> list[dict[str, Any]]:
 
 def summary(folder: str | Path) -> dict[str, Any]:
     """The ``_summary.json`` a batch job (or one micro-batch) left in ``folder``."""
-    return json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    return loaded
 
 
 def combined_summary(folder: str | Path) -> dict[str, Any]:
@@ -79,8 +82,9 @@ def combined_summary(folder: str | Path) -> dict[str, Any]:
     batches = [
         summary(path.parent) for path in sorted(Path(folder).glob(f"batch-*/{SUMMARY_FILE}"))
     ]
-    totals: dict[str, Any] = {"batches": len(batches)}
-    for key in ("rows", "published", "rejected", "retried"):
-        totals[key] = sum(batch.get(key, 0) for batch in batches)
-    totals["status"] = "failed" if any(b["status"] != "succeeded" for b in batches) else "succeeded"
+    totals: dict[str, Any] = {"batches": len(batches), **jobreport.sum_reports(batches)}
+    statuses = {batch["status"] for batch in batches}
+    totals["status"] = next(
+        (status for status in ("aborted", "failed") if status in statuses), "succeeded"
+    )
     return totals

@@ -12,7 +12,10 @@ from typing import Any
 
 from pyspark.sql import Row
 
-from aviso_plugins.types import Notification, NotificationPlanner
+from aviso_plugins.types import Notification, NotificationPlanner, SinkRejected
+
+NULL_REJECTION_CODE = "INVALID_NOTIFICATION_REQUEST"
+"""The notify API's code for an identifier it cannot accept (a null among them)."""
 
 
 def json_value(value: Any) -> Any:
@@ -49,19 +52,48 @@ class RowMapping:
     payload_column: str | None = None
     """One column: its value is the payload."""
     key_column: str | None = None
+    fill_null: tuple[tuple[str, str], ...] = ()
+    """(column, value) pairs: the value a null in the column stands for."""
 
-    def notification(self, row: Row, planner: NotificationPlanner) -> Notification:
+    def notification(
+        self,
+        row: Row,
+        planner: NotificationPlanner,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> Notification:
         """Validate ``row`` with the host's planner (raises ``SinkRejected``) and build it,
         carrying the plan so that a sink writing to a store does not validate it again.
+
+        A null takes the column's ``fill_null`` value, else (an identifier column) its
+        field's schema ``default`` from ``defaults``; a null identifier value left is
+        rejected, since notify requires every field of the schema.
 
         Without a key column the message id hashes the canonical identifier and payload, so
         ``"step": 6`` and ``"step": "06"`` are the same notification, as the server sees it.
         """
-        identifier = {field: json_value(row[column]) for field, column in self.identifier}
+        fills = dict(self.fill_null)
+        identifier = {}
+        for field, column in self.identifier:
+            value = row[column]
+            if value is None:
+                value = fills.get(column, (defaults or {}).get(field))
+                if value is None:
+                    raise SinkRejected(
+                        NULL_REJECTION_CODE,
+                        f"Field '{field}' cannot be null (column '{column}'): notify requires "
+                        f"every schema field; give the field a 'default' in its schema or "
+                        f"the write option fill_null.{column}",
+                    )
+            identifier[field] = json_value(value)
+
+        def value_of(column: str) -> Any:
+            value = row[column]
+            return json_value(fills.get(column) if value is None else value)
+
         if self.payload_column is not None:
-            payload = json_value(row[self.payload_column])
+            payload = value_of(self.payload_column)
         elif self.payload_columns:
-            payload = {column: json_value(row[column]) for column in self.payload_columns}
+            payload = {column: value_of(column) for column in self.payload_columns}
         else:
             payload = None
         planned = planner.plan(self.event_type, identifier, payload)

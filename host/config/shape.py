@@ -74,7 +74,7 @@ def _describe(error: ValidationError) -> str:
         case "maxItems":
             return f"expected at most {_count(value, 'item')}"
         case _:
-            return error.message
+            return str(error.message)
 
 
 def _describe_unknown_keys(error: ValidationError) -> str:
@@ -92,7 +92,9 @@ def _describe_unknown_keys(error: ValidationError) -> str:
     return f"unknown key{_plural(unknown)} {_listing(unknown)}"
 
 
-def _misspellings(missing: list[str], instance: Mapping[str, Any], schema: Mapping) -> str:
+def _misspellings(
+    missing: list[str], instance: Mapping[str, Any], schema: Mapping[str, Any]
+) -> str:
     """`` (unknown key 'notificaton_backend' ...)``: the unknown keys of ``instance`` that
     look like a missing one, since a misspelling is the likely cause."""
     known = schema.get("properties", {})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -61,7 +60,8 @@ def idempotency_key(scope: Scope) -> str | None:
     building the request's header mapping."""
     for name, value in scope["headers"]:
         if name == _IDEMPOTENCY_FIELD:
-            return value.decode("latin-1")
+            key: str = value.decode("latin-1")
+            return key
     return None
 
 
@@ -81,26 +81,45 @@ def scoped_message_id(key: str, caller: Caller | None) -> str:
     return f"user {digest.hexdigest()}"
 
 
+_WRITERS: dict[tuple[bool, str | None], Writer] = {}
+"""Writers made already, by (authenticated, username or peer address): a notify reuses its
+client's instead of building one (and for IPv6, parsing the address) per request."""
+_MAX_WRITERS = 4_096
+
+
 def writer_of(scope: Scope, caller: Caller | None) -> Writer:
     """Whose budget a notify's remembered ``Idempotency-Key`` is charged to: the
     authenticated caller, else the client (the peer, or the proxy before it: its address,
     an IPv6 one's /64 network, :func:`~aviso_host.clients.client_of`)."""
     if caller is not None:
-        return Writer(username=caller.username)
-    client = scope.get("client")
-    return Writer(address=client_of(client[0]) if client else None)
+        key: tuple[bool, str | None] = (True, caller.username)
+    else:
+        client = scope.get("client")
+        key = (False, client[0] if client else None)
+    writer = _WRITERS.get(key)
+    if writer is None:
+        if len(_WRITERS) >= _MAX_WRITERS:
+            _WRITERS.clear()
+        name = key[1]
+        if key[0]:
+            writer = Writer(username=name)
+        else:
+            writer = Writer(address=client_of(name) if name is not None else None)
+        _WRITERS[key] = writer
+    return writer
 
 
-def with_actor(metadata: Mapping[str, str], caller: Caller | None) -> dict[str, str]:
-    """The stored metadata with the publisher set from the authenticated caller only.
+def with_actor(metadata: dict[str, str], caller: Caller | None) -> dict[str, str]:
+    """``metadata`` (the plan's own, changed in place) with the publisher set from the
+    authenticated caller only.
 
     Any actor key already present is dropped first, so nothing a client sends can claim a
     publisher.
     """
-    attributed = {key: value for key, value in metadata.items() if key != ACTOR_METADATA}
+    metadata.pop(ACTOR_METADATA, None)
     if caller is not None:
-        attributed[ACTOR_METADATA] = dumps(caller.username)
-    return attributed
+        metadata[ACTOR_METADATA] = dumps(caller.username)
+    return metadata
 
 
 class NotifyRoute:
@@ -166,12 +185,12 @@ async def notify(request: Request) -> Response | JsonAnswer:
     except MessageIdRefused as exc:
         # Named by the client's key, never the scoped id the backend saw.
         key = exc.message_id if message_id is None else message_id
-        refused = (
+        answer = (
             idempotency_key_not_retained(key)
             if isinstance(exc, MessageIdNotRetained)
             else idempotency_key_reused(key)
         )
-        return error_response(request, refused, event_type=body.event_type, topic=planned.topic)
+        return error_response(request, answer, event_type=body.event_type, topic=planned.topic)
     except Exception as exc:
         error = internal_failure(
             storage_error(), exc, event_type=body.event_type, topic=planned.topic
@@ -188,11 +207,17 @@ async def notify(request: Request) -> Response | JsonAnswer:
             sequence=record.sequence,
         )
     return JsonAnswer(
-        {
-            "status": "success",
-            "request_id": request_id_of(request),
-            "processed_at": now_whole_seconds(),
-        },
+        stored_body(request_id_of(request), now_whole_seconds()),
         # A re-send: nothing new was stored, the same notification already was.
         headers=_REPLAYED if record.replayed else (),
+    )
+
+
+def stored_body(request_id: str, processed_at: str) -> bytes:
+    """The success answer's JSON, ``{"status":"success","request_id":...,"processed_at":...}``
+    in that order, written directly: both texts are the server's own (a UUID, a timestamp),
+    with nothing to escape, so this is byte for byte what the encoder writes."""
+    return b'{"status":"success","request_id":"%s","processed_at":"%s"}' % (
+        request_id.encode(),
+        processed_at.encode(),
     )

@@ -20,6 +20,13 @@ is the same notification and that record is still retained, refused otherwise
 in time, per writer and stream (``duplicate_window_max_keys_per_writer``: a writer only
 ever evicts its own) and in total (``duplicate_window_max_keys``: the writer holding the
 most gives up its oldest).
+
+Beyond the window, ``idempotency_index`` (default on) keeps each stream's retained keyed
+records by message id: a re-send of a notification still retained is answered with it
+(``replayed``) however long ago it was stored, and one that says something else is refused.
+The index holds exactly the retained records that carry an id (an entry leaves with its
+record), so it is bounded by retention (``max_history_per_topic``, ``max_topics``,
+``max_bytes``), not by ``duplicate_window_max_keys``.
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER = 10_000
 RECORD_OVERHEAD_BYTES = 256
 """What one retained record costs beyond its text (objects, index entries), for the budget."""
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
+_STREAM_KEYS = 1_024
+"""Topic bases whose stream is remembered (event types are few; past it, forgotten)."""
 MAX_EXAMINED_PER_PAGE = 65_536
 """Records one ``fetch_batch`` looks at before returning, matching or not: a sparse filter
 over a long stream is read in several pages, each a bounded slice of the event loop."""
@@ -90,6 +99,9 @@ class InMemoryOptions:
     """How long a ``Nats-Msg-Id`` / ``Idempotency-Key`` is remembered to drop a re-send."""
     duplicate_window_max_keys: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS
     duplicate_window_max_keys_per_writer: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER
+    idempotency_index: bool = True
+    """Beyond the duplicate window, a re-sent key is matched against the retained record
+    stored under it (so a re-run never stores twice while the notification is retained)."""
     enable_metrics: bool | None = None
     """Accepted for aviso-server compatibility; the host's metrics cover this backend."""
 
@@ -115,10 +127,10 @@ def _text_bytes(text: str) -> int:
 
 def record_bytes(record: StoredNotification) -> int:
     """A record's charge against ``max_bytes``: its UTF-8 text plus a fixed overhead."""
-    metadata = record.metadata
-    # The short texts joined, so that they are measured at once (UTF-8 sizes add up).
-    short = "".join((record.topic, *metadata.keys(), *metadata.values()))
-    return RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(short)
+    size = RECORD_OVERHEAD_BYTES + _text_bytes(record.payload) + _text_bytes(record.topic)
+    for key, value in record.metadata.items():
+        size += _text_bytes(key) + _text_bytes(value)
+    return size
 
 
 def duplicate_window_seconds(options: Mapping[str, Any]) -> int:
@@ -142,13 +154,15 @@ class _StreamLog:
     """One stream: its records in sequence (and so storage-time) order, dead ones included
     until compaction, the live ones by sequence, and its own sequence counter."""
 
-    __slots__ = ("alive", "last_sequence", "pruned", "records", "sequences", "times")
+    __slots__ = ("alive", "keyed", "last_sequence", "pruned", "records", "sequences", "times")
 
     def __init__(self) -> None:
         self.records: list[StoredNotification] = []
         self.sequences: list[int] = []
         self.times: list[int] = []
         self.alive: dict[int, StoredNotification] = {}
+        self.keyed: dict[str, StoredNotification] = {}
+        """The retained records carrying a message id, by id (the idempotency index)."""
         self.last_sequence = 0
         self.pruned = 0
         """The highest sequence removed from this stream's history (0: none)."""
@@ -166,6 +180,9 @@ class _StreamLog:
 
     def forget(self, record: StoredNotification) -> None:
         self.alive.pop(record.sequence, None)
+        message_id = record.metadata.get(MESSAGE_ID_METADATA)
+        if message_id is not None and self.keyed.get(message_id) is record:
+            del self.keyed[message_id]
         self.pruned = max(self.pruned, record.sequence)
         # Compact once dead entries dominate, keeping the log's size proportional to what
         # is retained (amortised O(1) per removal).
@@ -223,17 +240,24 @@ class InMemoryBackend(StorageBackend):
             options.duplicate_window_max_keys_per_writer,
             context.metrics.message_ids_evicted_early,
         )
+        self._key_index = options.idempotency_index
         # Topic -> retained history. Insertion order is refreshed on every publish, so the
         # first entry is always the topic whose newest message is oldest (evicted first).
         self._topics: OrderedDict[str, deque[StoredNotification]] = OrderedDict()
         self._logs: dict[str, _StreamLog] = {}
         # Every retained record in publish order (dead ones skipped lazily): the byte
         # budget evicts from the left.
-        self._by_age: deque[tuple[_StreamLog, StoredNotification]] = deque()
+        # Records alone, not (log, record) pairs: an object less per retained record; the
+        # log is looked up (a cached stream key) only when the budget evicts.
+        self._by_age: deque[StoredNotification] = deque()
         self._retained = 0
         self._bytes = 0
         self._last_time_ns = 0
         self._subscribers: SubscriberIndex[_Subscriber] = SubscriberIndex()
+        self._subscribed = 0
+        """Open subscriptions: with none, a publish matches its topic against nothing."""
+        self._stream_keys: dict[str, str] = {}
+        """:func:`stream_key` by topic base as published (bounded: ``_STREAM_KEYS``)."""
 
     @property
     def live_buffer_size(self) -> int:
@@ -244,10 +268,19 @@ class InMemoryBackend(StorageBackend):
         """What the retained records charge against ``max_bytes``."""
         return self._bytes
 
+    def _stream_key(self, topic: str) -> str:
+        base = topic.partition(".")[0]
+        key = self._stream_keys.get(base)
+        if key is None:
+            if len(self._stream_keys) >= _STREAM_KEYS:
+                self._stream_keys.clear()
+            key = self._stream_keys[base] = stream_key(base)
+        return key
+
     async def publish(
         self, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        key = stream_key(topic)
+        key = self._stream_key(topic)
         log = self._logs.get(key)
         if log is None:
             log = self._logs[key] = _StreamLog()
@@ -266,6 +299,16 @@ class InMemoryBackend(StorageBackend):
                     raise MessageIdNotRetained(message_id)
                 # The re-send is dropped (not stored, not fanned out).
                 return replace(stored, rendered=None, replayed=True)
+            if self._key_index:
+                stored = log.keyed.get(message_id)
+                if stored is not None:
+                    # Past the window, still retained: the same notification is answered
+                    # with the stored record, another one refused, as inside the window.
+                    if notification_fingerprint(stored.topic, stored.payload, stored.metadata) != (
+                        fingerprint
+                    ):
+                        raise MessageIdReused(message_id)
+                    return replace(stored, rendered=None, replayed=True)
         log.last_sequence += 1
         # Storage times never go backwards (even if the wall clock does) so that a stream's
         # log stays sorted by time as well as by sequence.
@@ -287,13 +330,16 @@ class InMemoryBackend(StorageBackend):
             self._forget((history.popleft(),))
         history.append(record)
         log.alive[record.sequence] = record
+        if message_id is not None and self._key_index:
+            log.keyed[message_id] = record
         log.append(record)
-        self._by_age.append((log, record))
+        self._by_age.append(record)
         self._retained += 1
         self._bytes += record_bytes(record)
         if self._bytes > self._max_bytes:
             self._enforce_budget(record)
-        self._fan_out(record)
+        if self._subscribed:
+            self._fan_out(record)
         return record
 
     def _enforce_budget(self, newest: StoredNotification) -> None:
@@ -301,11 +347,11 @@ class InMemoryBackend(StorageBackend):
         has just been acknowledged as readable)."""
         by_age = self._by_age
         while self._bytes > self._max_bytes and by_age:
-            log, record = by_age[0]
+            record = by_age[0]
             if record is newest:
                 return
             by_age.popleft()
-            if log.alive.get(record.sequence) is not record:
+            if not self._retains(record):
                 continue  # already removed by other retention
             history = self._topics[record.topic]
             # The oldest retained record is the oldest of its topic too.
@@ -320,18 +366,19 @@ class InMemoryBackend(StorageBackend):
             if record.topic != topic or log is None:
                 # A topic's records (what most calls remove) share one stream log.
                 topic = record.topic
-                log = self._logs[stream_key(topic)]
+                log = self._logs[self._stream_key(topic)]
             if log.alive.get(record.sequence) is not record:
                 continue
             log.forget(record)
             self._retained -= 1
             self._bytes -= record_bytes(record)
         if len(self._by_age) > 2 * self._retained + 1024:
-            self._by_age = deque(
-                (log, record)
-                for log, record in self._by_age
-                if log.alive.get(record.sequence) is record
-            )
+            self._by_age = deque(record for record in self._by_age if self._retains(record))
+
+    def _retains(self, record: StoredNotification) -> bool:
+        """Whether ``record`` is still retained (not removed by any retention or delete)."""
+        log = self._logs[self._stream_key(record.topic)]
+        return log.alive.get(record.sequence) is record
 
     def _fan_out(self, record: StoredNotification) -> None:
         for subscriber in self._subscribers.matching(record.topic):
@@ -407,9 +454,12 @@ class InMemoryBackend(StorageBackend):
     async def subscribe(self, pattern: TopicPattern, sink: LiveSink) -> _Subscription:
         subscriber = _Subscriber(pattern, sink)
         self._subscribers.add(pattern, subscriber)
+        self._subscribed += 1
         return _Subscription(self, subscriber)
 
     def _unsubscribe(self, subscriber: _Subscriber) -> None:
+        if not subscriber.closed:
+            self._subscribed -= 1
         subscriber.closed = True
         self._subscribers.discard(subscriber.pattern, subscriber)
 

@@ -4,8 +4,11 @@ No HTTP hop: the caller hands over the host's validation (``SinkContext.planner`
 factory for the configured storage backend (``SinkContext.backend_factory``). A notification
 that arrives already planned (``Notification.planned``) is published without validating it
 a second time. Options
-(text): ``concurrency`` (publishes in flight; default 64), ``retries`` (default 3) and
-``backoff_ms`` (first retry delay, doubled each time; default 100).
+(text): ``concurrency`` (publishes in flight; default 64), ``retries`` (default 3),
+``backoff_ms`` (first retry delay, doubled each time; default 100) and
+``unavailable_after_seconds`` (default 5): a store that has not answered one notification
+(connection included) within this long fails the task with :class:`SinkUnavailable`,
+however many retries are left, so a job meeting a down store ends in seconds.
 """
 
 from __future__ import annotations
@@ -42,12 +45,24 @@ class BackendSink(Sink):
         self.concurrency = int_option(options, "concurrency", 64, 1)
         self.retries = int_option(options, "retries", 3, 0)
         self.backoff_ms = int_option(options, "backoff_ms", 100, 0)
+        self.unavailable_after = int_option(options, "unavailable_after_seconds", 5, 1)
         self._backend: StorageBackend | None = None
 
     async def start(self) -> None:
         assert self.context.backend_factory is not None
         backend = self.context.backend_factory()
-        await backend.start()
+        try:
+            async with asyncio.timeout(self.unavailable_after):
+                await backend.start()
+        except Exception as exc:
+            await backend.shutdown()
+            reason = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}"
+            if str(exc):
+                reason += f": {exc}"
+            raise SinkUnavailable(
+                f"the {backend.kind} backend did not start within {self.unavailable_after} s "
+                f"(sink.unavailable_after_seconds): {reason}"
+            ) from exc
         self._backend = backend
 
     async def close(self) -> None:
@@ -72,22 +87,33 @@ class BackendSink(Sink):
         if notification.message_id:
             metadata = {**metadata, MESSAGE_ID_METADATA: notification.message_id}
         failure = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(backoff_seconds(self.backoff_ms, attempt - 1))
-            try:
-                await self._backend.publish(planned.topic, planned.payload, metadata)
-            except MessageIdRefused as exc:
-                # The row's key already stored another row, or one no longer retained: a
-                # rejection with the API's code, as over HTTP.
-                return SinkOutcome(retries=attempt, error=SinkRejected(exc.code, str(exc)))
-            except Exception as exc:  # any storage failure is what the API answers 500 for
-                failure = f"{type(exc).__name__}: {exc}"
-                continue
-            return SinkOutcome(retries=attempt)
+        attempts = 0
+        # Every attempt and pause together: a re-send after a cancelled publish is safe
+        # only because the row's message id makes it one (a row without one has none).
+        try:
+            async with asyncio.timeout(self.unavailable_after):
+                for attempt in range(self.retries + 1):
+                    attempts = attempt + 1
+                    if attempt:
+                        await asyncio.sleep(backoff_seconds(self.backoff_ms, attempt - 1))
+                    try:
+                        record = await self._backend.publish(
+                            planned.topic, planned.payload, metadata
+                        )
+                    except MessageIdRefused as exc:
+                        # The row's key already stored another row, or one no longer
+                        # retained: a rejection with the API's code, as over HTTP.
+                        error = SinkRejected(exc.code, str(exc))
+                        return SinkOutcome(retries=attempt, error=error)
+                    except Exception as exc:  # any storage failure: the API's 500
+                        failure = f"{type(exc).__name__}: {exc}"
+                        continue
+                    return SinkOutcome(retries=attempt, already_stored=record.replayed)
+        except TimeoutError:
+            failure = f"no answer within {self.unavailable_after} s ({failure or 'waiting'})"
         raise SinkUnavailable(
             f"publishing to the {self._backend.kind} backend failed after "
-            f"{self.retries + 1} attempts: {failure}"
+            f"{attempts} attempts: {failure}"
         )
 
 

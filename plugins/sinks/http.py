@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 NOTIFY_PATH = "/api/v1/notification"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+"""The server's answer to a key whose notification it already stores (nothing stored again)."""
 
 
 class HttpSink(Sink):
@@ -103,7 +105,8 @@ class HttpSink(Sink):
                 failure = f"{type(exc).__name__}: {exc}"
                 continue
             if response.status_code < 400:
-                return SinkOutcome(retries=attempt)
+                replayed = response.headers.get(REPLAYED_HEADER, "").lower() == "true"
+                return SinkOutcome(retries=attempt, already_stored=replayed)
             if response.status_code < 500:
                 return SinkOutcome(retries=attempt, error=_rejection(response))
             failure = f"HTTP {response.status_code}: {response.text[:300]}"

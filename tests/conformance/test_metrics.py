@@ -25,7 +25,8 @@ from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.metrics import metrics_app
 from aviso_host.plugins import discover
 from aviso_plugins import hookimpl
-from aviso_plugins.types import Batch, StartCursor, StorageBackend, TopicPattern
+from aviso_plugins.topics import TopicPattern
+from aviso_plugins.types import Batch, StartCursor, StorageBackend
 from tests.conformance.auth_support import document as auth_document
 from tests.conformance.auth_support import read_body
 from tests.conformance.helpers import UUID_RE

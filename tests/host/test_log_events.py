@@ -20,12 +20,12 @@ import pytest
 from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_host.logs import JsonLineFormatter
 from aviso_plugins import hookimpl
+from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
     LiveSink,
     StorageBackend,
     StoredNotification,
     Subscription,
-    TopicPattern,
 )
 from tests.support.server import running_server
 

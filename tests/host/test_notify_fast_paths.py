@@ -13,9 +13,13 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aviso_host.config import settings_from_document
+from aviso_host.cursors import now_whole_seconds
 from aviso_host.encoding import dumps, dumps_texts, loads
+from aviso_host.errors import ApiError, Endpoint
 from aviso_host.identifiers import (
     check_identifier_values,
     check_payload_size,
@@ -24,6 +28,9 @@ from aviso_host.identifiers import (
     plan_notification,
 )
 from aviso_host.plugins import discover
+from aviso_host.request_id import new_request_id
+from aviso_host.requests import ALLOWED_FIELDS, _parse_standard, parse_body
+from aviso_host.routes.notify import stored_body
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.types import PlannedNotification
 from tests.support.configs import API_EXAMPLE
@@ -200,3 +207,60 @@ def test_written_text_maps_are_the_standard_encoders(mapping: dict[str, Any]) ->
 def test_runs_of_digits_parse_as_the_standard_parser(text: bytes) -> None:
     parsed = loads(text)
     assert parsed == json.loads(text) and repr(parsed) == repr(json.loads(text))
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+_MEMBERS = st.dictionaries(
+    st.sampled_from([*ALLOWED_FIELDS, "delivery", "extra"]), _JSON_VALUES, max_size=5
+)
+
+
+def _outcome(parse: Any) -> tuple[Any, ...]:
+    try:
+        body = parse()
+    except ApiError as error:
+        return ("refused", error.status, error.code, error.message)
+    return (
+        "parsed",
+        body.event_type,
+        body.identifier,
+        body.payload,
+        body.from_id,
+        body.from_date,
+        body.to_id,
+        body.to_date,
+        dict(body.extras),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MEMBERS, st.integers(min_value=0, max_value=40), st.binary(max_size=2))
+def test_bodies_parse_as_the_standard_parser_reads_them(
+    members: dict[str, Any], cut: int, splice: bytes
+) -> None:
+    """Whatever the one-pass decoder accepts, it reads as the standard parser does; what it
+    refuses gets the standard parser's answer (any member of any type, duplicates, broken
+    and non-UTF-8 texts)."""
+    text = json.dumps(members, ensure_ascii=bool(cut % 2)).encode()
+    texts = [text, text[:cut] + splice + text[cut:], text.replace(b"}", b', "event_type": 1}', 1)]
+    for raw in texts:
+        assert _outcome(lambda raw=raw: parse_body(raw, Endpoint.NOTIFY)) == _outcome(
+            lambda raw=raw: _parse_standard(raw, Endpoint.NOTIFY, ())
+        ), raw
+
+
+def test_the_stored_answer_is_the_encoders() -> None:
+    request_id, processed_at = new_request_id(), now_whole_seconds()
+    assert stored_body(request_id, processed_at) == dumps_texts(
+        {"status": "success", "request_id": request_id, "processed_at": processed_at}
+    )

@@ -63,6 +63,8 @@ CALLBACKS = {
     "on_body": ("self", "body"),
     "on_message_complete": ("self",),
     "on_response_complete": ("self",),
+    "pause_writing": ("self",),
+    "resume_writing": ("self",),
 }
 """uvicorn's protocol methods the subclass overrides, with their parameters."""
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.nats import NatsServer
+from tests.support.nats import NatsServer, nats_server
 from tests.support.server import RunningServer, running_server
 
 pyspark = pytest.importorskip("pyspark", reason="the 'spark' extra is not installed")
@@ -75,3 +75,22 @@ def aviso(nats_session: NatsServer, tmp_path: Path) -> Iterator[AvisoSetup]:
     config_file.write_text(yaml.safe_dump(document))
     with running_server(document) as server:
         yield AvisoSetup(server, config_file, f"d{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def short_window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AvisoSetup]:
+    """A server on a nats-server of its own whose streams forget ids after one second."""
+    folder = tmp_path_factory.mktemp("short-window")
+    with nats_server(folder / "nats") as nats:
+        document = dissemination_document(nats.url)
+        document["notification_backend"]["jetstream"]["duplicate_window"] = "1s"
+        config_file = folder / "aviso.yaml"
+        config_file.write_text(yaml.safe_dump(document))
+        with running_server(document) as server:
+            yield AvisoSetup(server, config_file, "")
+
+
+@pytest.fixture
+def aviso_short(short_window: AvisoSetup) -> AvisoSetup:
+    """A destination prefix of the test's own on the short-window server."""
+    return AvisoSetup(short_window.server, short_window.config_file, f"r{uuid.uuid4().hex[:8]}")

@@ -164,6 +164,9 @@ def test_too_many_rejected_rows_fail_the_command_with_the_reason(
     assert result.exit_code == 1
     assert "AvisoJobFailed: 10 of 40 rows rejected (25.00%)" in result.stderr, result.stderr
     assert deadletter.summary(tmp_path / "dead")["status"] == "failed"
+    # The summary is the last stdout line of a failed job too.
+    printed = json.loads(result.stdout.splitlines()[-1])
+    assert (printed["status"], printed["stored"], printed["rejected"]) == ("failed", 30, 10)
     assert len(deadletter.read(tmp_path / "dead")) == 10
 
 

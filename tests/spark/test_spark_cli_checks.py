@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from aviso_host.cli import main
 from aviso_spark.cli import check_sink, rfc3339_utc
+from tests.support.nats import NatsServer
 from tests.support.process import free_port
 
 SCHEMA = {
@@ -57,9 +58,24 @@ def test_backend_sink_with_a_process_local_backend_is_refused_at_once(tmp_path: 
     assert not (tmp_path / "dead").exists()  # nothing ran
 
 
-def test_backend_sink_with_a_shared_backend_passes_the_checks(tmp_path: Path) -> None:
-    jetstream = {"kind": "jetstream", "jetstream": {"nats_url": "nats://127.0.0.1:1"}}
-    check_sink(str(_config(tmp_path, jetstream)), "backend", {})  # nothing is connected
+def test_backend_sink_with_a_store_down_is_refused_at_once(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    config = _config(tmp_path, {"kind": "jetstream", "jetstream": {"nats_url": url}})
+    options = ("--sink-option", "unavailable_after_seconds=1")
+    line = _one_error_line(
+        _publish(tmp_path, "--config", str(config), "--sink", "backend", *options)
+    )
+    assert line.startswith(
+        "Error: cannot reach the store: the jetstream backend did not start within 1 s"
+    ), line
+    assert not (tmp_path / "dead").exists()  # nothing ran
+
+
+def test_backend_sink_with_a_shared_backend_up_passes_the_checks(
+    tmp_path: Path, nats_session: NatsServer
+) -> None:
+    jetstream = {"kind": "jetstream", "jetstream": {"nats_url": nats_session.url}}
+    check_sink(str(_config(tmp_path, jetstream)), "backend", {})
 
 
 def test_http_sink_without_a_configuration_says_to_give_one(

@@ -136,7 +136,9 @@ class JetStreamBackend(StorageBackend):
         super().__init__(context)
         self.options = parse_options(context.options)
         self._embedded = (
-            EmbeddedNatsServer(self.options.embedded_store_dir, self.options.token)
+            EmbeddedNatsServer(
+                self.options.embedded_store_dir, self.options.token, self.options.embedded_port
+            )
             if self.options.embedded_store_dir
             else None
         )
@@ -370,7 +372,7 @@ class JetStreamBackend(StorageBackend):
 
     def _renewal_delay(self, attempt: int) -> float:
         base = self.options.reconnect_delay_ms / 1000
-        return min(base * 2 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
+        return min(base * 2.0 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
 
     async def ready(self) -> bool:
         """Connected, and JetStream answers an account-info request; the probe is shared by
@@ -440,12 +442,19 @@ class JetStreamBackend(StorageBackend):
         stream = base.lower()
         # What the broker will hold: the headers as sent (stripped, no CR/LF), so that the
         # fingerprint of a stored message read back compares equal.
-        fingerprint = notification_fingerprint(topic, payload, sent_metadata(metadata))
+        sent = sent_metadata(metadata)
+        fingerprint = notification_fingerprint(topic, payload, sent)
         seen = self._seen_ids.get(stream, message_id, time.monotonic())
         if seen is not None and seen.fingerprint != fingerprint:
             # This instance stored another notification under the id: the broker would
             # drop this one, so it is not even sent.
             raise MessageIdReused(message_id)
+        if seen is None and self.options.idempotency_index:
+            retained = await self._retained_under(
+                base, topic, sent.get(MESSAGE_ID_METADATA, message_id), fingerprint
+            )
+            if retained is not None:
+                return retained
         record, duplicate = await self._publish(base, topic, payload, metadata)
         if duplicate:
             # Dropped as a re-send: acknowledged only if the message the broker keeps under
@@ -455,6 +464,49 @@ class JetStreamBackend(StorageBackend):
             stream, message_id, publishing_writer(), record.sequence, fingerprint, time.monotonic()
         )
         return record
+
+    async def _retained_under(
+        self, base: str, topic: str, message_id: str, fingerprint: bytes
+    ) -> StoredNotification | None:
+        """The message retained on ``topic`` as a replayed record if it was stored under
+        ``message_id`` and is this notification (``MessageIdReused`` if it is another);
+        ``None`` if the newest message there has another id or none is retained.
+
+        A stream keeps one message per subject (unless a schema allows duplicates), so the
+        message a re-send's key stored, if still retained, is the newest on the re-send's
+        own subject: one direct read finds it however long ago the duplicate window ended.
+        Not remembered locally: JetStream's window is counted from the first publish, so a
+        local entry counted from now could let a later re-send through to the broker.
+        """
+        client, _ = self._require_publisher()
+        js, _ = self._require()
+        name = stream_name(base)
+        try:
+            # A direct get through the acknowledgement inbox (the publish path's cost) tells
+            # whether the newest message there has this id; only then is it read in full,
+            # its headers exactly as stored, to compare.
+            newest = await client.last_on_subject(name, topic, _ACK_TIMEOUT)
+            if newest is None or (newest.headers or {}).get(MESSAGE_ID_METADATA) != message_id:
+                return None
+        except NoStreamResponseError:
+            pass  # no stream yet, or one not (yet) allowing direct gets: read it in full
+        try:
+            stored = await js.get_last_msg(name, topic)
+        except NotFoundError:
+            return None
+        except APIError as exc:
+            if exc.err_code in (*_NO_MESSAGE, _NO_STREAM):
+                return None
+            raise
+        read = read_stored(stored)
+        if read is None or read[2].get(MESSAGE_ID_METADATA) != message_id:
+            return None
+        if notification_fingerprint(*read) != fingerprint:
+            raise MessageIdReused(message_id)
+        topic, payload, metadata = read
+        assert stored.seq is not None
+        now = time.time_ns()
+        return StoredNotification(stored.seq, topic, payload, now, metadata, replayed=True)
 
     async def _stored_under(
         self, base: str, dropped: StoredNotification, message_id: str, fingerprint: bytes
@@ -578,12 +630,15 @@ class JetStreamBackend(StorageBackend):
     async def wipe_all(self) -> None:
         js, _ = self._require()
         for info in await js.streams_info():
-            if (info.config.name or "").startswith(_STATE_STREAMS):
-                continue  # shared state (subscriptions, positions) is not notifications
+            name = info.config.name
+            if name is None or name.startswith(_STATE_STREAMS):
+                # Unnamed: never listed by the server. Shared state (subscriptions,
+                # positions) is not notifications.
+                continue
             try:
-                await js.purge_stream(info.config.name)
+                await js.purge_stream(name)
             except Exception as exc:
-                logger.warning("purging stream %s failed: %s", info.config.name, exc)
+                logger.warning("purging stream %s failed: %s", name, exc)
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
         js, _ = self._require()

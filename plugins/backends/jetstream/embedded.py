@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import json
 import logging
 import shutil
 import signal
@@ -21,6 +22,7 @@ import sys
 import sysconfig
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -39,6 +41,8 @@ STABLE_SECONDS = 30.0
 """A server that ran this long counts as healthy: its exit starts a fresh series of attempts
 (a shorter run continues the series, which bounds a server that dies right after each start)."""
 STOP_TIMEOUT = 30.0
+_GREETING_BYTES = 65536
+"""More than a nats-server's ``INFO`` line takes."""
 
 
 class _Series:
@@ -86,10 +90,14 @@ def nats_server_binary() -> str:
 
 
 def nats_server_command(
-    store_dir: Path, port: int, token: str | None, binary: str | None = None
+    store_dir: Path,
+    port: int,
+    token: str | None,
+    name: str | None = None,
+    binary: str | None = None,
 ) -> list[str]:
     """``nats-server`` (``binary``, else the one found) with JetStream and file storage in
-    ``store_dir``, on loopback only."""
+    ``store_dir``, on loopback only (named ``name``: its greeting says so)."""
     command = [
         binary or nats_server_binary(),
         "--jetstream",
@@ -100,14 +108,51 @@ def nats_server_command(
         "--port",
         str(port),
     ]
+    if name:
+        command += ["--server_name", name]
     return [*command, "--auth", token] if token else command
+
+
+DEFAULT_PORT = 4222
+"""NATS's own port: the embedded server takes it when it is free, so that other NATS
+clients (the Spark ``backend`` sink) find it where they look first."""
+URL_FILE = "nats-url"
+"""Written into the store directory while the embedded server runs: its client URL, for
+other processes of this machine (``aviso-server spark publish --sink backend``)."""
 
 
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+        return int(probe.getsockname()[1])
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def client_port(configured: int | None) -> int:
+    """``embedded_port``: a given port as is, 0 any free port, unset 4222 when it is free
+    (else any free port)."""
+    if configured:
+        return configured
+    if configured is None and _port_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    return _free_port()
+
+
+def running_url(store_dir: str | Path) -> str | None:
+    """The client URL of the embedded server keeping its files in ``store_dir``, as it
+    wrote it when it started; ``None`` if none ever started there."""
+    try:
+        return (Path(store_dir) / URL_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def _die_with_parent() -> None:
@@ -128,12 +173,18 @@ def _exit_status(code: int) -> str:
 
 
 class EmbeddedNatsServer:
-    def __init__(self, store_dir: str, token: str | None) -> None:
+    def __init__(self, store_dir: str, token: str | None, port: int | None = None) -> None:
         # Looked up when configured, so that a missing binary refuses the configuration.
         self.binary = nats_server_binary()
         self.store_dir = Path(store_dir)
         self.token = token
-        self.port = _free_port()
+        self.port = client_port(port)
+        self.name = f"aviso-embedded-{uuid.uuid4().hex}"
+        """Its greeting names it: a server another process started on the same port (4222,
+        taken first by someone else) is never mistaken for this one."""
+        self._movable = port is None and self.port == DEFAULT_PORT
+        """Whether a failed first start may move to a free port: 4222 was free when it was
+        chosen, and another process may have taken it since."""
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -153,7 +204,7 @@ class EmbeddedNatsServer:
         """Start a nats-server (none once stopping); quick, so any thread that outlives the
         child may call it."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        command = nats_server_command(self.store_dir, self.port, self.token, self.binary)
+        command = nats_server_command(self.store_dir, self.port, self.token, self.name, self.binary)
         with self._lock:
             if self._stopping.is_set():
                 return None
@@ -185,17 +236,47 @@ class EmbeddedNatsServer:
         raise RuntimeError("embedded nats-server did not start listening in time")
 
     def _greets(self) -> bool:
-        """Whether a NATS server answers on the port (it greets with ``INFO``): merely
-        connecting would also succeed on a port something else took meanwhile."""
+        """Whether this server answers on the port: a NATS server greets with an ``INFO``
+        line whose JSON names it (merely connecting would also succeed on a port something
+        else took meanwhile, another nats-server included)."""
+        greeting = b""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as probe:
-                return probe.recv(4) == b"INFO"
+                while b"\n" not in greeting and len(greeting) < _GREETING_BYTES:
+                    chunk = probe.recv(_GREETING_BYTES)
+                    if not chunk:
+                        break
+                    greeting += chunk
         except OSError:
+            return False
+        kind, _, info = greeting.partition(b" ")
+        if kind != b"INFO":
+            return False
+        try:
+            return bool(json.loads(info).get("server_name") == self.name)
+        except ValueError:
             return False
 
     def launch(self) -> None:
         """Start the server and wait until it listens (blocking; call it from a thread that
         lives as long as the server should, such as the main thread)."""
+        try:
+            self._launch_once()
+        except RuntimeError:
+            if not self._move():
+                raise
+            self._launch_once()
+
+    def _move(self) -> bool:
+        """After a failed first start on the default port: take a free one instead."""
+        if not self._movable:
+            return False
+        self._movable = False
+        logger.warning("embedded nats-server could not use port %d; taking a free one", self.port)
+        self.port = _free_port()
+        return True
+
+    def _launch_once(self) -> None:
         process = self._spawn()
         if process is None:
             raise RuntimeError("embedded nats-server is stopping")
@@ -206,7 +287,15 @@ class EmbeddedNatsServer:
                 process.kill()
                 process.wait()
             raise
+        self._movable = False
+        self._publish_url()
         logger.info("embedded nats-server started on %s (store %s)", self.url, self.store_dir)
+
+    def _publish_url(self) -> None:
+        # Replaced whole, so a reader never sees half a URL.
+        temporary = self.store_dir / f".{URL_FILE}.tmp"
+        temporary.write_text(self.url + "\n", encoding="utf-8")
+        temporary.replace(self.store_dir / URL_FILE)
 
     # -- supervision ----------------------------------------------------------------------
 
@@ -274,16 +363,28 @@ class EmbeddedNatsServer:
                 process.wait(10)
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(STOP_TIMEOUT)
+        # Nothing answers there any more: a reader is told so rather than sent to the port.
+        (self.store_dir / URL_FILE).unlink(missing_ok=True)
 
     # -- a backend that runs its own (not under ``aviso-server serve``) -------------------
 
     async def start(self) -> None:
+        try:
+            await self._start_once()
+        except RuntimeError:
+            if not self._move():
+                raise
+            await self._start_once()
+        self.supervise(lambda reason: logger.error("%s", reason))
+
+    async def _start_once(self) -> None:
         process = self._spawn()
         if process is None:
             raise RuntimeError("embedded nats-server is stopping")
         await asyncio.to_thread(self._await_listening, process)
+        self._movable = False
+        self._publish_url()
         logger.info("embedded nats-server started on %s (store %s)", self.url, self.store_dir)
-        self.supervise(lambda reason: logger.error("%s", reason))
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.terminate)
@@ -294,7 +395,9 @@ class SharedNatsServer(SharedResources):
 
     def __init__(self, options: JetStreamOptions) -> None:
         assert options.embedded_store_dir
-        self._server = EmbeddedNatsServer(options.embedded_store_dir, options.token)
+        self._server = EmbeddedNatsServer(
+            options.embedded_store_dir, options.token, options.embedded_port
+        )
 
     def start(self, lost: Callable[[str], None]) -> Mapping[str, str]:
         self._server.launch()

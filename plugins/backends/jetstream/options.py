@@ -86,6 +86,12 @@ class JetStreamSection:
     duplicate_window: str | None = None
     """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; unset leaves the
     server's default (2 minutes, or the stream's retention if shorter)."""
+    idempotency_index: bool = True
+    """Check a message id the window no longer covers against the newest message retained
+    on its subject (the stream itself is the index: nothing more is stored)."""
+    embedded_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """The embedded nats-server's client port; unset: 4222 when free, else any free port;
+    0: any free port."""
 
 
 OPTIONS_SCHEMA: Mapping[str, Any] = shape_schema(JetStreamSection)

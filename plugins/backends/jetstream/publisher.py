@@ -26,13 +26,16 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import BadSubjectError
 from nats.errors import TimeoutError as AckTimeout
-from nats.js.api import Header
+from nats.js.api import DEFAULT_PREFIX, Header
 from nats.js.errors import APIError, NoStreamResponseError
 
 _SWEEP_SECONDS = 0.05
 """How often unanswered publishes are checked against their deadline (their timeouts are
 late by at most this much)."""
 _NO_RESPONDERS = "503"
+_NOT_FOUND = "404"
+DIRECT_GET = f"{DEFAULT_PREFIX}.DIRECT.GET"
+"""JetStream's direct get: a stream's message by sequence or subject, answered by the stream."""
 _STATUS = Header.STATUS.value
 _EXPECTED_STREAM = Header.EXPECTED_STREAM.value
 # What a header and a published subject must be whichever nats-py release encodes them
@@ -88,7 +91,8 @@ def acknowledged_sequence(reply: bytes) -> int:
     answer = json.loads(reply)
     if "error" in answer:
         raise APIError.from_error(answer["error"])
-    return answer["seq"]
+    sequence: int = answer["seq"]
+    return sequence
 
 
 _DUPLICATE = re.compile(rb'"duplicate":\s*true')
@@ -108,8 +112,9 @@ class PublishingClient(Client):
         super().__init__()
         self._ack_prefix = ""
         self._ack_tokens = itertools.count()
-        self._acks: dict[str, tuple[asyncio.Future[bytes], float]] = {}
-        """Publishes awaiting their acknowledgement, by reply token: (future, deadline)."""
+        self._acks: dict[str, tuple[asyncio.Future[Msg], float]] = {}
+        """Publishes (and direct gets) awaiting their answer, by reply token: (future,
+        deadline)."""
         self._ack_sweep: asyncio.TimerHandle | None = None
         self._ack_loop: asyncio.AbstractEventLoop | None = None
         self._lost: asyncio.Future[None] | None = None
@@ -138,10 +143,30 @@ class PublishingClient(Client):
         :func:`acknowledged_sequence` and :func:`dropped_as_duplicate`)."""
         if not subject or _SUBJECT_INVALID.search(subject):
             raise BadSubjectError
+        return (await self._answer(subject, payload, headers, timeout)).data
+
+    async def last_on_subject(self, stream: str, subject: str, timeout: float) -> Msg | None:
+        """The newest message ``stream`` holds on ``subject`` by JetStream's direct get
+        (its headers parsed by nats-py; the stream must allow direct gets, else
+        ``NoStreamResponseError``), ``None`` when it holds none; ``APIError`` for any other
+        status."""
+        answer = await self._answer(f"{DIRECT_GET}.{stream}.{subject}", b"", None, timeout)
+        headers = answer.headers or {}
+        status = headers.get(_STATUS)
+        if status == _NOT_FOUND:
+            return None
+        if status:
+            raise APIError(code=int(status), description=headers.get("Description"))
+        return answer
+
+    async def _answer(
+        self, subject: str, payload: bytes, headers: dict[str, str] | None, timeout: float
+    ) -> Msg:
+        """Publish with a reply subject under the acknowledgement inbox; the reply."""
         loop = self._ack_loop
         assert loop is not None, "listen_for_acks() first"
         token = f"{next(self._ack_tokens):x}"
-        future: asyncio.Future[bytes] = loop.create_future()
+        future: asyncio.Future[Msg] = loop.create_future()
         self._acks[token] = (future, loop.time() + timeout)
         try:
             await self.publish(subject, payload, self._ack_prefix + token, headers)
@@ -212,4 +237,4 @@ class PublishingClient(Client):
         if msg.headers and msg.headers.get(_STATUS) == _NO_RESPONDERS:
             entry[0].set_exception(NoStreamResponseError())
         else:
-            entry[0].set_result(msg.data)
+            entry[0].set_result(msg)

@@ -35,6 +35,7 @@ _RECONCILED = {
     "compression": api.StoreCompression.NONE,
     "discard": api.DiscardPolicy.OLD,
     "retention": api.RetentionPolicy.LIMITS,
+    "allow_direct": False,
 }
 # Compared only when configured (non-zero): unset, the server derives it from max_age.
 _RECONCILED_WHEN_SET = ("duplicate_window",)
@@ -61,6 +62,9 @@ def desired_config(
         retention=_RETENTION[options.retention_policy],
         discard=_DISCARD[options.discard_policy],
         max_msgs_per_subject=1,
+        # The idempotency index reads a subject's newest message by direct get: answered
+        # by the stream itself, not queued behind the JetStream API's other requests.
+        allow_direct=True,
         max_msgs=options.max_messages,
         max_bytes=options.max_bytes,
         max_age=options.retention_seconds,
@@ -201,11 +205,13 @@ class StreamKeeper:
                         raise
                     raise refused from exc
         else:
-            await self._reconcile(current, desired)
+            await self._reconcile(name, current, desired)
         self._seen.add(base)
         return name
 
-    async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
+    async def _reconcile(
+        self, name: str, current: api.StreamConfig, desired: api.StreamConfig
+    ) -> None:
         if _storage_name(current.storage) != _storage_name(desired.storage):
             raise StorageTypeMismatch(
                 f"stream {current.name} exists with storage "
@@ -235,7 +241,7 @@ class StreamKeeper:
             )
             return
         if "num_replicas" in changed:
-            await self._await_replicas(current.name, desired.num_replicas or 1)
+            await self._await_replicas(name, desired.num_replicas or 1)
 
     async def _await_replicas(self, name: str, replicas: int) -> None:
         """Wait (bounded) until a re-replicated stream has a leader and current followers:

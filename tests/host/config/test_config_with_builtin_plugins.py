@@ -123,6 +123,7 @@ def test_the_shipped_default_configuration_loads(
         "duplicate_window": "2m",
         "duplicate_window_max_keys": 100_000,
         "duplicate_window_max_keys_per_writer": 10_000,
+        "idempotency_index": True,
     }
     assert set(settings.schemas) == {"dissemination", "mars", "test_polygon", "river_gauge"}
     assert settings.strict is True

@@ -214,7 +214,8 @@ def test_an_id_is_forgotten_once_the_window_has_passed() -> None:
         second = await backend.publish("alpha.1", "null", keyed("k1"))
         return [first.sequence, second.sequence]
 
-    assert run(scenario, duplicate_window="1s") == [1, 2]
+    # The index of retained ids off: the window alone decides.
+    assert run(scenario, duplicate_window="1s", idempotency_index=False) == [1, 2]
 
 
 def test_the_window_is_bounded_in_count() -> None:
@@ -225,7 +226,45 @@ def test_the_window_is_bounded_in_count() -> None:
         resent = [await backend.publish("alpha.1", "null", keyed(key)) for key in ("c", "a")]
         return [record.sequence for record in resent]
 
-    assert run(scenario, duplicate_window="1h", duplicate_window_max_keys=2) == [3, 4]
+    assert run(
+        scenario, duplicate_window="1h", duplicate_window_max_keys=2, idempotency_index=False
+    ) == [3, 4]
+
+
+def test_past_the_window_a_retained_id_is_still_answered_with_its_record() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[Any]:
+        first = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        time.sleep(1.05)  # lets the 1 s window pass (not synchronisation)
+        again = await backend.publish("alpha.1", '{"n":1}', keyed("k1"))
+        with pytest.raises(MessageIdReused):
+            await backend.publish("alpha.1", '{"n":2}', keyed("k1"))
+        return [first.sequence, again.sequence, again.replayed, await history(backend, "alpha")]
+
+    assert run(scenario, duplicate_window="1s") == [1, 1, True, [1]]
+
+
+def test_the_retained_ids_are_not_bounded_by_the_window_budgets() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[tuple[int, bool]]:
+        for index in range(5):
+            await backend.publish(f"alpha.{index}", "null", keyed(f"k{index}"))
+        # Two ids fit the window; all five notifications are retained, so all are known.
+        resent = [await backend.publish(f"alpha.{i}", "null", keyed(f"k{i}")) for i in range(5)]
+        return [(record.sequence, record.replayed) for record in resent]
+
+    expected = [(index + 1, True) for index in range(5)]
+    assert run(scenario, duplicate_window="1h", duplicate_window_max_keys=2) == expected
+
+
+def test_past_the_window_an_id_no_longer_retained_stores_its_notification_anew() -> None:
+    async def scenario(backend: InMemoryBackend) -> list[int]:
+        await backend.publish("alpha.1", "null", keyed("k1"))
+        await backend.publish("alpha.1", '{"n":2}', {})  # replaces it (one kept per topic)
+        time.sleep(1.05)  # lets the 1 s window pass (not synchronisation)
+        again = await backend.publish("alpha.1", "null", keyed("k1"))
+        return [again.sequence, *await history(backend, "alpha")]
+
+    backend = InMemoryBackend(BackendContext({"duplicate_window": "1s"}, {}))
+    assert asyncio.run(scenario(backend)) == [3, 3]
 
 
 class Evictions(BackendMetrics):
@@ -242,6 +281,7 @@ def test_a_writer_over_its_budget_forgets_only_its_own_ids_and_it_is_counted() -
         "max_history_per_topic": 1000,
         "duplicate_window": "1h",
         "duplicate_window_max_keys_per_writer": 2,
+        "idempotency_index": False,
     }
     backend = InMemoryBackend(BackendContext(options, {}, evictions))
     alice, mallory = Writer(username="alice"), Writer(address="127.0.0.9")
@@ -269,6 +309,7 @@ def test_past_the_total_the_writer_holding_the_most_ids_gives_up_its_oldest() ->
         "max_history_per_topic": 1000,
         "duplicate_window": "1h",
         "duplicate_window_max_keys": 4,
+        "idempotency_index": False,
     }
     backend = InMemoryBackend(BackendContext(options, {}, evictions))
     quiet, other, flood = Writer(address="127.0.0.2"), Writer(username="bob"), Writer()
