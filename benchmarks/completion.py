@@ -11,9 +11,10 @@ has published every complete event, so the consumer's work is in its figure. Med
 the rounds, and the ratio with / without (goal: at most 1.10).
 
 ``--goal``: 41 steps x 51 members (2,091 notifications) shuffled, 5 % of them published
-again, and a 42nd step left at 50 members, sent alternately to two instances of
-``aviso-server serve --workers N`` sharing one JetStream; the first instance is killed
-(SIGKILL) halfway, and what it did not answer is sent to the other. Then one more complete
+again, then a step left at 50 members (an event type of its own, whose rule's deadline is
+60 s), sent alternately to two instances of ``aviso-server serve --workers N`` sharing one
+JetStream; the first instance is killed (SIGKILL) halfway, and what it did not answer is
+sent to the other. Then one more complete
 group (a sentinel: the consumer reads in sequence order, so its event comes after every
 earlier one) and the count of completion events per group and status: 41 complete, 1
 incomplete naming the missing member, none twice; and each complete event's delay after its
