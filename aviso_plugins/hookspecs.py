@@ -30,6 +30,19 @@ if TYPE_CHECKING:
     # and Starlette is not needed to answer it.
     from starlette.routing import BaseRoute
 
+__all__ = [
+    "aviso_auth_providers",
+    "aviso_backend_shared_resources",
+    "aviso_commands",
+    "aviso_delivery_kinds",
+    "aviso_extra_routes",
+    "aviso_field_handlers",
+    "aviso_notification_consumers",
+    "aviso_sinks",
+    "aviso_storage_backends",
+    "aviso_stream_authorisers",
+]
+
 # -- identifiers -------------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ DEFAULT_LEASE_SECONDS = 6.0
 """The TTL of the host's lease bucket: a dead holder's work is taken over within about that
 long plus a third of it."""
 
-logger = logging.getLogger("aviso.leases")
+_logger = logging.getLogger("aviso.leases")
 
 
 def holder_id() -> str:
@@ -167,7 +167,7 @@ class LeaseKeeper:
                 else:
                     await self.try_take()
             except Exception as exc:
-                logger.warning("lease %s: %s", self.lease.key, exc or type(exc).__name__)
+                _logger.warning("lease %s: %s", self.lease.key, exc or type(exc).__name__)
                 if self._active:  # a renewal may still succeed before the TTL runs out
                     wait = min(1.0, self._period / 3)
             await asyncio.sleep(wait)
@@ -192,10 +192,10 @@ class LeaseKeeper:
         try:
             await self._on_lost()
         except Exception as exc:
-            logger.warning("lease %s: on_lost failed: %s", self.lease.key, exc)
+            _logger.warning("lease %s: on_lost failed: %s", self.lease.key, exc)
 
     async def _give_back(self) -> None:
         try:
             await self.lease.release()
         except Exception as exc:  # its TTL frees it
-            logger.info("lease %s: release failed: %s", self.lease.key, exc)
+            _logger.info("lease %s: release failed: %s", self.lease.key, exc)

@@ -21,6 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from aviso_plugins.testing import AvisoClient
 
+__all__ = ["aviso_server"]
+
 
 @pytest.fixture
 def aviso_server() -> Iterator[Callable[..., AvisoClient]]:

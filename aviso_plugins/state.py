@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 __all__ = [
+    "MAX_KEY_LENGTH",
     "DeferredState",
     "ProcessLocalState",
     "SharedState",

@@ -42,11 +42,18 @@ import yaml
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
-from aviso_host.config import ConfigError, Settings, settings_from_document
-from aviso_host.config.loader import deep_merge
-from aviso_host.plugins import PluginError, PluginRegistry, discover
-from aviso_host.server import AvisoServer, uvicorn_config
-from aviso_plugins.sse import SSEParser
+from aviso_host.embedding import (
+    AvisoServer,
+    ConfigError,
+    PluginError,
+    PluginRegistry,
+    Settings,
+    deep_merge,
+    discover,
+    settings_from_document,
+    uvicorn_config,
+)
+from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.types import Notification, SinkOutcome, SinkRejected
 
 START_TIMEOUT = 15.0
@@ -59,6 +66,10 @@ TEST_DEFAULTS: Mapping[str, Any] = {
 }
 
 __all__ = [
+    "NOTIFICATION_EVENTS",
+    "READ_TIMEOUT",
+    "START_TIMEOUT",
+    "TEST_DEFAULTS",
     "AvisoClient",
     "ConfigError",
     "Event",
@@ -97,7 +108,7 @@ def build_app(
     is the one ``aviso-server config check`` prints); two plugins claiming one name raise
     ``PluginError``.
     """
-    from aviso_host.app import create_app
+    from aviso_host.embedding import create_app
 
     settings, registry = _settings(config, plugins, installed)
     return create_app(settings, registry)
@@ -120,8 +131,7 @@ def run_sink(
     ``config``, ``plugins`` and ``installed`` are those of :func:`build_app`. Unusable options
     raise ``ConfigError`` (or the sink's ``ValueError`` as a ``ConfigError``).
     """
-    from aviso_host.service import build_backend
-    from aviso_host.sinks import build_sink, catalog_planner
+    from aviso_host.embedding import build_backend, build_sink, catalog_planner
 
     settings, registry = _settings(config or {}, plugins, installed)
     planner = catalog_planner(settings, registry)

@@ -8,6 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+__all__ = [
+    "WILDCARD",
+    "TopicDecodeError",
+    "TopicPattern",
+    "build_topic",
+    "decode_token",
+    "decode_topic",
+    "encode_token",
+]
+
 WILDCARD = "*"
 # The four characters aviso-server escapes in a topic token (. * > %), plus the whitespace
 # a NATS subject can never hold (the protocol line splits on space and tab and ends at

@@ -113,7 +113,7 @@ def measure(port: int, process: psutil.Process, requests: int) -> tuple[float, f
 
 
 def nesting_check_ns() -> float:
-    from aviso_plugins.json_depth import exceeds_json_depth
+    from aviso_plugins._shared.json_depth import exceeds_json_depth
 
     body = notification("rps", 1, {"n": 1}).partition(b"\r\n\r\n")[2]
     runs = 200_000

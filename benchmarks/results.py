@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR_VARIABLE = "AVISO_BENCHMARK_RESULTS"
+"""Names another folder for the results (the benchmarks' smoke tests write to a temporary one)."""
 PACKAGES = ("aviso-py", "uvicorn", "starlette", "uvloop", "httptools", "nats-py", "pyspark")
 
 
@@ -75,9 +77,12 @@ def write_results(
     benchmark: str,
     rounds: Sequence[Mapping[str, Any]],
     summary: Mapping[str, Any],
-    directory: Path = RESULTS_DIR,
+    directory: Path | None = None,
 ) -> Path:
-    """Write one run's rounds and summary; returns the file, named by benchmark and UTC time."""
+    """Write one run's rounds and summary into ``directory`` (default: ``$AVISO_BENCHMARK_RESULTS``
+    or ``benchmarks/results``); returns the file, named by benchmark and UTC time."""
+    if directory is None:
+        directory = Path(os.environ.get(RESULTS_DIR_VARIABLE) or RESULTS_DIR)
     directory.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = directory / f"{benchmark}-{stamp}.json"

@@ -16,7 +16,7 @@ import numpy as np
 import shapely
 from shapely import Point, Polygon
 
-from aviso_plugins.geometry import MIN_POLYGON_PAIRS, parse_polygon_value
+from aviso_plugins._shared.geometry import MIN_POLYGON_PAIRS, parse_polygon_value
 from aviso_plugins.topics import TopicDecodeError, TopicPattern, decode_token
 from aviso_plugins.types import ConstraintPredicate, StoredNotification
 

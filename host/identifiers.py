@@ -23,8 +23,8 @@ from aviso_host.schemas import (
     NotifyLayout,
     SchemaCatalog,
 )
-from aviso_plugins.geometry import MAX_STORED_COORDINATES_BYTES, parse_polygon_value
-from aviso_plugins.numbers import float_display, json_scalar_text
+from aviso_plugins._shared.geometry import MAX_STORED_COORDINATES_BYTES, parse_polygon_value
+from aviso_plugins._shared.numbers import float_display, json_scalar_text
 from aviso_plugins.topics import TopicPattern, build_topic, encode_token
 from aviso_plugins.types import (
     ConstraintPredicate,

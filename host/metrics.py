@@ -41,7 +41,7 @@ from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.otlp import TALLIES
 from aviso_host.request_id import RequestIdMiddleware
 from aviso_host.subscriptions import ACTIVE, DISABLED, PULL
-from aviso_plugins.idempotency import EVICTION_REASONS
+from aviso_plugins._shared.idempotency import EVICTION_REASONS
 from aviso_plugins.types import (
     AuthError,
     AuthoriserMetrics,

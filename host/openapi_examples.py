@@ -14,8 +14,8 @@ from typing import Any
 
 from aviso_host.logs import log_event
 from aviso_host.schemas import POINT, POLYGON, EventSchema, SchemaCatalog
-from aviso_plugins.geometry import EXAMPLE_POINT, EXAMPLE_POLYGON
-from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins._shared.geometry import EXAMPLE_POINT, EXAMPLE_POLYGON
+from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.types import FieldHandler
 
 Body = dict[str, Any]

@@ -14,7 +14,7 @@ from aviso_host.config.settings import LimitSettings
 from aviso_host.encoding import loads
 from aviso_host.errors import ApiError, Endpoint, parse_error
 from aviso_host.logs import echoed
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 
 DEFAULT_MAX_DEPTH = LimitSettings().max_json_depth
 ALLOWED_FIELDS = ("event_type", "identifier", "from_id", "from_date", "to_id", "to_date", "payload")

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from aviso_host.server import uvicorn_config
+from aviso_host.embedding import uvicorn_config
 
 
 async def echo(request: Request) -> Response:

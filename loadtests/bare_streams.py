@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from aviso_host.server import uvicorn_config
+from aviso_host.embedding import uvicorn_config
 from aviso_loadtests.bare_app import echo
 
 HEARTBEAT_SECONDS = 10.0

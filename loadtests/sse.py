@@ -1,4 +1,4 @@
-"""Reading a streamed body as it arrives, for the SSE parser of :mod:`aviso_plugins.sse`.
+"""Reading a streamed body as it arrives, for the SSE parser of :mod:`aviso_plugins._shared.sse`.
 
 Nothing here imports gevent or locust, so it can be imported anywhere.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aviso_plugins.sse import SSEEvent, SSEParser
+from aviso_plugins._shared.sse import SSEEvent, SSEParser
 
 __all__ = ["SSEEvent", "SSEParser", "StreamClosed", "read_available"]
 

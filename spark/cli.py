@@ -198,8 +198,7 @@ def check_sink(config_file: str | None, sink: str, sink_options: dict[str, str])
     """Find on the driver, before Spark starts, what would fail or lose every task: a
     configuration that does not load, options the sink refuses, a backend each executor
     would have a private copy of, a server the http sink cannot reach."""
-    from aviso_host.config import ConfigError
-    from aviso_host.plugins import PluginError
+    from aviso_host.embedding import ConfigError, PluginError
     from aviso_spark.runtime import host_runtime
 
     try:
@@ -226,7 +225,7 @@ def check_sink(config_file: str | None, sink: str, sink_options: dict[str, str])
 def _reach_server(url: str) -> None:
     import httpx
 
-    from aviso_host.config.redact import mask_url_credentials
+    from aviso_host.embedding import mask_url_credentials
 
     try:
         httpx.get(url.rstrip("/") + "/health", timeout=REACH_TIMEOUT_SECONDS)

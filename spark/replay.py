@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from aviso_plugins.sse import SSEParser
+from aviso_plugins._shared.sse import SSEParser
 
 REPLAY_PATH = "/api/v1/replay"
 SCHEMA_PATH = "/api/v1/schema/"

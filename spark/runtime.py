@@ -11,14 +11,18 @@ import functools
 import os
 from dataclasses import dataclass
 
-from aviso_host.config import Settings, load_settings
-from aviso_host.identifiers import CatalogPlanner
-from aviso_host.plugins import PluginRegistry, discover
-from aviso_host.service import build_backend
-from aviso_host.sinks import build_sink, catalog_planner
+from aviso_host.embedding import (
+    CONFIG_FILE_ENV,
+    CatalogPlanner,
+    PluginRegistry,
+    Settings,
+    build_backend,
+    build_sink,
+    catalog_planner,
+    discover,
+    load_settings,
+)
 from aviso_plugins.types import Sink, StorageBackend
-
-CONFIG_FILE_ENV = "AVISOSERVER_CONFIG_FILE"
 
 
 @dataclass(frozen=True)

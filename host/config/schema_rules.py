@@ -16,7 +16,7 @@ from typing import Any
 
 from aviso_host.config.construct import construct
 from aviso_host.config.errors import at, key_path
-from aviso_plugins.literals import parse_duration, parse_size
+from aviso_plugins._shared.literals import parse_duration, parse_size
 from aviso_plugins.types import BackendCapabilities, FieldHandler, StorageBackend
 
 RESERVED_FIELD = "point"

@@ -20,7 +20,7 @@ from aviso_host.logs import log_event
 from aviso_host.requests import read_body
 from aviso_host.routes.common import request_id_of, service_of
 from aviso_host.schemas import SchemaCatalog
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import UnknownStream
 
 _SEQUENCE = re.compile(r"\+?[0-9]+", re.ASCII)

@@ -39,8 +39,8 @@ from aviso_host.schemas import POINT, POLYGON, EventSchema
 from aviso_host.service import Service
 from aviso_host.streaming.control import LiveQueue, StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
-from aviso_plugins.geometry import parse_point_value
-from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins._shared.geometry import parse_point_value
+from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import Caller, InvalidValue, StartCursor, Subscription
 

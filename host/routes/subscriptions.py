@@ -60,7 +60,7 @@ from aviso_host.subscriptions import (
     end_when_deleted,
     valid_name,
 )
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import DeliveryKind, InvalidValue, PreparedDelivery, StartCursor
 
 ENDPOINT = Endpoint.SUBSCRIPTION

@@ -19,7 +19,7 @@ from typing import Any
 import jwt
 from jwt.algorithms import HMACAlgorithm
 
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import AuthError, Caller
 
 INVALID_TOKEN = "Invalid or expired token"

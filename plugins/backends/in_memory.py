@@ -10,7 +10,8 @@ byte budget (``max_bytes``) evicts the oldest first. For paging, every stream al
 append-only log in sequence order, so a replay batch is a bisect plus a short forward scan
 instead of a sort of everything retained; records that retention dropped are skipped and
 compacted away lazily. Live subscribers are indexed by their pattern's literal leading
-tokens (``aviso_plugins.fanout``) so a publish only looks at the watchers that could match it.
+tokens (``aviso_plugins._shared.fanout``) so a publish only looks at the watchers that could
+match it.
 
 A publish carrying a message id (``Nats-Msg-Id``) already seen on the same stream within
 ``duplicate_window`` is dropped and answered with the stored record (``replayed``) when it
@@ -32,9 +33,10 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
-from aviso_plugins.fanout import SubscriberIndex
-from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
-from aviso_plugins.literals import parse_duration
+from aviso_plugins._shared.fanout import SubscriberIndex
+from aviso_plugins._shared.idempotency import RememberedIds
+from aviso_plugins._shared.literals import parse_duration
+from aviso_plugins.storage import notification_fingerprint
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,

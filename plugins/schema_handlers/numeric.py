@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
-from aviso_plugins.constraints import (
+from aviso_plugins._shared.constraints import (
     NUMERIC_OPERATORS,
     compile_constraint,
     float_domain,
     integer_domain,
 )
-from aviso_plugins.numbers import (
+from aviso_plugins._shared.numbers import (
     float_display,
     json_scalar_text,
     parse_finite_decimal,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
-from aviso_plugins.geometry import (
+from aviso_plugins._shared.geometry import (
     MAX_STORED_COORDINATES_BYTES,
     Coordinate,
     coordinates_json,

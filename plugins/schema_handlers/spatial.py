@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aviso_plugins import hookimpl
-from aviso_plugins.geometry import (
+from aviso_plugins._shared.geometry import (
     EXAMPLE_POLYGON,
     Coordinate,
     coordinates_json,

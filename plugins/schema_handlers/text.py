@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_plugins import hookimpl
-from aviso_plugins.constraints import ENUM_OPERATORS, compile_constraint, enum_domain
+from aviso_plugins._shared.constraints import ENUM_OPERATORS, compile_constraint, enum_domain
 from aviso_plugins.types import ConstraintPredicate, FieldHandler, InvalidValue
 
 _NUMERIC_EXPVER = re.compile(r"\+?([0-9]+)")

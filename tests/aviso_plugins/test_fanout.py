@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aviso_plugins.fanout import SubscriberIndex
+from aviso_plugins._shared.fanout import SubscriberIndex
 from aviso_plugins.topics import TopicPattern, build_topic
 
 # A tiny alphabet makes equal tokens (and so matches) common; "." and "%" exercise encoding.

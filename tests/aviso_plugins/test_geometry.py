@@ -1,7 +1,7 @@
 import pytest
 
-from aviso_plugins.geometry import bounding_box, parse_point_text, parse_polygon_text
-from aviso_plugins.numbers import float_display
+from aviso_plugins._shared.geometry import bounding_box, parse_point_text, parse_polygon_text
+from aviso_plugins._shared.numbers import float_display
 
 SQUARE = [(50.0, 10.0), (52.0, 10.0), (52.0, 12.0), (50.0, 12.0), (50.0, 10.0)]
 

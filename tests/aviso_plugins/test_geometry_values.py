@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from aviso_plugins.geometry import (
+from aviso_plugins._shared.geometry import (
     coordinates_json,
     parse_point_cloud_value,
     parse_point_value,

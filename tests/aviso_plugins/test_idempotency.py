@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from aviso_plugins.idempotency import TOTAL_BUDGET, WRITER_BUDGET, RememberedIds
+from aviso_plugins._shared.idempotency import TOTAL_BUDGET, WRITER_BUDGET, RememberedIds
 from aviso_plugins.types import Writer
 
 WINDOW = 3600.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aviso_plugins.json_depth import exceeds_json_depth
+from aviso_plugins._shared.json_depth import exceeds_json_depth
 
 
 @pytest.mark.parametrize(

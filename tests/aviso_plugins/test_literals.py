@@ -2,7 +2,7 @@
 
 import pytest
 
-from aviso_plugins.literals import parse_duration, parse_size
+from aviso_plugins._shared.literals import parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

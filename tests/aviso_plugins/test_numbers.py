@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from aviso_plugins.numbers import (
+from aviso_plugins._shared.numbers import (
     INT64_MAX,
     INT64_MIN,
     float_display,

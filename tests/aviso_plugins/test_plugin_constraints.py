@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from aviso_plugins.constraints import (
+from aviso_plugins._shared.constraints import (
     compile_constraint,
     enum_domain,
     float_domain,

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from aviso_host.streaming import frames
-from aviso_plugins.sse import SSEEvent, SSEParser
+from aviso_plugins._shared.sse import SSEEvent, SSEParser
 
 
 def parse(chunks: list[bytes]) -> list[SSEEvent]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from aviso_host.cursors import CursorError, parse_from_date, parse_from_id
 from aviso_host.plugins import discover
-from aviso_plugins.numbers import json_scalar_text, parse_finite_decimal
+from aviso_plugins._shared.numbers import json_scalar_text, parse_finite_decimal
 from aviso_plugins.topics import (
     TopicDecodeError,
     TopicPattern,

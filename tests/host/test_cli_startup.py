@@ -23,7 +23,7 @@ from tests.support.process import CLI_TIMEOUT, clean_environment
 
 # Top-level modules a quick command must not import, each with what it is for.
 NOT_FOR_QUICK_COMMANDS = {
-    "numpy": "coordinate parsing (aviso_plugins.geometry)",
+    "numpy": "coordinate parsing (aviso_plugins._shared.geometry)",
     "shapely": "spatial filtering",
     "nats": "the JetStream backend's connection",
     "httpx": "the auth plugins' upstream calls and the http sink",
@@ -47,7 +47,7 @@ DISCOVERY_MAY_LOAD = ("nats", "httpx")
 HOST_MODULES = ("aviso_host.config", "aviso_host.logs", "aviso_host.app")
 # Plugin modules --help and plugins import (discovery), to show the check is not vacuous.
 DISCOVERED = (
-    "aviso_plugins.geometry",
+    "aviso_plugins._shared.geometry",
     "aviso_builtins.auth.auth_o_tron",
     "aviso_builtins.auth.ecpds",
     "aviso_builtins.backends.jetstream.backend",

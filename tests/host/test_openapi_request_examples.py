@@ -17,7 +17,7 @@ from aviso_host.config import settings_from_document
 from aviso_host.openapi_examples import field_example, request_examples
 from aviso_host.plugins import discover
 from aviso_host.schemas import SchemaCatalog
-from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.types import FieldHandler, InvalidValue
 from tests.support.configs import API_EXAMPLE
 

@@ -18,7 +18,7 @@ from aviso_host.logs import JsonLineFormatter, register_secrets
 from aviso_host.otlp import OtlpHandler, RecordQueue
 from aviso_host.streaming.frames import BATCH_FAILED_MESSAGE
 from aviso_plugins import hookimpl
-from aviso_plugins.sse import SSEParser
+from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.testing import AvisoClient, serve
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (

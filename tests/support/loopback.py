@@ -17,6 +17,9 @@ from typing import Any
 class QuietServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 256
+    """The listen backlog: a fake that many clients reach at once (webhook subscriptions)
+    must not have connections reset by the kernel (the standard library's default is 5)."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (aviso's timeout) leaves a broken pipe behind: expected.

@@ -38,9 +38,10 @@ from aviso_builtins.backends.jetstream.publisher import (
 from aviso_builtins.backends.jetstream.replay import HistoryReaders
 from aviso_builtins.backends.jetstream.state import KeyValueBuckets, bucket_name
 from aviso_builtins.backends.jetstream.streams import StreamKeeper, stream_name
-from aviso_plugins.idempotency import RememberedIds, notification_fingerprint
-from aviso_plugins.literals import parse_duration
+from aviso_plugins._shared.idempotency import RememberedIds
+from aviso_plugins._shared.literals import parse_duration
 from aviso_plugins.state import SharedState
+from aviso_plugins.storage import notification_fingerprint
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,

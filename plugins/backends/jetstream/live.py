@@ -23,7 +23,7 @@ from nats.js.errors import NotFoundError
 
 from aviso_builtins.backends.jetstream.messages import to_record
 from aviso_builtins.backends.jetstream.streams import StreamKeeper
-from aviso_plugins.fanout import SubscriberIndex
+from aviso_plugins._shared.fanout import SubscriberIndex
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import LiveSink
 

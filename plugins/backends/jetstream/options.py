@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from aviso_plugins.literals import parse_duration
+from aviso_plugins._shared.literals import parse_duration
 
 _COUNT = {"type": "integer", "minimum": 0}
 

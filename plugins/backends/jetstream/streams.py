@@ -13,7 +13,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
 
 from aviso_builtins.backends.jetstream.options import JetStreamOptions, OptionsError
-from aviso_plugins.literals import parse_duration, parse_size
+from aviso_plugins._shared.literals import parse_duration, parse_size
 
 logger = logging.getLogger("aviso.jetstream")
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aviso_plugins.sse import SSEParser
+from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.testing import EventStream
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process

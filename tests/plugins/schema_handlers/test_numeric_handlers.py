@@ -5,7 +5,7 @@ import pytest
 
 from aviso_builtins.schema_handlers import numeric
 from aviso_builtins.schema_handlers.numeric import FloatHandler, IntHandler
-from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.types import InvalidValue
 
 ALL_OPERATORS = {"eq", "in", "gt", "gte", "lt", "lte", "between"}

@@ -4,7 +4,7 @@ import pytest
 
 from aviso_builtins.schema_handlers import text
 from aviso_builtins.schema_handlers.text import EnumHandler, ExpverHandler, StringHandler
-from aviso_plugins.numbers import json_scalar_text
+from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.types import FieldHandler, InvalidValue
 
 

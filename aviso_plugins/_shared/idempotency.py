@@ -2,7 +2,8 @@
 
 A backend that de-duplicates re-sends itself (in-memory), or that checks re-sends against
 what it saw (JetStream, a fast path per instance before the broker is asked), remembers each
-id with the sequence it was stored under and a fingerprint of its notification. Memory is
+id with the sequence it was stored under and a fingerprint of its notification
+(:func:`~aviso_plugins.storage.notification_fingerprint`). Memory is
 bounded twice:
 
 - each writer (:class:`~aviso_plugins.types.Writer`) has its own budget per stream, so a
@@ -17,37 +18,17 @@ An id forgotten before its window ended is an early eviction, reported through
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from aviso_plugins.types import ACTOR_METADATA, MESSAGE_ID_METADATA, Writer
+from aviso_plugins.storage import Writer
 
 WRITER_BUDGET = "writer_budget"
 """Early-eviction reason: the writer's own budget for the stream was full."""
 TOTAL_BUDGET = "total_budget"
 """Early-eviction reason: all remembered ids together were at their bound."""
 EVICTION_REASONS = (WRITER_BUDGET, TOTAL_BUDGET)
-
-_NOT_COMPARED = frozenset((MESSAGE_ID_METADATA, ACTOR_METADATA))
-
-
-def notification_fingerprint(topic: str, payload: str, metadata: Mapping[str, str]) -> bytes:
-    """A digest of what a notification says: its topic, payload and metadata, without the
-    message id itself and the publisher (the same notification re-sent by another caller
-    is the same notification)."""
-    digest = hashlib.blake2b(digest_size=16)
-    parts = [topic, payload]
-    for key in sorted(metadata):
-        if key not in _NOT_COMPARED:
-            parts += (key, metadata[key])
-    for part in parts:
-        data = part.encode()
-        # Length-prefixed, so that no two different part lists hash the same text.
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.digest()
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from aviso_plugins.numbers import parse_decimal_text
+from aviso_plugins._shared.numbers import parse_decimal_text
 
 Coordinate = tuple[float, float]
 """A ``(latitude, longitude)`` pair in degrees."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from aviso_plugins.numbers import INT64_MAX, INT64_MIN, parse_finite_decimal, parse_int_text
+from aviso_plugins._shared.numbers import INT64_MAX, INT64_MIN, parse_finite_decimal, parse_int_text
 from aviso_plugins.types import ConstraintPredicate, InvalidValue
 
 NUMERIC_OPERATORS = frozenset({"eq", "in", "gt", "gte", "lt", "lte", "between"})

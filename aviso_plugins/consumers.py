@@ -1,0 +1,119 @@
+"""Notification consumers: read the stored notifications from a position the host keeps."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from aviso_plugins.state import SharedState
+from aviso_plugins.storage import StoredNotification
+
+__all__ = [
+    "CONSUMER_STARTS",
+    "ConsumedNotification",
+    "ConsumerContext",
+    "NotificationConsumer",
+    "NotificationPublisher",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedNotification:
+    """One stored notification handed to a :class:`NotificationConsumer`."""
+
+    event_type: str
+    record: StoredNotification
+    """The record as the backend stored it (``sequence`` counts within its event type)."""
+    cloudevent: bytes
+    """The CloudEvent JSON a watch delivers for it, byte for byte."""
+    identifier: Mapping[str, Any]
+    """``data.identifier`` of that CloudEvent: every field the notification named."""
+    payload: Any
+    """``data.payload`` of that CloudEvent (``None`` when it had none)."""
+
+
+class NotificationPublisher(Protocol):
+    """Publishes notifications on a consumer's behalf; implemented by the host."""
+
+    async def publish(
+        self,
+        event_type: str,
+        identifier: Mapping[str, Any],
+        payload: Any = None,
+        message_id: str | None = None,
+    ) -> StoredNotification:
+        """Validate and store exactly as ``POST /api/v1/notification`` does, and return the
+        stored record. Raise :class:`SinkRejected` (with the API's error code) for a
+        notification the API would refuse; any other exception is a storage failure.
+        ``message_id`` is passed to the backend as :data:`MESSAGE_ID_METADATA`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerContext:
+    """What the host hands a consumer at construction."""
+
+    publisher: NotificationPublisher
+    event_types: tuple[str, ...]
+    """The event types this consumer is fed: its ``event_types``, or every configured one."""
+    state: SharedState
+    """The consumer's own shared-state bucket (named after its ``name``, no TTL), which every
+    worker and instance sees alike: what it keeps beside its position, and the claims only
+    one writer may win (:meth:`SharedState.create`)."""
+
+
+CONSUMER_STARTS = frozenset({"end", "beginning"})
+"""Where a consumer without a stored position starts (:attr:`NotificationConsumer.start_at`)."""
+
+
+class NotificationConsumer(ABC):
+    """Reads the stored notifications from a position the host keeps for it.
+
+    For each configured event type the host calls :meth:`consume` once per stored
+    notification, in sequence order, one call at a time per event type, and moves the
+    consumer's position past a notification when :meth:`consume` returns. Delivery is at
+    least once: a notification whose :meth:`consume` was interrupted (a restart, a worker
+    killed) is handed over again, so a consumer that publishes passes a ``message_id``
+    derived from what it consumed. A :meth:`consume` that raises is logged
+    (``consumer.failed``) and its notification passed over: retrying, dead letters and
+    backoff are the consumer's own.
+
+    A consumer runs once per deployment: every worker and instance constructs it, but only
+    the one holding its lease (see :mod:`aviso_plugins.leases`) is *active*. :meth:`start`
+    is called when this process takes the lease and :meth:`close` when it stops holding it
+    (its renewal failed, or shutdown), so a consumer may be started and closed several times
+    in its life; :meth:`consume` is called only between the two. Timers and anything else
+    only one process should run belong between :meth:`start` and :meth:`close`. Positions
+    and :attr:`ConsumerContext.state` live in the backend's shared state.
+    """
+
+    name: ClassVar[str]
+    """Names the consumer's position: two plugins cannot claim one name, and renaming a
+    consumer starts it afresh (from :attr:`start_at`)."""
+
+    event_types: ClassVar[frozenset[str] | None] = None
+    """The event types to consume; ``None``: every configured one (those of
+    ``notification_schema``). An event type not configured fails startup."""
+
+    start_at: ClassVar[str] = "end"
+    """Where a consumer without a stored position starts: ``"end"`` (notifications stored
+    from its first start on) or ``"beginning"`` (the oldest retained)."""
+
+    def __init__(self, context: ConsumerContext) -> None:
+        self.context = context
+
+    async def start(self) -> None:
+        """This process became the active one: acquire resources on the serving event loop,
+        before the first :meth:`consume`. Raising gives the lease back (logged; tried again
+        later), except at startup, where it fails the startup."""
+
+    async def close(self) -> None:
+        """This process stopped being the active one (or shuts down): release what
+        :meth:`start` acquired and stop timers; no :meth:`consume` runs during or after it,
+        until the next :meth:`start`."""
+
+    @abstractmethod
+    async def consume(self, notification: ConsumedNotification) -> None:
+        """Handle one notification; return when it is handled (the position moves on)."""
