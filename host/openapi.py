@@ -1957,7 +1957,7 @@ def _subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 {"type": "null"},
                 _object(
                     {
-                        "status": {"enum": ["active", "disabled"]},
+                        "status": {"enum": ["active", "disabled", "forbidden"]},
                         "delivered": {"type": "integer", "minimum": 0},
                         "retrying": {"type": "integer", "minimum": 0},
                         "dead_lettered": {"type": "integer", "minimum": 0},
