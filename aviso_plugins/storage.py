@@ -221,6 +221,15 @@ class StorageBackend(ABC):
     For the selected kind it applies even when the section is absent, ``"default"`` values
     are filled in and ``"writeOnly": true`` marks a secret (never shown or logged)."""
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Refuse unusable options at startup (and in ``aviso-server config check``), before
+        any plugin is constructed: raise :class:`ConfigurationProblem` with the key path from
+        the document root (``("notification_backend", kind, key)``). Runs only for the
+        selected kind, on its section as it passed ``options_schema`` (defaults filled in),
+        so rules that matter only once this backend is used live here. The default accepts
+        everything."""
+
     shared_between_processes: ClassVar[bool] = False
     """Whether instances in several processes see one store (a server they all connect to).
 

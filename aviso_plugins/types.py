@@ -2,9 +2,10 @@
 
 Each is defined in the module of its plugin kind (:mod:`aviso_plugins.fields`,
 :mod:`aviso_plugins.storage`, :mod:`aviso_plugins.auth`, :mod:`aviso_plugins.sinks`,
-:mod:`aviso_plugins.consumers`, :mod:`aviso_plugins.deliveries`); this module gathers them so
-that ``from aviso_plugins.types import X``, the path the plugin documentation shows, keeps
-working for every name. Import from either.
+:mod:`aviso_plugins.consumers`, :mod:`aviso_plugins.deliveries`; ``TopicPattern`` in
+:mod:`aviso_plugins.topics`); this module gathers them so that ``from aviso_plugins.types
+import X``, the path the plugin documentation shows, keeps working for every name. Import from
+either.
 """
 
 from aviso_plugins.auth import (
@@ -69,6 +70,7 @@ from aviso_plugins.storage import (
     notification_fingerprint,
     publishing_writer,
 )
+from aviso_plugins.topics import TopicPattern
 
 __all__ = [
     "ACTOR_METADATA",
@@ -117,6 +119,7 @@ __all__ = [
     "StoredNotification",
     "StreamAuthoriser",
     "Subscription",
+    "TopicPattern",
     "UnknownStream",
     "Writer",
     "notification_fingerprint",

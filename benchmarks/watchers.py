@@ -121,14 +121,26 @@ def watches_held(
                 child.join(10)
 
 
-def publish(port: int, notifications: int, gap: float) -> None:
-    """``notifications`` to run ``live``, ``gap`` seconds apart, each stamped when sent."""
+def stamped(step: int) -> dict[str, float]:
+    """A payload carrying the publisher's clock, for latency per delivery."""
+    return {"sent_at": time.time()}
+
+
+def publish(
+    port: int,
+    notifications: int,
+    gap: float,
+    first: int = 0,
+    payload: Callable[[int], object] = stamped,
+) -> None:
+    """``notifications`` to run ``live`` (steps from ``first``), ``gap`` seconds apart, each
+    carrying ``payload(step)`` made as it is sent."""
 
     async def run() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            for step in range(notifications):
-                writer.write(notification("live", step, {"sent_at": time.time()}))
+            for step in range(first, first + notifications):
+                writer.write(notification("live", step, payload(step)))
                 await writer.drain()
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
                 assert head.startswith(b"HTTP/1.1 200"), head

@@ -22,7 +22,7 @@ from aviso_host.metrics import HttpMetrics
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
-from aviso_host.routes.subscriptions import subscription_routes
+from aviso_host.routes.subscriptions import admit_entry, subscription_routes
 from aviso_host.service import Service, server_version
 
 
@@ -107,6 +107,7 @@ def create_app(
     registry = registry or discover()
     settings = settings or load_settings(registry)
     service = Service(settings, registry)
+    service.admit_entry = admit_entry
     extra_routes = (
         [route for routes in registry.manager.hook.aviso_extra_routes() for route in routes]
         if registry.manager
@@ -131,6 +132,8 @@ def create_app(
             settings.application.homepage,
             service.catalog,
             subscriptions=service.subscriptions is not None,
+            limits=settings.limits,
+            subscription_limits=settings.subscriptions,
         ),
         *extra_routes,
     ]

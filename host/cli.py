@@ -7,14 +7,17 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-# Only what `--version` and `--help` need is imported here: each command imports the rest
-# (configuration, logging, the app) itself, so that answering them stays fast (the modules
-# that must not load for them are listed in tests/host/test_cli_startup.py).
-from aviso_host.plugins import BUILTIN_DISTRIBUTION, PluginError, PluginInfo, discover
+# Only what `--version` needs is imported here: each command imports the rest (plugin
+# discovery, configuration, logging, the app) itself, so that answering stays fast (the
+# modules that must not load are listed in tests/host/test_cli_startup.py).
+from aviso_host import BUILTIN_DISTRIBUTION
+
+if TYPE_CHECKING:
+    from aviso_host.plugins import PluginInfo
 
 CONFIG_ENV = "AVISOSERVER_CONFIG_FILE"
 
@@ -37,6 +40,8 @@ class _AvisoCommands(click.Group):
         if self._plugins_added:
             return
         self._plugins_added = True
+        from aviso_host.plugins import discover
+
         registry = discover(tolerant=True)
         self._plugin_problems = registry.problems
         for name, command in registry.commands.items():
@@ -137,6 +142,8 @@ def _serve(
     from aviso_host.config.loader import packaged_example
     from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.logs import configure_logging, log_event
+    from aviso_host.otlp import require_otlp_sdk
+    from aviso_host.plugins import PluginError, discover
     from aviso_host.supervisor import (
         Supervisor,
         lost_in_process,
@@ -164,6 +171,7 @@ def _serve(
     try:
         registry = discover()
         settings = load_settings(registry)
+        require_otlp_sdk(settings.logging.otlp)
         count = worker_count(settings.application.workers)
         refuse_process_local_backend(settings, registry, count)
         extensions = service_extensions(settings, registry, count)
@@ -217,6 +225,8 @@ def list_plugins(as_json: bool) -> None:
     authorisers, sinks, commands, routes) or why it is not in use.
 
     Exits 1 when a plugin failed or conflicts (``serve`` would refuse to start)."""
+    from aviso_host.plugins import discover
+
     registry = discover(tolerant=True)
     everything = sorted((*registry.plugins, *registry.unloaded), key=lambda p: p.name)
     if as_json:
@@ -287,6 +297,7 @@ def new_plugin(name: str, kind: str, directory: str) -> None:
     `python -m pytest` in NAME."""
     from pathlib import Path
 
+    from aviso_host.plugins import discover
     from aviso_host.starter import StarterError, create_package
 
     try:
@@ -313,7 +324,13 @@ def config() -> None:
     default=None,
     help="Print the effective configuration, secrets masked (the default with PATH).",
 )
-def check(path: str | None, strict: bool, show: bool | None) -> None:
+@click.option(
+    "--defaults",
+    is_flag=True,
+    help="Show every setting with the default the server applies where none is written "
+    "(implies --show).",
+)
+def check(path: str | None, strict: bool, show: bool | None, defaults: bool) -> None:
     """Validate PATH (plus AVISOSERVER_* overrides) and print the effective configuration.
 
     Without PATH, check what ``serve`` would read: AVISOSERVER_CONFIG_FILE or the default
@@ -324,8 +341,11 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
 
     from aviso_host.app import create_app
     from aviso_host.config import ConfigError, load_settings, redact
+    from aviso_host.config.build import with_declared_defaults
     from aviso_host.config.loader import config_files, environment_overrides, packaged_example
     from aviso_host.logs import configure_logging
+    from aviso_host.otlp import require_otlp_sdk
+    from aviso_host.plugins import PluginError, discover
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
     example = packaged_example(environ, Path.cwd(), Path.home())
@@ -335,6 +355,7 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         registry = discover()
         files = config_files(environ, Path.cwd(), Path.home())
         settings = load_settings(registry, environ=environ)
+        require_otlp_sdk(settings.logging.otlp)
         # As serve: what plugins log while being constructed is a masked JSON line.
         configure_logging(settings.logging.level, settings.logging.format)
         create_app(settings, registry)
@@ -349,10 +370,11 @@ def check(path: str | None, strict: bool, show: bool | None) -> None:
         click.echo(f"{'Error' if refused else 'warning'}: {warning}", err=True)
     if strict and settings.unknown:
         sys.exit(1)
-    if show if show is not None else path is not None:
+    if defaults or (show if show is not None else path is not None):
+        document = with_declared_defaults(settings.document) if defaults else settings.document
         click.echo(
             yaml.safe_dump(
-                redact(settings.document, settings.secret_paths, settings.plugin_sections),
+                redact(document, settings.secret_paths, settings.plugin_sections),
                 sort_keys=False,
                 allow_unicode=True,
             ),

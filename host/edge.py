@@ -144,7 +144,7 @@ class EdgeMiddleware:
                     raise RuntimeError(
                         "Caught handled exception, but response already started."
                     ) from exc
-                response = await handler(Request(scope, receive), exc)  # type: ignore[misc]
+                response = await handler(Request(scope, receive), exc)  # type: ignore[arg-type, misc]
                 await response(scope, receive, send_edge)
                 # Reused exception instances accumulate tracebacks across requests.
                 exc.__traceback__ = None
@@ -153,7 +153,7 @@ class EdgeMiddleware:
                 observation.failed()
             if not status:
                 # As Starlette's ServerErrorMiddleware: straight to the server's send.
-                response = await self.server_error(Request(scope), exc)  # type: ignore[misc]
+                response = await self.server_error(Request(scope), exc)  # type: ignore[arg-type, misc]
                 await response(scope, receive, send)
             raise
         except asyncio.CancelledError:

@@ -6,7 +6,9 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from json.encoder import c_make_encoder, encode_basestring
+
+# typeshed does not declare the C encoder json.encoder exposes (None without the C module).
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import orjson

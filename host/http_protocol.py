@@ -38,12 +38,15 @@ The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stre
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
 which does not read would never allow, and :data:`DISCONNECT_EXTENSION`, which tells a
 stream when its client goes away (:func:`on_client_gone`) without a task per stream waiting
-on ``receive`` for it.
+on ``receive`` for it, and :data:`WRITE_CHUNK_EXTENSION`, through which a live stream writes
+an event to a connection that keeps up without its task (:func:`chunk_writer`).
 
-Only uvicorn's public surface is used: a subclass of its httptools protocol whose overrides
-add to uvicorn's own callbacks and call them (``super()``), and a wrapper around the
-connection's transport, installed in ``connection_made``, which writes a response of known
-length in one piece (:class:`ConnectionTransport`).
+This is a subclass of uvicorn's httptools protocol whose overrides add to uvicorn's own
+callbacks and call them (``super()``), and a wrapper around the connection's transport,
+installed in ``connection_made``, which writes a response of known length in one piece
+(:class:`ConnectionTransport`). The protocol's attributes and callbacks it relies on are not
+documented uvicorn API: tests/host/test_uvicorn_contract.py lists each and checks it against
+the installed uvicorn, and setup.cfg pins uvicorn to the minor it checked.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ from aviso_host.request_id import new_request_id
 
 ABORT_EXTENSION = "aviso.abort_connection"
 DISCONNECT_EXTENSION = "aviso.on_client_gone"
+WRITE_CHUNK_EXTENSION = "aviso.write_chunk"
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 LINGER_QUIET_SECONDS = 1.0
@@ -136,6 +140,16 @@ def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
         return False
     register(callback)
     return True
+
+
+def chunk_writer(scope: Scope) -> Callable[[bytes], bool] | None:
+    """What writes one piece of a started chunked response now, framed already (``size
+    CRLF data CRLF``), and says whether it did: ``False`` when the response is not
+    chunked or no longer being written, or the transport is above its high-water mark (the
+    caller then sends it through ASGI, which waits for the client). ``None`` outside aviso's
+    protocol."""
+    writer: Callable[[bytes], bool] | None = scope.get("extensions", {}).get(WRITE_CHUNK_EXTENSION)
+    return writer
 
 
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
@@ -448,6 +462,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         "_tail_bytes",
         "_trailer_bytes",
         "_wrapper",
+        "_write_paused",
     )
 
     def __init__(
@@ -500,6 +515,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._quiet_timer: asyncio.TimerHandle | None = None
         self._linger_heard = False
         self._lingering = False
+        self._write_paused = False
 
     # -- connection ------------------------------------------------------------------------
 
@@ -508,8 +524,11 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._extensions = {
             ABORT_EXTENSION: self._abort,
             DISCONNECT_EXTENSION: self._on_client_gone,
+            WRITE_CHUNK_EXTENSION: self._write_chunk,
         }
-        self._wrapper = ConnectionTransport(transport, self)
+        # uvicorn annotates its cycle as never None and its scope as a TypedDict, which
+        # Connection, naming only what is read, cannot spell.
+        self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
         host = client_of(self.client[0]) if self.client is not None else ""
         self._accepted_at = now = self.loop.time()
@@ -823,7 +842,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._ended_head = self._head_bytes
         self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
-        self.scope["extensions"] = self._extensions  # type: ignore[typeddict-unknown-key]
+        self.scope["extensions"] = self._extensions
         refusal = self._refusal
         if refusal is not None and self._is_probe():
             refusal = None
@@ -875,6 +894,35 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     # -- output ----------------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        super().resume_writing()
+
+    def _write_chunk(self, chunk: bytes) -> bool:
+        # Only one response is being written on a connection at a time, and a pipelined
+        # request's cycle has not started its own: a started, unfinished chunked response
+        # is the caller's.
+        cycle = self.cycle
+        raw = self._raw
+        if (
+            self._write_paused
+            or cycle is None
+            or raw is None
+            or not cycle.response_started
+            or cycle.response_complete
+            or cycle.disconnected
+            or cycle.chunked_encoding is not True
+            or self._lingering
+            or raw.is_closing()
+        ):
+            return False
+        raw.write(chunk)
+        return True
 
     def on_response_complete(self) -> None:
         self._client_gone = None

@@ -13,12 +13,13 @@ gauge therefore says how it aggregates (``multiprocess_mode``), which one proces
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from functools import wraps
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -88,13 +89,12 @@ CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800
 
 # How a gauge of several worker processes (``serve --workers``) is aggregated; counters and
 # histograms are always summed. ``live``: a worker's values leave the sum when it exits.
-SUMMED = "livesum"
+SUMMED: Final = "livesum"
 """Open streams, requests in flight, cache entries: the service's figure is the workers' sum."""
-SAME_IN_EVERY_WORKER = "livemax"
+SAME_IN_EVERY_WORKER: Final = "livemax"
 """Build information: every worker reports the same series."""
 
 _Result = TypeVar("_Result")
-Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _WithoutCreated:
@@ -294,6 +294,26 @@ class AuthoriserRecorder(AuthoriserMetrics):
         self._families.duration.labels(self.name).observe(time.perf_counter() - started)
 
 
+class PendingCount:
+    """Increments of one counter series gathered in a plain integer and added to it once
+    per event-loop turn: a live event reaching thousands of streams costs the counter (a
+    lock, and under ``--workers`` a write to its shared file) once, not once per stream."""
+
+    __slots__ = ("_child", "count")
+
+    def __init__(self, child: Counter) -> None:
+        self._child = child
+        self.count = 0
+        """Not yet added; whoever makes it non-zero calls :meth:`flush_soon`."""
+
+    def flush_soon(self) -> None:
+        asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        count, self.count = self.count, 0
+        self._child.inc(count)
+
+
 class SseConnection:
     """One watch/replay stream's view of the SSE families (its labels fixed at setup)."""
 
@@ -305,7 +325,7 @@ class SseConnection:
         self._event_type = event_type
         self._user = user
         self._opened_at = 0.0
-        self._sent: Counter | None = None
+        self._sent: PendingCount | None = None
 
     def opened(self) -> None:
         metrics, route = self._metrics, self._route
@@ -332,10 +352,18 @@ class SseConnection:
 
     def events_sent(self, count: int) -> None:
         if count:
-            # Once per live delivery to every watcher: the labelled child is looked up once.
-            if self._sent is None:
-                self._sent = self._metrics.sse_events_sent.labels(self._route, self._event_type)
-            self._sent.inc(count)
+            pending = self.sent_count()
+            if not pending.count:
+                pending.flush_soon()
+            pending.count += count
+
+    def sent_count(self) -> PendingCount:
+        """Where this stream's notification frames are counted, shared by every stream of
+        the same labels (a live delivery adds to it for every watcher)."""
+        pending = self._sent
+        if pending is None:
+            pending = self._sent = self._metrics.events_sent_of(self._route, self._event_type)
+        return pending
 
     def stream_error(self) -> None:
         self._metrics.sse_stream_errors.labels(self._route, self._event_type).inc()
@@ -464,6 +492,7 @@ class Metrics:
         # Labelled children of ``notifications`` by (event type label, status): looked up
         # once, not through ``labels()`` on every notify.
         self._notification_counters: dict[tuple[str, str], Counter] = {}
+        self._events_sent: dict[tuple[str, str], PendingCount] = {}
         self.notifications_skipped = Counter(
             "aviso_sse_notifications_skipped",
             "Live notifications skipped for slow clients (on_backpressure: drop)",
@@ -556,6 +585,14 @@ class Metrics:
         if outcome is not None:
             self.auth_requests.labels(mode, outcome).inc()
 
+    def events_sent_of(self, route: str, event_type_label: str) -> PendingCount:
+        key = (route, event_type_label)
+        pending = self._events_sent.get(key)
+        if pending is None:
+            child = self.sse_events_sent.labels(route, event_type_label)
+            pending = self._events_sent[key] = PendingCount(child)
+        return pending
+
     def sse_connection(self, route: str, event_type: str, user: str | None) -> SseConnection:
         return SseConnection(self, route, self.event_type_label(event_type), user)
 
@@ -588,7 +625,7 @@ class Metrics:
         return timed
 
     def exposition(self) -> bytes:
-        return generate_latest(_WithoutCreated(self.registry))  # type: ignore[arg-type]
+        return generate_latest(_WithoutCreated(self.registry))
 
 
 # -- notify outcomes -----------------------------------------------------------------------
@@ -602,11 +639,20 @@ def count_notification_as(request: Request, event_type: str) -> None:
     request.scope["state"][_NOTIFY_LABEL] = request.app.service.metrics.event_type_label(event_type)
 
 
-def counted_notification(handler: Handler) -> Handler:
+class _Answer(Protocol):
+    status_code: int
+
+
+_AnswerT = TypeVar("_AnswerT", bound=_Answer)
+
+
+def counted_notification(
+    handler: Callable[[Request], Awaitable[_AnswerT]],
+) -> Callable[[Request], Awaitable[_AnswerT]]:
     """Count each notify once in ``aviso_notifications_total`` by how it ended."""
 
     @wraps(handler)
-    async def endpoint(request: Request) -> Response:
+    async def endpoint(request: Request) -> _AnswerT:
         status = NOTIFY_ERROR
         try:
             response = await handler(request)

@@ -29,6 +29,7 @@ from typing import Any
 import click
 import pluggy
 
+from aviso_host import BUILTIN_DISTRIBUTION
 from aviso_plugins import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
 from aviso_plugins.types import (
     AuthProvider,
@@ -41,7 +42,6 @@ from aviso_plugins.types import (
 )
 
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
-BUILTIN_DISTRIBUTION = "aviso-py"
 # Names of the host's own subcommands: a plugin command may not take them.
 HOST_COMMANDS = frozenset({"serve", "plugins", "plugin", "config"})
 
@@ -225,27 +225,27 @@ class _Survey:
                     f"plugin '{plugin_name}' is registered by two distributions, {both}: "
                     "uninstall one of them"
                 )
-                for dist, version, _ in claimants:
-                    self.fail(plugin_name, dist, version, CONFLICTING, reason)
+                for project, version, _ in claimants:
+                    self.fail(plugin_name, project, version, CONFLICTING, reason)
                 continue
-            dist, version, entry_point = claimants[0]
-            self.origins[plugin_name] = (dist, version)
+            project, version, entry_point = claimants[0]
+            self.origins[plugin_name] = (project, version)
             if self.manager.is_blocked(plugin_name):
-                self.unloaded.append(PluginInfo(plugin_name, (), dist, version, state=BLOCKED))
+                self.unloaded.append(PluginInfo(plugin_name, (), project, version, state=BLOCKED))
                 continue
             try:
                 plugin = entry_point.load()
             except Exception as exc:
                 self.fail(
                     plugin_name,
-                    dist,
+                    project,
                     version,
                     FAILED,
-                    f"plugin '{plugin_name}' ({entry_point.value}) from {_label(dist, version)} "
+                    f"plugin '{plugin_name}' ({entry_point.value}) from {_label(project, version)} "
                     f"failed to load: {type(exc).__name__}: {exc}",
                 )
                 continue
-            self.register(plugin, plugin_name, dist, version)
+            self.register(plugin, plugin_name, project, version)
 
     def warn_unknown_blocked(self, blocked: Iterable[str]) -> None:
         for name in sorted(set(blocked) - self.entry_point_names):

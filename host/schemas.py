@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from aviso_host.api_shapes import SchemaEntry
 from aviso_host.config.redact import redact
 from aviso_host.config.settings import SchemaSettings, Settings
 from aviso_plugins.topics import TopicDecodeError, decode_token, encode_token
@@ -96,7 +97,7 @@ class EventSchema:
             and all(_plain_name(name) for name in names),
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> SchemaEntry:
         payload = self.settings.payload_required
         return {
             "identifier": {name: _public(handler) for name, handler in self.fields.items()},

@@ -14,6 +14,7 @@ import resource
 import socket
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -113,7 +114,9 @@ def install_limits(
     of this process's share of ``max_connections``."""
     if capacity is None:
         capacity = connection_capacity(limits, workers)
-    config.http = functools.partial(
+    # uvicorn calls ``http`` to build each connection's protocol; its annotation asks for a
+    # class, which a partial (the limits bound in) is not.
+    config.http = functools.partial(  # type: ignore[assignment]
         AvisoHttpProtocol,
         limits=limits,
         # Each worker sees its own connections only: the per-client cap holds per worker.
@@ -220,7 +223,9 @@ class AvisoServer(uvicorn.Server):
             self._shutdown_task = loop.create_task(self._service.begin_shutdown())
 
 
-def uvicorn_config(app: object, host: str, port: int, lifespan: bool = True) -> uvicorn.Config:
+def uvicorn_config(
+    app: Callable[..., Any], host: str, port: int, lifespan: bool = True
+) -> uvicorn.Config:
     return uvicorn.Config(
         app,
         host=host,

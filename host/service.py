@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
@@ -13,13 +14,14 @@ from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
 from aviso_host.consumers import LEASES_BUCKET, ConsumerRunner, keeps_shared_state
 from aviso_host.deliveries import DeliveryRunner
+from aviso_host.filtering import StreamFilter
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
-from aviso_host.subscriptions import BUCKET, SubscriptionStore
+from aviso_host.subscriptions import BUCKET, SubscriptionEntry, SubscriptionStore
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS
 from aviso_plugins.state import DeferredState
 from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
@@ -51,10 +53,20 @@ def build_backend(
     return registry.backends[settings.backend.kind](context)
 
 
+AdmitEntry = Callable[["Service", SubscriptionEntry], Awaitable[StreamFilter]]
+
+
+async def _admitted_by_nobody(service: Service, entry: SubscriptionEntry) -> StreamFilter:
+    raise RuntimeError("no subscription routes: nothing admits a push subscription")
+
+
 class Service:
     def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
         self.settings = settings
         self.registry = registry
+        self.admit_entry: AdmitEntry = _admitted_by_nobody
+        """Checks a push subscription's owner again before delivering; set by the app to the
+        subscription routes' check (which imports this module)."""
         self.catalog = SchemaCatalog(settings, registry.field_handlers)
         self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
         self.metrics = Metrics(
@@ -148,12 +160,9 @@ class Service:
     async def _start_deliveries(self) -> None:
         if self.deliveries is None or self.subscriptions is None:
             return
-        # Imported here: the routes import this module.
-        from aviso_host.routes.subscriptions import admit_entry
-
         leases = await self.backend.shared_state(LEASES_BUCKET, DEFAULT_LEASE_SECONDS)
         assert leases is not None  # the store exists only where shared state does
-        await self.deliveries.start(self.subscriptions, leases, partial(admit_entry, self))
+        await self.deliveries.start(self.subscriptions, leases, partial(self.admit_entry, self))
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""

@@ -17,8 +17,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
+from aviso_host import BUILTIN_DISTRIBUTION
 from aviso_host.config.settings import SubscriptionSettings
-from aviso_host.plugins import BUILTIN_DISTRIBUTION, HOST_COMMANDS, PluginRegistry
+from aviso_host.plugins import HOST_COMMANDS, PluginRegistry
 
 # kind -> (what the README calls it, registry attribute whose names it must not take)
 KINDS: dict[str, tuple[str, str]] = {

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from aviso_host.api_shapes import Status
 from aviso_host.encoding import dumps
 
 RATE_WINDOW_SECONDS = 60
@@ -88,15 +89,14 @@ class StatusBoard:
             ready = await self._ready()
         except Exception:  # a failing probe is "not ready", never a 500 on a public page
             ready = False
-        return dumps(
-            {
-                "backend": {"kind": self._backend_kind, "ready": ready},
-                "notifications": {
-                    "last_minute": self._rate.last_minute(),
-                    "per_second": self._rate.per_second(),
-                    "total": self._rate.total,
-                },
-                "status": "ok",
-                "version": self._version,
-            }
-        ).encode()
+        body: Status = {
+            "backend": {"kind": self._backend_kind, "ready": ready},
+            "notifications": {
+                "last_minute": self._rate.last_minute(),
+                "per_second": self._rate.per_second(),
+                "total": self._rate.total,
+            },
+            "status": "ok",
+            "version": self._version,
+        }
+        return dumps(body).encode()

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from types import FrameType
+from typing import Protocol
 
 from aviso_host.config import ConfigError
 from aviso_host.config.construct import construct
@@ -45,6 +46,7 @@ from aviso_host.logs import log_event
 from aviso_host.plugins import PluginRegistry
 from aviso_host.server import GRACEFUL_SHUTDOWN_SECONDS
 from aviso_host.worker import READY, reuse_port_socket
+from aviso_host.worker_metrics import WorkerMetrics
 from aviso_plugins.types import SharedResources
 
 AUTO = "auto"
@@ -101,11 +103,11 @@ def refuse_process_local_backend(
         )
 
 
-class SupervisorExtension:
+class SupervisorExtension(Protocol):
     """Something that runs once per service, in the supervising process, beside the workers.
 
     Started in order before the first worker starts, stopped in reverse order after the last
-    one exited. The defaults do nothing."""
+    one exited. The defaults do nothing (for a class that derives from this one)."""
 
     def start(self, fail: Fail) -> Mapping[str, str]:
         """Start; return environment variables every worker gets. ``fail(reason)``, from any
@@ -114,12 +116,15 @@ class SupervisorExtension:
 
     def worker_started(self, pid: int) -> None:
         """A worker process was started (it may not serve yet)."""
+        return None  # a body: a protocol's empty method would be abstract
 
     def worker_exited(self, pid: int) -> None:
         """A worker process ended (it is reaped; a replacement may follow)."""
+        return None  # a body: a protocol's empty method would be abstract
 
     def stop(self) -> None:
         """Release everything; must not raise."""
+        return None  # a body: a protocol's empty method would be abstract
 
 
 class SharedBackend(SupervisorExtension):
@@ -166,8 +171,6 @@ def service_extensions(
     process serves ``metrics.port`` itself)."""
     extensions: list[SupervisorExtension] = [SharedBackend(settings, registry)]
     if workers > 1:
-        from aviso_host.worker_metrics import WorkerMetrics  # it extends this module
-
         # First: a metrics port in use refuses the service before anything else starts.
         extensions.insert(0, WorkerMetrics(settings.metrics, settings.limits))
     return extensions

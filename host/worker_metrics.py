@@ -17,7 +17,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -26,7 +26,6 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from aviso_host.config.settings import LimitSettings, MetricsSettings
 from aviso_host.logs import log_event
 from aviso_host.server import MetricsListener
-from aviso_host.supervisor import Fail, SupervisorExtension
 
 MULTIPROCESS_DIRECTORY_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 """Where prometheus-client keeps a process's values when set at its import (a worker's)."""
@@ -89,7 +88,7 @@ class ServiceExposition:
         return generate_latest(self.registry)
 
 
-class WorkerMetrics(SupervisorExtension):
+class WorkerMetrics:
     """The supervising process's side of ``/metrics`` under ``serve --workers``.
 
     ``start()`` before the first worker starts (what it returns goes into every worker's
@@ -109,7 +108,7 @@ class WorkerMetrics(SupervisorExtension):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, fail: Fail) -> Mapping[str, str]:
+    def start(self, fail: Callable[[str], None]) -> Mapping[str, str]:
         """Create the private directory and serve ``metrics.host:metrics.port`` on a thread
         of this process; return what every worker's environment adds (it must be there
         before the worker imports prometheus-client: a spawned process, not a fork of this

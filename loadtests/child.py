@@ -24,6 +24,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
+from locust import User  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSV  # noqa: E402
 
@@ -89,7 +90,8 @@ def write_locust_csv(environment: Environment, base: Path) -> None:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     classes, users = scenarios.configure(spec)
-    environment = Environment(user_classes=classes, host=spec["host"])
+    user_classes: list[type[User]] = list(classes)
+    environment = Environment(user_classes=user_classes, host=spec["host"])
     collector = Collector(int(spec.get("max_requests", 2_000_000)))
     environment.events.request.add_listener(collector.on_request)
     runner = environment.create_local_runner()

@@ -226,6 +226,6 @@ def profile_top(raw_profile: Path, limit: int = 25) -> str:
         leaf = stack.rsplit(";", 1)[-1]
         own[leaf] = own.get(leaf, 0) + int(count)
     lines = [f"{total} samples; leaf frames by share of samples:"]
-    for frame, count in sorted(own.items(), key=lambda item: -item[1])[:limit]:
-        lines.append(f"{100 * count / max(total, 1):5.1f}%  {frame}")
+    for frame, samples in sorted(own.items(), key=lambda item: -item[1])[:limit]:
+        lines.append(f"{100 * samples / max(total, 1):5.1f}%  {frame}")
     return "\n".join(lines)

@@ -142,7 +142,8 @@ def child_pid(module: str) -> int | None:
     for child in psutil.Process().children(recursive=True):
         try:
             if module in " ".join(child.cmdline()):
-                return child.pid
+                pid: int = child.pid
+                return pid
         except psutil.Error:
             continue
     return None
@@ -226,7 +227,9 @@ class LoadRun:
             self.cpu[label]["nats-server"] = nats_cpu.get("cpu_share", 0.0)
         self.cpu[label]["locust"] = locust_seconds / max(time.monotonic() - started, 1e-9)
 
-    def start_profilers(self, label: str, pids: dict[str, int | None]) -> list[subprocess.Popen]:
+    def start_profilers(
+        self, label: str, pids: dict[str, int | None]
+    ) -> list[subprocess.Popen[bytes]]:
         if not self.options.profile:
             return []
         started = []

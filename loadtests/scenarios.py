@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from locust import FastHttpUser, constant, constant_throughput, task
@@ -63,7 +63,9 @@ class NotifyUser(AvisoUser):
     """Publishes realistic dissemination/mars notifications; the pace is set by configure()."""
 
     wait_time = constant(0)
-    make_body: ClassVar[Callable[[random.Random, str], str]] = staticmethod(identifiers.notify_mix)
+    make_body: ClassVar[staticmethod[[random.Random, str], str]] = staticmethod(
+        identifiers.notify_mix
+    )
     request_name = "notify"
 
     def on_start(self) -> None:

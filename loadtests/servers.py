@@ -32,7 +32,7 @@ STOP_GRACE = 30.0
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return int(probe.getsockname()[1])
 
 
 def raw_post(path: str, body: str) -> bytes:
@@ -63,6 +63,12 @@ def wait_until(ready: Callable[[], bool], process: subprocess.Popen[bytes], what
             pass  # not listening yet
         time.sleep(0.05)
     raise RuntimeError(f"{what} did not start within {START_TIMEOUT:g} s")
+
+
+def _accepts(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` accepts a connection (raises ``OSError`` while not)."""
+    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    return True
 
 
 @contextmanager
@@ -105,7 +111,7 @@ def nats_server(store_dir: Path) -> Iterator[NatsProcess]:
         process = subprocess.Popen(command, stdout=log, stderr=log)
     try:
         wait_until(
-            lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None,
+            lambda: _accepts(port),
             process,
             "nats-server",
         )

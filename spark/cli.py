@@ -160,7 +160,7 @@ def publish(
     """Publish every row of INPUT as a notification; rejected rows go to --deadletter."""
     if follow and checkpoint is None:
         raise click.UsageError("--follow needs --checkpoint")
-    options = {
+    given = {
         "event_type": event_type,
         "deadletter_path": deadletter_path,
         "config": config_file,
@@ -175,7 +175,7 @@ def publish(
         "batch_size": str(batch_size),
         **{f"sink.{key}": value for key, value in _pairs(sink_options, "--sink-option").items()},
     }
-    options = {key: value for key, value in options.items() if value is not None}
+    options = {key: value for key, value in given.items() if value is not None}
     check_sink(
         config_file,
         sink,

@@ -286,7 +286,7 @@ def summarise(
     total = published + rejected
     fraction = rejected / total if total else 0.0
     failed = fraction > options.max_rejected_fraction
-    summary = {
+    summary: dict[str, object] = {
         "status": "failed" if failed else "succeeded",
         "rows": total,
         "published": published,

@@ -71,7 +71,8 @@ def read(folder: Path) -> list[dict[str, Any]]:
 
 def summary(folder: str | Path) -> dict[str, Any]:
     """The ``_summary.json`` a batch job (or one micro-batch) left in ``folder``."""
-    return json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads((Path(folder) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    return loaded
 
 
 def combined_summary(folder: str | Path) -> dict[str, Any]:

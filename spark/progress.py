@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 POLL_SECONDS = 0.25
 JOB_GROUP_PROPERTY = "spark.jobGroup.id"
@@ -87,7 +87,9 @@ def report_batches(
                 reported = progress.batchId
                 echo(f"batch {progress.batchId} finished: {progress.numInputRows} input rows")
 
-    while not query.awaitTermination(POLL_SECONDS):
+    # pyspark takes fractions of a second (it waits int(timeout * 1000) ms); its annotation
+    # says int.
+    while not query.awaitTermination(POLL_SECONDS):  # type: ignore[arg-type]
         report()
         if stopping.is_set():
             query.stop()

@@ -171,7 +171,7 @@ def event_row(event: dict[str, Any], columns: list[str]) -> tuple[Any, ...]:
     """A replayed CloudEvent as a row of the history schema (``columns`` in its order)."""
     data = event["data"]
     payload = data.get("payload")
-    values = {
+    values: dict[str, Any] = {
         identifier_column(name): _text(value)
         for name, value in (data.get("identifier") or {}).items()
     }

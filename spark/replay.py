@@ -12,7 +12,7 @@ raises :class:`ReplayFailed` instead of returning a short history.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
@@ -170,7 +170,9 @@ def replay(
             request = replace(request, from_id=str(last + 1), from_date=None)
 
 
-def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _page(
+    client: httpx.Client, body: dict[str, Any]
+) -> Generator[tuple[str, dict[str, Any]], None, None]:
     """One replay stream's CloudEvents and control events as (``replay`` or the control
     type, data), checked to end cleanly."""
     with client.stream("POST", REPLAY_PATH, content=json.dumps(body)) as response:

@@ -1,9 +1,11 @@
 """Static checks that are part of the test suite, so CI fails on them like on any test: the
-package boundaries (import-linter, contracts in pyproject.toml) and the types of the plugin API
-(mypy, strict, over ``aviso_plugins``, which ships ``py.typed``)."""
+package boundaries (import-linter, contracts in pyproject.toml) and the types of every package
+(mypy, strict, configured in pyproject.toml): the plugin API, which ships ``py.typed``, the
+host, the built-in plugins, Spark and the load tests."""
 
 from __future__ import annotations
 
+import configparser
 import os
 import shutil
 import subprocess
@@ -11,9 +13,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Installed name -> directory in this checkout (setup.cfg's package_dir).
-PACKAGE_DIRS = {"aviso_host": "host"}
-MYPY_TARGET = ("-p", "aviso_plugins")
+
+
+def package_dirs() -> dict[str, str]:
+    """setup.cfg's ``package_dir``: installed name -> directory in this checkout."""
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    pairs = (line.split("=") for line in setup["options"]["package_dir"].strip().splitlines())
+    return {name.strip(): folder.strip() for name, folder in pairs}
+
+
+PACKAGE_DIRS = package_dirs()
 
 
 def test_the_package_boundaries_hold() -> None:
@@ -29,15 +39,19 @@ def test_the_package_boundaries_hold() -> None:
     assert "4 kept, 0 broken" in result.stdout, result.stdout
 
 
-def test_the_plugin_api_type_checks(tmp_path: Path) -> None:
-    # mypy cannot see through the editable install's import hook, and the host's directory is
-    # not named after its package: a directory of links under the installed names lets it
-    # follow the testing kit's imports into the host.
-    for package, directory in PACKAGE_DIRS.items():
-        (tmp_path / package).symlink_to(ROOT / directory, target_is_directory=True)
+def test_every_package_type_checks_strictly(tmp_path: Path) -> None:
+    # mypy cannot see through the editable install's import hook, and most directories are
+    # not named after their package: a directory of links under the installed names lets it
+    # find each package and follow the imports between them.
+    assert set(PACKAGE_DIRS) >= {"aviso_plugins", "aviso_host", "aviso_builtins"}
+    targets: list[str] = []
+    for package, directory in sorted(PACKAGE_DIRS.items()):
+        targets += ["-p", package]
+        if package != directory:
+            (tmp_path / package).symlink_to(ROOT / directory, target_is_directory=True)
     env = {**os.environ, "MYPYPATH": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), *MYPY_TARGET],
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), *targets],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -17,23 +17,32 @@ Subscriber = TypeVar("Subscriber")
 
 
 class SubscriberIndex(Generic[Subscriber]):
-    """Subscribers by their pattern's literal prefix; ``candidates`` narrows (callers still
-    confirm each one with ``TopicPattern.matches``), ``matching`` also confirms."""
+    """Subscribers by their pattern's literal prefix, then by pattern; ``candidates``
+    narrows (callers still confirm each one with ``TopicPattern.matches``), ``matching``
+    also confirms."""
 
     def __init__(self) -> None:
-        # Dicts (not sets) keep delivery in subscription order within a prefix.
-        self._by_prefix: dict[tuple[str, ...], dict[Subscriber, TopicPattern]] = {}
+        # Dicts (not sets) keep delivery in subscription order within a pattern.
+        self._by_prefix: dict[
+            tuple[str, ...], dict[tuple[str | None, ...], dict[Subscriber, TopicPattern]]
+        ] = {}
 
     def add(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
-        self._by_prefix.setdefault(pattern.literal_prefix, {})[subscriber] = pattern
+        groups = self._by_prefix.setdefault(pattern.literal_prefix, {})
+        groups.setdefault(pattern.tokens, {})[subscriber] = pattern
 
     def discard(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
         prefix = pattern.literal_prefix
-        peers = self._by_prefix.get(prefix)
+        groups = self._by_prefix.get(prefix)
+        if groups is None:
+            return
+        peers = groups.get(pattern.tokens)
         if peers is not None:
             peers.pop(subscriber, None)
             if not peers:
-                del self._by_prefix[prefix]
+                del groups[pattern.tokens]
+                if not groups:
+                    del self._by_prefix[prefix]
 
     def candidates(self, topic: str) -> list[Subscriber]:
         """Every subscriber whose literal prefix starts the encoded ``topic``."""
@@ -43,14 +52,15 @@ class SubscriberIndex(Generic[Subscriber]):
             return []  # an undecodable topic matches no pattern
         found: list[Subscriber] = []
         for depth in range(len(tokens) + 1):
-            peers = self._by_prefix.get(tokens[:depth])
-            if peers:
-                found.extend(peers)
+            groups = self._by_prefix.get(tokens[:depth])
+            if groups:
+                for peers in groups.values():
+                    found.extend(peers)
         return found
 
     def matching(self, topic: str) -> list[Subscriber]:
         """Every subscriber whose pattern matches the encoded ``topic``, in subscription
-        order within a prefix.
+        order within a pattern.
 
         Watches of a busy event share a handful of patterns: each distinct pattern is
         matched once per call, so 10,000 watchers of one pattern cost one match, not
@@ -61,18 +71,13 @@ class SubscriberIndex(Generic[Subscriber]):
         except TopicDecodeError:
             return []  # an undecodable topic matches no pattern
         found: list[Subscriber] = []
-        verdicts: dict[tuple[str | None, ...], bool] = {}
         for depth in range(len(tokens) + 1):
-            peers = self._by_prefix.get(tokens[:depth])
-            if not peers:
+            groups = self._by_prefix.get(tokens[:depth])
+            if not groups:
                 continue
-            for subscriber, pattern in peers.items():
-                wanted = pattern.tokens
-                verdict = verdicts.get(wanted)
-                if verdict is None:
-                    verdict = verdicts[wanted] = _matches(wanted, tokens)
-                if verdict:
-                    found.append(subscriber)
+            for wanted, peers in groups.items():
+                if _matches(wanted, tokens):
+                    found.extend(peers)
         return found
 
 

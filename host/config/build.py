@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
-from aviso_host.config.errors import ConfigError, KeyPath
+from aviso_host.config.errors import ConfigError, KeyPath, at
 from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.plugin_options import (
     deprecation_warnings,
+    fill_defaults,
     secret_locations,
     selected_sections,
     with_plugin_sections,
@@ -22,14 +23,13 @@ from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.rules import check_rules
 from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
 from aviso_host.config.settings import (
+    SECTIONS,
     ApplicationSettings,
     AuthSettings,
     BackendSettings,
-    HomepageSettings,
     LimitSettings,
     LoggingSettings,
     MetricsSettings,
-    OtlpSettings,
     SchemaSettings,
     Settings,
     StreamAuthSettings,
@@ -40,8 +40,9 @@ from aviso_host.config.settings import (
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
+from aviso_plugins.shapes import ShapeError, read_shape, shape_schema
 
-LOG_LEVELS = frozenset({"trace", "debug", "info", "warn", "error"})
+T = TypeVar("T")
 
 
 def settings_from_document(
@@ -83,6 +84,7 @@ def _settings(
     warnings = [*unknown, *check_rules(effective, registry)]
     warnings += deprecation_warnings(effective, registry)
     schemas = effective.get("notification_schema", {})
+    auth = effective.get("auth", {})
     strict = effective.get("notification_schema_strict", bool(schemas))
     if strict is False and schemas:
         warnings.append(
@@ -90,15 +92,18 @@ def _settings(
             "generically although schemas are configured"
         )
     return Settings(
-        application=_application(effective["application"]),
+        application=_typed(ApplicationSettings, effective["application"], "application"),
         backend=_backend(effective["notification_backend"]),
         logging=_logging(effective.get("logging", {})),
-        auth=_auth(effective.get("auth", {})),
-        metrics=MetricsSettings(**_known(effective.get("metrics", {}), MetricsSettings)),
-        watch=WatchSettings(**_known(effective.get("watch_endpoint", {}), WatchSettings)),
-        limits=LimitSettings(**effective.get("limits", {})),
-        subscriptions=SubscriptionSettings(
-            **_known(effective.get("subscriptions", {}), SubscriptionSettings)
+        auth=replace(
+            _typed(AuthSettings, auth, "auth"),
+            mode_options=auth.get(auth.get("mode", "direct"), {}),
+        ),
+        metrics=_typed(MetricsSettings, effective.get("metrics", {}), "metrics"),
+        watch=_typed(WatchSettings, effective.get("watch_endpoint", {}), "watch_endpoint"),
+        limits=_typed(LimitSettings, effective.get("limits", {}), "limits"),
+        subscriptions=_typed(
+            SubscriptionSettings, effective.get("subscriptions", {}), "subscriptions"
         ),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
@@ -115,6 +120,15 @@ def _settings(
     )
 
 
+def with_declared_defaults(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` with the declared default of every host setting it does not write: the
+    values the server runs with."""
+    result = dict(document)
+    for name, cls in SECTIONS.items():
+        result[name] = fill_defaults(result.get(name, {}), shape_schema(cls))
+    return result
+
+
 def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> frozenset[KeyPath]:
     """Where ``document`` holds secrets: values marked ``writeOnly`` and unknown keys' values
     (nobody reads them, so nothing is lost by never showing them)."""
@@ -122,47 +136,20 @@ def _secret_paths(document: Mapping[str, Any], schema: Mapping[str, Any]) -> fro
     return marked | unknown_key_paths(document, schema)
 
 
-def _known(section: Mapping[str, Any], cls: type) -> dict[str, Any]:
-    """The entries of ``section`` that ``cls`` has a field for (unknown keys are ignored)."""
-    names = {item.name for item in fields(cls)}
-    return {key: value for key, value in section.items() if key in names}
-
-
-def _application(section: Mapping[str, Any]) -> ApplicationSettings:
-    known = _known(section, ApplicationSettings)
-    known["homepage"] = HomepageSettings(**_known(section.get("homepage", {}), HomepageSettings))
-    return ApplicationSettings(**known)
+def _typed(cls: type[T], values: Mapping[str, Any], *path: str) -> T:
+    """``values`` (at ``path``) read as ``cls``; a value its schema admits but that cannot be
+    typed (an integer too large for a float) fails naming its key, like any other."""
+    try:
+        return read_shape(cls, values)
+    except ShapeError as exc:
+        raise at((*path, *exc.path), exc.reason) from None
 
 
 def _logging(section: Mapping[str, Any]) -> LoggingSettings:
-    otlp = section.get("otlp", {})
-    protocol = otlp.get("protocol", "grpc")
-    endpoint = otlp.get("endpoint", "")
-    return LoggingSettings(
-        level=_log_level(section.get("level")),
-        format="text" if section.get("format") == "text" else "json",
-        otlp=OtlpSettings(
-            enabled=otlp.get("enabled", False),
-            endpoint=otlp_endpoint(endpoint, protocol) if endpoint.strip() else "",
-            protocol=protocol,
-        ),
-    )
-
-
-def _log_level(level: Any) -> str:
-    text = level.lower() if isinstance(level, str) else ""
-    return text if text in LOG_LEVELS else "info"
-
-
-def _roles(roles: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
-    return {realm: tuple(names) for realm, names in roles.items()}
-
-
-def _auth(auth: Mapping[str, Any]) -> AuthSettings:
-    known = _known(auth, AuthSettings)
-    known["admin_roles"] = _roles(known.get("admin_roles", {}))
-    known["mode_options"] = auth.get(auth.get("mode", "direct"), {})
-    return AuthSettings(**known)
+    settings = _typed(LoggingSettings, section, "logging")
+    otlp = settings.otlp
+    endpoint = otlp_endpoint(otlp.endpoint, otlp.protocol) if otlp.endpoint.strip() else ""
+    return replace(settings, otlp=replace(otlp, endpoint=endpoint))
 
 
 def _backend(section: Mapping[str, Any]) -> BackendSettings:
@@ -175,15 +162,20 @@ def _backend(section: Mapping[str, Any]) -> BackendSettings:
 
 
 def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
+    path = ("notification_schema", event_type)
     topic = entry.get("topic")
     stream_auth = entry.get("auth")
     policy = entry.get("storage_policy")
     return SchemaSettings(
         event_type=event_type,
         identifier=entry["identifier"],
-        topic=TopicSettings(topic["base"], tuple(topic["key_order"])) if topic else None,
+        topic=_typed(TopicSettings, topic, *path, "topic") if topic else None,
         payload_required=entry["payload"]["required"] if "payload" in entry else None,
-        auth=_stream_auth(stream_auth) if stream_auth is not None else None,
+        auth=(
+            _typed(StreamAuthSettings, stream_auth, *path, "auth")
+            if stream_auth is not None
+            else None
+        ),
         # Unknown storage_policy keys are ignored, so backends never see them.
         storage_policy=(
             {key: policy[key] for key in STORAGE_POLICY_KEYS if key in policy}
@@ -191,13 +183,4 @@ def _schema(event_type: str, entry: Mapping[str, Any]) -> SchemaSettings:
             else None
         ),
         max_historical_notifications=entry.get("max_historical_notifications"),
-    )
-
-
-def _stream_auth(block: Mapping[str, Any]) -> StreamAuthSettings:
-    return StreamAuthSettings(
-        required=block["required"],
-        read_roles=_roles(block["read_roles"]) if "read_roles" in block else None,
-        write_roles=_roles(block["write_roles"]) if "write_roles" in block else None,
-        plugins=tuple(block.get("plugins", ())),
     )

@@ -11,7 +11,6 @@ from aviso_host.config.errors import at
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.config.unknown_keys import nearest
 
-OTLP_PROTOCOLS = ("grpc", "http")
 _OTLP_HTTP_PATH = "/v1/logs"
 
 
@@ -92,13 +91,9 @@ _WORKQUEUE_REFUSED = (
 
 
 def check_workqueue(document: Mapping[str, Any]) -> None:
-    """``retention_policy: workqueue`` fails startup, in the JetStream section or a schema's
-    storage policy."""
-    backend = document["notification_backend"]
-    if backend.get("kind") == "jetstream":
-        jetstream = backend.get("jetstream", {})
-        if jetstream.get("retention_policy") == "workqueue":
-            raise at(("notification_backend", "jetstream", "retention_policy"), _WORKQUEUE_REFUSED)
+    """``retention_policy: workqueue`` in a schema's storage policy fails startup (whatever
+    the backend: the key is JetStream's, and refusing it everywhere keeps a file valid for
+    both; the JetStream backend refuses it in its own section)."""
     for event_type, schema in document.get("notification_schema", {}).items():
         policy = schema.get("storage_policy", {})
         if policy.get("retention_policy") == "workqueue":

@@ -69,7 +69,7 @@ def with_plugin_sections(
     result = dict(document)
     sections = selected_sections(result, registry)
     for section in sections:
-        parent = result
+        parent: dict[Any, Any] = result
         for key in section.path[:-1]:
             child = parent.get(key)
             if not isinstance(child, Mapping):
@@ -150,7 +150,7 @@ def apply_options_schema(
     schema asks for another type, defaults filled in, checked; ``ConfigError`` names
     ``path`` plus the key."""
     try:
-        filled = fill_defaults(coerce_text(dict(options), schema, path), schema)
+        filled: dict[str, Any] = fill_defaults(coerce_text(dict(options), schema, path), schema)
         validate_shape(filled, schema, path)
     except ConfigError as exc:
         raise ConfigError(mask_secrets(str(exc), option_secrets(options, schema))) from None

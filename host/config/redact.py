@@ -52,7 +52,9 @@ class _Secrets:
         return path not in self.plugin_sections and _is_secret_key(key)
 
 
-def _redact_mapping(document: Mapping[str, Any], secrets: _Secrets, path: KeyPath) -> dict:
+def _redact_mapping(
+    document: Mapping[str, Any], secrets: _Secrets, path: KeyPath
+) -> dict[str, Any]:
     return {
         key: REDACTED
         if secrets.at(key, (*path, key))

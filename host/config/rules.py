@@ -7,6 +7,7 @@ are wrong the operator is told about the earliest one first.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from aviso_host.config.auth_rules import (
@@ -16,6 +17,7 @@ from aviso_host.config.auth_rules import (
     check_stream_plugins,
 )
 from aviso_host.config.authorisers import check_authorisers
+from aviso_host.config.construct import construct
 from aviso_host.config.errors import at
 from aviso_host.config.ops_rules import (
     check_homepage,
@@ -26,25 +28,7 @@ from aviso_host.config.ops_rules import (
 )
 from aviso_host.config.schema_rules import check_schemas
 from aviso_host.plugins import PluginRegistry
-from aviso_plugins.types import StorageBackend
-
-# Limits the in-memory backend cannot honour at 0 (aviso-server silently treats 0 as 1).
-_IN_MEMORY_POSITIVE = (
-    "max_history_per_topic",
-    "max_topics",
-    "max_bytes",
-    "duplicate_window_max_keys",
-    "duplicate_window_max_keys_per_writer",
-)
-
-# A zero here stalls or spins the streaming loops instead of meaning anything useful.
-_WATCH_POSITIVE = (
-    "sse_heartbeat_interval_sec",
-    "connection_max_duration_sec",
-    "replay_batch_size",
-    "concurrent_notification_processing",
-    "max_queue_bytes",
-)
+from aviso_plugins.types import ConfigurationProblem, StorageBackend
 
 
 def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
@@ -66,7 +50,6 @@ def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[s
     check_stream_auth(schemas, auth.get("enabled", False))
     _check_metrics(document.get("metrics", {}), document["application"]["port"])
     warnings += check_authorisers(document, registry)
-    _check_watch_endpoint(document.get("watch_endpoint", {}))
     warnings += replay_cap_warnings(document.get("watch_endpoint", {}))
     warnings += log_format_warnings(document.get("logging", {}))
     check_plugins_installed(auth, set(registry.auth_providers))
@@ -81,12 +64,20 @@ def _selected_backend(section: Mapping[str, Any], registry: PluginRegistry) -> t
         raise at(
             ("notification_backend", "kind"), f"unknown backend {kind!r} (registered: {known})"
         )
-    if kind == "in_memory":
-        options = section.get(kind, {})
-        for key in _IN_MEMORY_POSITIVE:
-            if options.get(key) == 0:
-                raise at(("notification_backend", kind, key), "must be greater than 0")
+    # The backend's own rules; a plugin defect there is reported like one in its constructor.
+    construct(
+        partial(_check_options, backend, section.get(kind, {})),
+        ("notification_backend", kind),
+        registry.describe("backends", kind),
+    )
     return backend
+
+
+def _check_options(backend: type[StorageBackend], options: Mapping[str, Any]) -> None:
+    try:
+        backend.check_options(options)
+    except ConfigurationProblem as problem:
+        raise at(problem.path, problem.message) from problem
 
 
 def _check_metrics(metrics: Mapping[str, Any], application_port: int) -> None:
@@ -99,9 +90,3 @@ def _check_metrics(metrics: Mapping[str, Any], application_port: int) -> None:
         raise at(("metrics", "port"), "must not be 0 when metrics are enabled")
     if port == application_port:
         raise at(("metrics", "port"), f"must differ from application.port ({application_port})")
-
-
-def _check_watch_endpoint(watch: Mapping[str, Any]) -> None:
-    for key in _WATCH_POSITIVE:
-        if watch.get(key) == 0:
-            raise at(("watch_endpoint", key), "must be greater than 0")

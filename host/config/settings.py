@@ -1,43 +1,72 @@
 """Typed, immutable settings: the configuration after loading and validation.
 
-Handlers receive only the part they need; nothing re-reads the raw document after startup.
+Each section of the configuration document is declared here once, as a frozen dataclass
+(:mod:`aviso_plugins.shapes`): its JSON Schema (validation, text conversion, "did you
+mean"), its defaults and its typed value all come from the declaration. Handlers receive only
+the part they need; nothing re-reads the raw document after startup.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Annotated, Any, Literal
 
-DEFAULT_HOMEPAGE_URLS: Mapping[str, str] = {
-    "client_documentation_url": "https://pyaviso.readthedocs.io/",
-    "client_repository_url": "https://github.com/ecmwf/pyaviso",
-    "server_documentation_url": "https://sites.ecmwf.int/docs/aviso-server/",
-    "server_repository_url": "https://github.com/ecmwf/aviso-server",
-}
+from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic.json_schema import SkipJsonSchema
+
+from aviso_plugins.shapes import shape
+
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
+
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(ge=1)]
+AboveZero = Annotated[int, Field(gt=0)]
+"""Positive, refused as "must be greater than 0" (``Positive`` names its minimum of 1)."""
+Seconds = Annotated[float, Field(gt=0)]
+Port = Annotated[int, Field(ge=0, le=65535)]
+RoleMap = Mapping[str, tuple[str, ...]]
+"""Realm -> role names."""
 
 
+def _log_level(level: Any) -> str:
+    text = level.lower() if isinstance(level, str) else ""
+    return text if text in LOG_LEVELS else "info"
+
+
+def _log_format(value: Any) -> str:
+    return "text" if value == "text" else "json"
+
+
+@shape()
 @dataclass(frozen=True, slots=True)
 class HomepageSettings:
     """``application.homepage``: the links the landing page shows (absolute http(s) URLs)."""
 
-    client_documentation_url: str = DEFAULT_HOMEPAGE_URLS["client_documentation_url"]
-    client_repository_url: str = DEFAULT_HOMEPAGE_URLS["client_repository_url"]
-    server_documentation_url: str = DEFAULT_HOMEPAGE_URLS["server_documentation_url"]
-    server_repository_url: str = DEFAULT_HOMEPAGE_URLS["server_repository_url"]
+    client_documentation_url: str = "https://pyaviso.readthedocs.io/"
+    client_repository_url: str = "https://github.com/ecmwf/pyaviso"
+    server_documentation_url: str = "https://sites.ecmwf.int/docs/aviso-server/"
+    server_repository_url: str = "https://github.com/ecmwf/aviso-server"
 
 
+DEFAULT_HOMEPAGE_URLS: Mapping[str, str] = {
+    item.name: item.default for item in fields(HomepageSettings) if isinstance(item.default, str)
+}
+
+
+@shape()
 @dataclass(frozen=True, slots=True)
 class ApplicationSettings:
     host: str
-    port: int
+    port: Port
     base_url: str = "http://localhost"
     static_files_path: str = "/app/static"
     homepage: HomepageSettings = HomepageSettings()
-    workers: int | str = 1
+    workers: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern="^auto$")] = 1
     """Worker processes ``aviso-server serve`` runs, or ``"auto"``: one per usable core."""
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class OtlpSettings:
     """``logging.otlp``: log records also exported over OTLP (aviso-server 0.8.1)."""
@@ -45,35 +74,41 @@ class OtlpSettings:
     enabled: bool = False
     endpoint: str = ""
     """The collector URL as the exporter uses it: scheme added, ``/v1/logs`` for http."""
-    protocol: str = "grpc"
+    protocol: Literal["grpc", "http"] = "grpc"
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class LoggingSettings:
-    level: str = "info"
+    # Unconstrained: an unusable level means info, never a failure.
+    level: Annotated[str, BeforeValidator(_log_level), WithJsonSchema({})] = "info"
     """One of trace, debug, info, warn, error (lower case); anything else became info."""
-    format: str = "json"
+    # Any value is accepted (aviso-server files carry others): it warns and keeps JSON.
+    format: Annotated[str, BeforeValidator(_log_format), WithJsonSchema({})] = "json"
     """``text``: one readable line per record; ``json`` (anything else became it): JSON lines."""
     otlp: OtlpSettings = OtlpSettings()
 
 
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class AuthSettings:
     enabled: bool = False
     mode: str = "direct"
+    """``direct``, ``trusted_proxy`` or a mode an installed plugin provides."""
     auth_o_tron_url: str = ""
     jwt_secret: str = ""
-    admin_roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    timeout_ms: int = 5000
-    mode_options: Mapping[str, Any] = field(default_factory=dict)
+    admin_roles: RoleMap = field(default_factory=dict)
+    timeout_ms: Count = 5000
+    mode_options: SkipJsonSchema[Mapping[str, Any]] = field(default_factory=dict)
     """The selected mode's own section ``auth.<mode>`` (plugin modes only), ``{}`` if absent."""
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int | None = None
+    port: Port | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +123,25 @@ class BackendSettings:
         return self.sections.get(self.kind, {})
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class WatchSettings:
-    sse_heartbeat_interval_sec: int = 30
-    connection_max_duration_sec: int = 3600
-    replay_batch_size: int = 100
-    max_historical_notifications: int = 10000
-    replay_batch_delay_ms: int = 100
-    concurrent_notification_processing: int = 15
-    max_queue_bytes: int = 1_048_576
+    """``watch_endpoint``."""
+
+    # A zero in these stalls or spins the streaming loops instead of meaning anything useful.
+    sse_heartbeat_interval_sec: AboveZero = 30
+    connection_max_duration_sec: AboveZero = 3600
+    replay_batch_size: AboveZero = 100
+    max_historical_notifications: Count = 10000
+    replay_batch_delay_ms: Count = 100
+    concurrent_notification_processing: AboveZero = 15
+    max_queue_bytes: AboveZero = 1_048_576
     """Bytes of live notifications a stream may hold for a client that reads too slowly."""
-    on_backpressure: str = "disconnect"
+    on_backpressure: Literal["disconnect", "drop"] = "disconnect"
     """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
 
 
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class LimitSettings:
     """The ``limits`` section: what one request or connection may cost (docs/guarantees.md).
@@ -110,70 +150,107 @@ class LimitSettings:
     error, the same on every backend.
     """
 
-    max_body_bytes: int = 262_144
+    max_body_bytes: Positive = 262_144
     """Request body (chunked bodies included); over it: 413."""
-    max_json_depth: int = 64
+    max_json_depth: Positive = 64
     """Nesting of arrays/objects in a request body or a JWT payload; over it: 400."""
-    max_header_bytes: int = 65_536
+    max_header_bytes: Positive = 65_536
     """All request header lines together; over it the connection gets 431."""
-    header_timeout_seconds: float = 10.0
+    header_timeout_seconds: Seconds = 10.0
     """Time a client has to send its whole request head once it sent the first byte."""
-    body_timeout_seconds: float = 30.0
+    body_timeout_seconds: Seconds = 30.0
     """Time a client has to send its whole request body once its head is complete; over
     it: 408 (or the connection closed when the request was answered already)."""
-    idle_timeout_seconds: float = 5.0
+    idle_timeout_seconds: Seconds = 5.0
     """Time an open connection may sit without starting a request (new, or between
     keep-alive requests: uvicorn's own keep-alive default, which clients already meet)."""
-    max_connections: int = 10_000
+    max_connections: Positive = 10_000
     """Concurrent client connections; beyond it new requests are answered 503 (``GET
     /health`` and ``/ready`` excepted)."""
-    max_connections_per_client: int = 0
+    max_connections_per_client: Count = 0
     """Concurrent connections from one client address; beyond it new requests are answered
     429 (``GET /health`` and ``/ready`` excepted). 0: no such limit (the default: behind
     a reverse proxy every client has the proxy's address)."""
-    max_identifier_value_bytes: int = 1_024
+    max_identifier_value_bytes: Positive = 1_024
     """UTF-8 bytes of one identifier value (notify, watch, replay filters)."""
-    max_payload_bytes: int = 262_144
+    max_payload_bytes: Positive = 262_144
     """Serialised JSON bytes of a notification's payload."""
-    max_topic_bytes: int = 3_072
+    max_topic_bytes: Positive = 3_072
     """Bytes of a notification's encoded topic or a stream's topic pattern: the JetStream
     subject, which must fit nats-server's protocol line (4 KiB by default)."""
-    max_polygon_vertices: int = 10_000
+    max_polygon_vertices: Positive = 10_000
     """Vertices of one polygon (stored or filter)."""
-    max_aggregate_groups: int = 1_000
+    max_aggregate_groups: Positive = 1_000
     """Distinct groups one aggregate stream may count."""
-    min_aggregate_debounce_ms: int = 100
+    # Above the largest debounce_ms allowed, every aggregate would be refused.
+    min_aggregate_debounce_ms: Annotated[int, Field(ge=0, le=60_000)] = 100
     """Smallest ``debounce_ms`` an aggregate request may ask for."""
 
 
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class SubscriptionSettings:
     """The ``subscriptions`` section: named subscriptions whose cursor the server keeps."""
 
     enabled: bool = True
     """``false`` removes the ``/api/v1/subscriptions`` routes."""
-    max_per_user: int = 100
+    max_per_user: Positive = 100
     """Subscriptions one user may hold (with auth off, all callers share one namespace and
     this cap); beyond it: 429."""
-    max_total: int = 10_000
+    max_total: Positive = 10_000
     """Subscriptions the server holds in all; beyond it: 429."""
-    max_definition_bytes: int = 16_384
+    max_definition_bytes: Positive = 16_384
     """Serialised JSON bytes of one subscription's definition (its polygon, mostly); over
     it: 400."""
 
 
+@shape()
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
     base: str
     key_order: tuple[str, ...]
 
 
+@shape(closed=True)
 @dataclass(frozen=True, slots=True)
 class StreamAuthSettings:
     required: bool
-    read_roles: Mapping[str, tuple[str, ...]] | None = None
-    write_roles: Mapping[str, tuple[str, ...]] | None = None
+    read_roles: RoleMap | None = None
+    write_roles: RoleMap | None = None
     plugins: tuple[str, ...] = ()
+
+
+@shape(closed=True)
+@dataclass(frozen=True, slots=True)
+class PayloadBlock:
+    required: bool
+
+
+@shape()
+@dataclass(frozen=True, slots=True)
+class StoragePolicy:
+    """Per-stream storage; a backend declares one capability flag per key it honours."""
+
+    retention_time: str | None = None
+    max_messages: int | None = None
+    max_size: str | None = None
+    allow_duplicates: bool | None = None
+    compression: bool | None = None
+
+
+@shape()
+@dataclass(frozen=True, slots=True)
+class EventSchemaBlock:
+    """A ``notification_schema.<event type>`` entry as written (its ``identifier`` field
+    definitions are the field handlers' to declare)."""
+
+    identifier: Mapping[str, Any]
+    topic: TopicSettings | None = None
+    endpoint: TopicSettings | None = None
+    payload: PayloadBlock | None = None
+    auth: StreamAuthSettings | None = None
+    max_historical_notifications: Positive | None = None
+    storage_policy: StoragePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +312,16 @@ class Settings:
         if schema is None or schema.max_historical_notifications is None:
             return self.watch
         return replace(self.watch, max_historical_notifications=schema.max_historical_notifications)
+
+
+SECTIONS: Mapping[str, type[Any]] = {
+    "application": ApplicationSettings,
+    "logging": LoggingSettings,
+    "auth": AuthSettings,
+    "metrics": MetricsSettings,
+    "watch_endpoint": WatchSettings,
+    "limits": LimitSettings,
+    "subscriptions": SubscriptionSettings,
+}
+"""The host's own top-level sections and their declarations (the backend, the schemas and
+the sections plugins own are composed from the loaded plugins)."""

@@ -63,6 +63,8 @@ def _describe(error: ValidationError) -> str:
             return f"{instance!r} is not one of {allowed}"
         case "const":
             return f"must be {value!r}"
+        case "exclusiveMinimum":
+            return f"must be greater than {value!r}"
         case "minimum":
             return f"{instance!r} is less than the minimum {value!r}"
         case "maximum":
@@ -72,7 +74,7 @@ def _describe(error: ValidationError) -> str:
         case "maxItems":
             return f"expected at most {_count(value, 'item')}"
         case _:
-            return error.message
+            return str(error.message)
 
 
 def _describe_unknown_keys(error: ValidationError) -> str:
@@ -90,7 +92,9 @@ def _describe_unknown_keys(error: ValidationError) -> str:
     return f"unknown key{_plural(unknown)} {_listing(unknown)}"
 
 
-def _misspellings(missing: list[str], instance: Mapping[str, Any], schema: Mapping) -> str:
+def _misspellings(
+    missing: list[str], instance: Mapping[str, Any], schema: Mapping[str, Any]
+) -> str:
     """`` (unknown key 'notificaton_backend' ...)``: the unknown keys of ``instance`` that
     look like a missing one, since a misspelling is the likely cause."""
     known = schema.get("properties", {})

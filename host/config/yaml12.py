@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import yaml
@@ -22,10 +23,11 @@ _DIGITS = "0123456789"
 class Yaml12Loader(yaml.SafeLoader):
     """SafeLoader whose implicit typing follows the YAML 1.2 core schema."""
 
-    # Start from nothing instead of inheriting the YAML 1.1 resolvers.
-    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}
+    # Start from nothing instead of inheriting the YAML 1.1 resolvers. PyYAML reads it from the
+    # class (add_implicit_resolver copies it there); its stubs declare an instance attribute.
+    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}  # type: ignore[misc]
 
-    def construct_mapping(self, node: Node, deep: bool = False) -> dict[str, Any]:
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict[Hashable, Any]:
         """Keep every key as the text written in the file.
 
         Keys are names (event types, realms, fields), never numbers or booleans, so
@@ -34,9 +36,12 @@ class Yaml12Loader(yaml.SafeLoader):
         """
         if not isinstance(node, MappingNode):
             raise ConstructorError(
-                None, None, f"expected a mapping node, but found {node.id}", node.start_mark
+                None,
+                None,
+                f"expected a mapping node, but found {getattr(node, 'id', 'node')}",
+                node.start_mark,
             )
-        mapping: dict[str, Any] = {}
+        mapping: dict[Hashable, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode):
                 raise ConstructorError(

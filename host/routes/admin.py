@@ -13,6 +13,7 @@ import re
 from starlette.requests import Request
 from starlette.responses import Response
 
+from aviso_host.api_shapes import AdminNotificationResult, AdminResult
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response, log_failure
 from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
@@ -56,10 +57,8 @@ def _sequence(text: str) -> int | None:
     return int(digits)
 
 
-def _admin_body(
-    request: Request, success: bool, message: str, **extra: object
-) -> dict[str, object]:
-    return {"success": success, "message": message, **extra, "request_id": request_id_of(request)}
+def _admin_body(request: Request, success: bool, message: str) -> AdminResult:
+    return {"success": success, "message": message, "request_id": request_id_of(request)}
 
 
 async def delete_notification(request: Request) -> Response:
@@ -68,7 +67,12 @@ async def delete_notification(request: Request) -> Response:
     raw = request.path_params["notification_id"]
 
     def answer(status: int, success: bool, message: str) -> Response:
-        body = _admin_body(request, success, message, notification_id=raw)
+        body: AdminNotificationResult = {
+            "success": success,
+            "message": message,
+            "notification_id": raw,
+            "request_id": request_id_of(request),
+        }
         return json_response(body, status, sort_keys=False)
 
     name, separator, sequence_text = raw.strip().partition("@")

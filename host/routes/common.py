@@ -27,16 +27,19 @@ Handler = Callable[[Request], Awaitable[ASGIApp]]
 
 
 def service_of(request: Request) -> Service:
-    return request.app.service
+    service: Service = request.app.service
+    return service
 
 
 def request_id_of(request: Request) -> str:
-    return request.scope["state"]["request_id"]
+    request_id: str = request.scope["state"]["request_id"]
+    return request_id
 
 
 def caller_of(request: Request) -> Caller | None:
     """The caller the auth middleware resolved; ``None`` when anonymous or auth is off."""
-    return request.scope["state"].get("caller")
+    caller: Caller | None = request.scope["state"].get("caller")
+    return caller
 
 
 async def read_request(request: Request, endpoint: Endpoint) -> RequestBody:
@@ -59,7 +62,9 @@ def error_response(request: Request, error: ApiError, **log_fields: str) -> Resp
         # Messages echo the rejected input: the line carries it once, and only its start.
         if error.details != error.message:
             log_fields = {"details": echoed(error.details), **log_fields}
-        log_event(error.event_name, echoed(error.message), level, code=error.code, **log_fields)
+        log_event(
+            error.event_name, echoed(error.message), level, None, code=error.code, **log_fields
+        )
     return json_response(error.body(request_id_of(request)), error.status, headers=error.headers)
 
 

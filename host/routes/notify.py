@@ -61,7 +61,8 @@ def idempotency_key(scope: Scope) -> str | None:
     building the request's header mapping."""
     for name, value in scope["headers"]:
         if name == _IDEMPOTENCY_FIELD:
-            return value.decode("latin-1")
+            key: str = value.decode("latin-1")
+            return key
     return None
 
 
@@ -166,12 +167,12 @@ async def notify(request: Request) -> Response | JsonAnswer:
     except MessageIdRefused as exc:
         # Named by the client's key, never the scoped id the backend saw.
         key = exc.message_id if message_id is None else message_id
-        refused = (
+        answer = (
             idempotency_key_not_retained(key)
             if isinstance(exc, MessageIdNotRetained)
             else idempotency_key_reused(key)
         )
-        return error_response(request, refused, event_type=body.event_type, topic=planned.topic)
+        return error_response(request, answer, event_type=body.event_type, topic=planned.topic)
     except Exception as exc:
         error = internal_failure(
             storage_error(), exc, event_type=body.event_type, topic=planned.topic

@@ -1,5 +1,6 @@
 """Operational routes: health, readiness, status, landing page, the browser console, static
-files, the OpenAPI document, Swagger UI.
+files, the OpenAPI document, Swagger UI (its files come with the ``docs`` extra; without it
+``/swagger-ui/`` answers 404 with a page that names the extra).
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -13,16 +14,21 @@ from importlib.resources import files
 from pathlib import Path
 from urllib.parse import quote
 
-import swagger_ui_bundle
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS, HomepageSettings
+from aviso_host.api_shapes import Health, Readiness
+from aviso_host.config.settings import (
+    DEFAULT_HOMEPAGE_URLS,
+    HomepageSettings,
+    LimitSettings,
+    SubscriptionSettings,
+)
 from aviso_host.encoding import dumps
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
-from aviso_host.openapi import openapi_document
+from aviso_host.openapi import DEFAULT_LIMITS, DEFAULT_SUBSCRIPTION_LIMITS, openapi_document
 from aviso_host.schemas import SchemaCatalog
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
@@ -47,8 +53,15 @@ _CONSOLE_HEADERS = {
 }
 
 # The bundle's own index.html and initializer load the petstore demo; ours replaces them.
-_SWAGGER_UI_DIR = Path(str(swagger_ui_bundle.swagger_ui_path))
 _SWAGGER_UI_EXCLUDED = frozenset({"index.html", "index.j2", "swagger-initializer.js"})
+
+_NO_SWAGGER_UI_PAGE = """\
+<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>aviso API</title></head>
+<body><p>The API browser needs the docs extra: <code>pip install 'aviso-py[docs]'</code>.
+The API description is <a href="../api-docs/openapi.json">api-docs/openapi.json</a>.</p></body>
+</html>
+"""
 
 _SWAGGER_UI_PAGE = """\
 <!doctype html>
@@ -136,11 +149,13 @@ def ops_routes(
     homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
     catalog: SchemaCatalog | None = None,
     subscriptions: bool = True,
+    limits: LimitSettings = DEFAULT_LIMITS,
+    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
     and the ``homepage`` links; the API description's examples use ``catalog``'s event
     types, and describes the subscription routes when ``subscriptions`` says they are
-    served."""
+    served; the description states the configured ``limits`` and ``subscription_limits``."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -151,23 +166,20 @@ def ops_routes(
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
-    document = openapi_document(version, catalog, subscriptions)
+    document = openapi_document(version, catalog, subscriptions, limits, subscription_limits)
     openapi_json = dumps(document, sort_keys=False).encode()
-    swagger_assets = {
-        asset.name: asset
-        for asset in _SWAGGER_UI_DIR.iterdir()
-        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
-    }
+    swagger_assets = _swagger_ui_assets()
 
     async def health(request: Request) -> Response:
-        return json_response({"status": "ok"}, sort_keys=False)
+        body: Health = {"status": "ok"}
+        return json_response(body, sort_keys=False)
 
     async def ready(request: Request) -> Response:
         if await request.app.state.service.backend.ready():
-            return json_response({"status": "ready", "backend_connected": True}, sort_keys=False)
-        return json_response(
-            {"status": "not_ready", "backend_connected": False}, status=503, sort_keys=False
-        )
+            body: Readiness = {"status": "ready", "backend_connected": True}
+            return json_response(body, sort_keys=False)
+        body = {"status": "not_ready", "backend_connected": False}
+        return json_response(body, status=503, sort_keys=False)
 
     async def status(request: Request) -> Response:
         body = await request.app.state.service.status.body()
@@ -222,10 +234,14 @@ def ops_routes(
         return Response(openapi_json, media_type="application/json")
 
     async def swagger_ui(request: Request) -> Response:
+        if swagger_assets is None:
+            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
         return HTMLResponse(_SWAGGER_UI_PAGE)
 
     async def swagger_asset(request: Request) -> Response:
         name: str = request.path_params["file"]
+        if swagger_assets is None:
+            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
         if name == "index.html":
             return HTMLResponse(_SWAGGER_UI_PAGE)
         asset = swagger_assets.get(name)
@@ -244,3 +260,17 @@ def ops_routes(
         Route("/swagger-ui/", swagger_ui, methods=["GET"]),
         Route("/swagger-ui/{file}", swagger_asset, methods=["GET"]),
     ]
+
+
+def _swagger_ui_assets() -> dict[str, Path] | None:
+    """Swagger UI's files by name (``None``: the ``docs`` extra is not installed)."""
+    try:
+        import swagger_ui_bundle  # type: ignore[import-untyped]  # ships no type hints
+    except ImportError:
+        return None
+    folder = Path(str(swagger_ui_bundle.swagger_ui_path))
+    return {
+        asset.name: asset
+        for asset in folder.iterdir()
+        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
+    }

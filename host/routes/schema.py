@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from aviso_host.api_shapes import SchemaCatalogue, SchemaDetail, SchemaNotFound
 from aviso_host.errors import json_response
 from aviso_host.routes.common import request_id_of, service_of
 
@@ -13,7 +14,7 @@ _NOT_CONFIGURED = "No notification schema configured"
 
 async def list_schemas(request: Request) -> Response:
     catalog = service_of(request).catalog
-    body: dict[str, object] = {
+    body: SchemaCatalogue = {
         "event_types": catalog.event_types,
         "schema": {name: catalog.schemas[name].describe() for name in catalog.event_types},
         "status": "success",
@@ -29,15 +30,18 @@ async def get_schema(request: Request) -> Response:
     event_type = request.path_params["event_type"]
     schema = catalog.get(event_type)
     if schema is not None:
-        return json_response(
-            {"event_type": event_type, "schema": schema.describe(), "status": "success"}
-        )
-    body: dict[str, object] = {"request_id": request_id_of(request), "status": "error"}
-    if catalog.configured:
-        body |= {
-            "available_types": catalog.event_types,
-            "message": f"Event type '{event_type}' not found",
+        found: SchemaDetail = {
+            "event_type": event_type,
+            "schema": schema.describe(),
+            "status": "success",
         }
-    else:
-        body["message"] = _NOT_CONFIGURED
-    return json_response(body, 404)
+        return json_response(found)
+    missing: SchemaNotFound = {
+        "message": _NOT_CONFIGURED,
+        "request_id": request_id_of(request),
+        "status": "error",
+    }
+    if catalog.configured:
+        missing["available_types"] = catalog.event_types
+        missing["message"] = f"Event type '{event_type}' not found"
+    return json_response(missing, 404)

@@ -323,7 +323,7 @@ async def _put(request: Request) -> ASGIApp:
             f"the subscription's definition is {size} bytes of JSON, over the limit of {cap} "
             "(subscriptions.max_definition_bytes)",
         )
-    prepared = None if kind is None else await _prepare(kind, delivery)
+    prepared = None if kind is None or delivery is None else await _prepare(kind, delivery)
     start = await _start_sequence(service, stream_filter, replay)
     store = _store(service)
     existing = await store.get(owner, name)

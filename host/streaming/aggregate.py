@@ -18,7 +18,7 @@ import asyncio
 import math
 from bisect import insort
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from aviso_host.auth.reauthorise import Reauthorisation
 from aviso_host.cloudevents import CloudEventRenderer
@@ -188,6 +188,9 @@ class AggregateStream(EventStream):
     ``connection-closing`` as on a watch. A count that was capped or failed is not continued
     live: its snapshot and flag are followed by ``end_of_stream``.
     """
+
+    # Live records are counted and debounced by the task, never written as they are.
+    writes_live_events_directly: ClassVar[bool] = False
 
     def __init__(
         self,

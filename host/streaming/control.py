@@ -2,7 +2,9 @@
 
 The stream task sleeps on one waiter; live deliveries, shutdown and client disconnects all
 wake it through the same :meth:`StreamControl.wake`, so a stream is a single coroutine
-rather than a web of tasks.
+rather than a web of tasks. A live delivery to a stream that is asleep with nothing
+pending and a connection that takes writes does not wake it at all: :attr:`LiveQueue.direct`
+writes it on the spot.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import logging
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,7 +38,16 @@ _PRECEDENCE = {
 
 
 class StreamControl:
-    __slots__ = ("_waiter", "_woken", "aborted", "request_id", "stop_reason", "task", "timer_when")
+    __slots__ = (
+        "_waiter",
+        "_woken",
+        "aborted",
+        "idle_until",
+        "request_id",
+        "stop_reason",
+        "task",
+        "timer_when",
+    )
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -44,6 +56,9 @@ class StreamControl:
         self.task: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
+        self.idle_until: float | None = None
+        """While the stream sleeps and nothing has woken it: when it wakes by itself (its
+        next heartbeat, deadline or recheck); ``None`` otherwise."""
         self.timer_when: float | None = None
         """The deadline this stream is registered for in its loop's :class:`WakeTimers`."""
 
@@ -59,13 +74,20 @@ class StreamControl:
         """End the stream without a final event (its client is not reading anyway)."""
         if self.aborted is None and self.task is not None and not self.task.done():
             self.aborted = reason
+            self.idle_until = None
             self.task.cancel()
+
+    @property
+    def asleep(self) -> bool:
+        """Whether the stream is waiting in :meth:`sleep_until` and nothing has woken it."""
+        return self.idle_until is not None
 
     def wake(self) -> None:
         waiter = self._waiter
         if waiter is None:
             self._woken = True  # the stream is busy: its next sleep returns at once
         elif not waiter.done():
+            self.idle_until = None
             waiter.set_result(None)
 
     async def sleep_until(self, when: float) -> None:
@@ -82,10 +104,12 @@ class StreamControl:
         if self.timer_when != when:
             WakeTimers.of(loop).schedule(when, self)
         waiter = self._waiter = loop.create_future()
+        self.idle_until = when
         try:
             await waiter
         finally:
             self._waiter = None
+            self.idle_until = None
 
     def cancel_timer(self) -> None:
         if self.timer_when is not None:
@@ -224,6 +248,7 @@ class LiveQueue:
         "_items",
         "_max_bytes",
         "_policy",
+        "direct",
         "dropped_through",
         "ended",
         "first_seen",
@@ -248,10 +273,17 @@ class LiveQueue:
         self.dropped_through = 0
         """The highest sequence an overflow dropped before the stream went live (its replay
         reads that far, so the drop loses nothing)."""
+        self.direct: Callable[[StoredNotification], bool] | None = None
+        """Set by a live stream: takes a record that finds the queue empty, ``True`` when it
+        dealt with it there and then (written to the client, or not selected), ``False``
+        when the record must be queued for the stream's task."""
 
     def deliver(self, record: StoredNotification) -> None:
         if self.first_seen is None:
             self.first_seen = record.sequence
+        direct = self.direct
+        if direct is not None and not self._items and direct(record):
+            return
         size = _size(record)
         while self._items and (
             len(self._items) >= self._capacity or self._bytes + size > self._max_bytes

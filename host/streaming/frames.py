@@ -45,6 +45,12 @@ def frame(event: bytes, data: bytes) -> bytes:
     return b"event: " + event + b"\ndata: " + data + b"\n\n"
 
 
+def http_chunk(data: bytes) -> bytes:
+    """``data`` framed as one chunk of a chunked HTTP/1.1 body, byte for byte what uvicorn
+    writes for a body message (what a stream writes without its task must not differ)."""
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
 def frame_with_id(event: bytes, data: bytes, sequence: int) -> bytes:
     """A notification frame carrying ``id: <sequence>``: what an ``EventSource`` sends back as
     ``Last-Event-ID`` when it reconnects (subscription streams only)."""

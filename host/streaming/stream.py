@@ -13,6 +13,14 @@ that is capped (``max_historical_notifications``) or fails ends the stream with
 
 Events are accumulated and written in one ``send`` per batch or wake-up, which is what makes
 replay fast.
+
+A live record reaching a stream whose task is asleep, with nothing queued or due and a
+connection below its write high-water mark, is written there and then by the fan-out
+(:meth:`EventStream._deliver_now`), as the HTTP chunk its task would have written: the
+CloudEvent, SSE frame and chunk are built once per record for every such stream, and no
+task wakes. Any other record takes the queue, so backpressure, the slow-consumer policy,
+heartbeats, deadlines and re-authorisation are the task's as before, and order holds: the
+task empties the queue and writes it out before it sleeps again.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from typing import ClassVar
 
 from starlette.types import Receive, Scope, Send
 
@@ -32,9 +41,9 @@ from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config.settings import WatchSettings
 from aviso_host.errors import log_failure
 from aviso_host.filtering import StreamFilter
-from aviso_host.http_protocol import abort_connection, on_client_gone
+from aviso_host.http_protocol import abort_connection, chunk_writer, on_client_gone
 from aviso_host.logs import log_event, logger
-from aviso_host.metrics import SseConnection
+from aviso_host.metrics import PendingCount, SseConnection
 from aviso_host.request_id import RAW_SEND
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LiveQueue, StreamControl, StreamRegistry
@@ -87,6 +96,33 @@ class ReplayOutcome(Enum):
     """The stream is stopping (shutdown, maximum duration, client gone)."""
 
 
+class _LiveChunk:
+    """The HTTP chunk of the ``live-notification`` frame of the record fanned out last: a
+    fan-out sweep hands one record to every matching stream in turn, so the first stream
+    builds it and the rest reuse it. Holding the record keeps its identity from being
+    reused by another."""
+
+    __slots__ = ("chunk", "record")
+
+    def __init__(self) -> None:
+        self.record: StoredNotification | None = None
+        self.chunk = b""
+
+    def build(self, record: StoredNotification, renderer: CloudEventRenderer) -> bytes | None:
+        """Make ``record`` the cached one; ``None`` when it has no CloudEvent (the stream's
+        task reports that)."""
+        try:
+            data = renderer.render(record)
+        except CloudEventError:
+            return None
+        self.chunk = frames.http_chunk(frames.frame(frames.LIVE, data))
+        self.record = record
+        return self.chunk
+
+
+_LIVE_CHUNK = _LiveChunk()
+
+
 def _display(topic: str) -> str:
     try:
         return ".".join(decode_topic(topic))
@@ -108,6 +144,7 @@ class EventStream:
         "_event_ids",
         "_fetched_through",
         "_filter",
+        "_high_water",
         "_is_watch",
         "_live",
         "_metrics",
@@ -120,12 +157,17 @@ class EventStream:
         "_renderer",
         "_replay",
         "_send",
+        "_sent",
         "_settings",
         "_streams",
         "_subscription",
         "_through",
         "_topic",
+        "_write_chunk",
     )
+    writes_live_events_directly: ClassVar[bool] = True
+    """Whether live records may bypass the task (:meth:`_deliver_now`): a stream that
+    writes something other than each record's own frame (an aggregate) says no."""
 
     def __init__(
         self,
@@ -164,6 +206,11 @@ class EventStream:
         self._on_delivered = on_delivered
         self._topic = stream_filter.pattern.display
         self._send: Send | None = None
+        self._write_chunk: Callable[[bytes], bool] | None = None
+        self._sent: PendingCount | None = None
+        """Where direct writes are counted (``aviso_sse_events_sent_total``)."""
+        self._high_water = 0
+        """Live records at or below this were replayed (or precede the stream)."""
         self._out = bytearray()
         self._through = 0
         """The highest sequence written to the client so far (the resume point minus one)."""
@@ -202,6 +249,7 @@ class EventStream:
             # The head went through every middleware (request id, status for the request log
             # and metrics); the body chunks, one per delivery, need none of them.
             self._send = scope.get(RAW_SEND, send)
+            self._write_chunk = chunk_writer(scope)
             await self._run()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
@@ -449,6 +497,22 @@ class EventStream:
         live = self._live
         assert live is not None
         live.live = True
+        self._high_water = high_water
+        if (
+            self.writes_live_events_directly
+            and self._write_chunk is not None
+            and self._on_delivered is None
+            and not self._event_ids
+            and self._filter.spatial is None  # may have to be matched off the event loop
+        ):
+            self._sent = self._metrics.sent_count()
+            live.direct = self._deliver_now
+        try:
+            await self._follow(live, high_water)
+        finally:
+            live.direct = None
+
+    async def _follow(self, live: LiveQueue, high_water: int) -> None:
         while not self._stopping():
             skipped = live.take_skipped()
             if skipped is not None:
@@ -470,6 +534,33 @@ class EventStream:
                 # debounce window) makes the sleep below return at once.
                 await self._flush()
             await self._control.sleep_until(self._wake_at())
+
+    def _deliver_now(self, record: StoredNotification) -> bool:
+        """Write a live record straight to the connection, from the fan-out, if the stream's
+        task has nothing to do first; ``True`` when the record is dealt with (written, or
+        not for this stream), ``False`` when it must be queued for the task."""
+        # Awake (woken, or busy writing), or asleep past a heartbeat, deadline or recheck
+        # that is due: the task's own work goes out first.
+        idle_until = self._control.idle_until
+        if idle_until is None or self._now() >= idle_until:
+            return False
+        if record.sequence <= self._high_water:
+            return True
+        stream_filter = self._filter
+        if stream_filter.fields and not stream_filter.accepts(record):
+            return True
+        cached = _LIVE_CHUNK
+        chunk = cached.chunk if record is cached.record else cached.build(record, self._renderer)
+        write = self._write_chunk
+        if chunk is None or write is None or not write(chunk):
+            return False
+        self._through = record.sequence
+        sent = self._sent
+        assert sent is not None  # set with ``live.direct``
+        if not sent.count:
+            sent.flush_soon()
+        sent.count += 1
+        return True
 
     async def _close(self) -> None:
         reason = self._control.stop_reason

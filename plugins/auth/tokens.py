@@ -14,7 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import jwt
 from jwt.algorithms import HMACAlgorithm
@@ -132,5 +132,5 @@ def _expiry(exp: int, now: float) -> float | None:
     return float(exp) if exp > now else float(exp + CLOCK_SKEW_SECONDS)
 
 
-def _is_integer(value: Any) -> bool:
+def _is_integer(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

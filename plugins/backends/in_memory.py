@@ -29,19 +29,23 @@ import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from aviso_plugins import hookimpl
 from aviso_plugins._shared.fanout import SubscriberIndex
 from aviso_plugins._shared.idempotency import RememberedIds
 from aviso_plugins._shared.literals import parse_duration
+from aviso_plugins.shapes import read_shape, shape, shape_schema
 from aviso_plugins.storage import notification_fingerprint
 from aviso_plugins.topics import TopicPattern, decode_token
 from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     BackendContext,
     Batch,
+    ConfigurationProblem,
     LiveSink,
     MessageIdNotRetained,
     MessageIdReused,
@@ -54,7 +58,6 @@ from aviso_plugins.types import (
 
 logger = logging.getLogger("aviso.in_memory")
 
-_COUNT = {"type": "integer", "minimum": 0}
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 DEFAULT_DUPLICATE_WINDOW = "2m"
 """JetStream's own default window, so that both backends drop the same re-sends."""
@@ -67,6 +70,38 @@ _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 MAX_EXAMINED_PER_PAGE = 65_536
 """Records one ``fetch_batch`` looks at before returning, matching or not: a sparse filter
 over a long stream is read in several pages, each a bounded slice of the event loop."""
+
+
+Count = Annotated[int, Field(ge=0)]
+
+
+@shape()
+@dataclass(frozen=True, slots=True)
+class InMemoryOptions:
+    """``notification_backend.in_memory``."""
+
+    max_history_per_topic: Count = 1
+    """Notifications retained per topic; the oldest go first."""
+    max_topics: Count = 10_000
+    """Topics retained; the one whose newest notification is oldest goes first."""
+    max_bytes: Count = DEFAULT_MAX_BYTES
+    """Bytes all retained notifications may take (``RECORD_OVERHEAD_BYTES`` each included)."""
+    duplicate_window: str = DEFAULT_DUPLICATE_WINDOW
+    """How long a ``Nats-Msg-Id`` / ``Idempotency-Key`` is remembered to drop a re-send."""
+    duplicate_window_max_keys: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS
+    duplicate_window_max_keys_per_writer: Count = DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER
+    enable_metrics: bool | None = None
+    """Accepted for aviso-server compatibility; the host's metrics cover this backend."""
+
+
+# Limits this backend cannot honour at 0 (aviso-server silently treats 0 as 1).
+_POSITIVE = (
+    "max_history_per_topic",
+    "max_topics",
+    "max_bytes",
+    "duplicate_window_max_keys",
+    "duplicate_window_max_keys_per_writer",
+)
 
 
 def stream_key(topic: str) -> str:
@@ -165,34 +200,27 @@ class _Subscription:
 
 class InMemoryBackend(StorageBackend):
     kind: ClassVar[str] = "in_memory"
-    options_schema: ClassVar[Mapping[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "max_history_per_topic": _COUNT,
-            "max_topics": _COUNT,
-            "max_bytes": _COUNT,
-            "duplicate_window": {"type": "string"},
-            "duplicate_window_max_keys": _COUNT,
-            "duplicate_window_max_keys_per_writer": _COUNT,
-            "enable_metrics": {"type": "boolean"},
-        },
-    }
+    options_schema: ClassVar[Mapping[str, Any]] = shape_schema(InMemoryOptions)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        for key in _POSITIVE:
+            if options.get(key) == 0:
+                raise ConfigurationProblem(
+                    ("notification_backend", cls.kind, key), "must be greater than 0"
+                )
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)
-        options = context.options
-        self._max_history = max(1, int(options.get("max_history_per_topic", 1)))
-        self._max_topics = max(1, int(options.get("max_topics", 10000)))
-        self._max_bytes = max(1, int(options.get("max_bytes", DEFAULT_MAX_BYTES)))
+        options = read_shape(InMemoryOptions, context.options)
+        # Constructed in code, the limits may be 0; aviso-server reads 0 as 1.
+        self._max_history = max(1, options.max_history_per_topic)
+        self._max_topics = max(1, options.max_topics)
+        self._max_bytes = max(1, options.max_bytes)
         self._ids = RememberedIds(
-            float(duplicate_window_seconds(options)),
-            int(options.get("duplicate_window_max_keys", DEFAULT_DUPLICATE_WINDOW_MAX_KEYS)),
-            int(
-                options.get(
-                    "duplicate_window_max_keys_per_writer",
-                    DEFAULT_DUPLICATE_WINDOW_MAX_KEYS_PER_WRITER,
-                )
-            ),
+            float(duplicate_window_seconds(context.options)),
+            options.duplicate_window_max_keys,
+            options.duplicate_window_max_keys_per_writer,
             context.metrics.message_ids_evicted_early,
         )
         # Topic -> retained history. Insertion order is refreshed on every publish, so the

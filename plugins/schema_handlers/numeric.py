@@ -62,7 +62,8 @@ class IntHandler(FieldHandler):
         return compile_constraint(self.field, operator, operand, self._domain)
 
     def example_value(self) -> int:
-        return _clamped(1, self.bounds)
+        example: int = _clamped(1, self.bounds)
+        return example
 
 
 class FloatHandler(FieldHandler):
@@ -95,7 +96,8 @@ class FloatHandler(FieldHandler):
         return compile_constraint(self.field, operator, operand, self._domain)
 
     def example_value(self) -> float:
-        return _clamped(1.5, self.bounds)
+        example: float = _clamped(1.5, self.bounds)
+        return example
 
 
 def _clamped(value: Any, bounds: tuple[Any, Any] | None) -> Any:

@@ -28,7 +28,7 @@ def int_option(options: Mapping[str, str], key: str, default: int, minimum: int)
 
 def backoff_seconds(base_ms: int, attempt: int) -> float:
     """Exponential backoff with jitter, so that many tasks retrying together spread out."""
-    return base_ms * 2**attempt * random.uniform(0.5, 1.0) / 1000
+    return base_ms * 2.0**attempt * random.uniform(0.5, 1.0) / 1000
 
 
 async def publish_all(

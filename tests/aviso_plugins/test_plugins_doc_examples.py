@@ -4,6 +4,7 @@ module and driven through the testing kit (or click's runner for the command).""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import queue
 import re
@@ -11,6 +12,7 @@ import time
 import types
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from aviso_host.config import settings_from_document
@@ -191,3 +193,24 @@ def test_the_delivery_kind_example_posts_in_order_and_a_missing_room_is_gone() -
             ] != "disabled" and time.monotonic() < deadline:
                 time.sleep(0.01)  # a state announces no change: it is polled
             assert lost["status"] == "disabled" and lost["last_error"]["error"] == "no such room"
+
+
+def test_the_typed_options_example_derives_its_schema_and_reads_its_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Imported from a file, as a plugin module is (attribute docstrings are read from it).
+    (source,) = [block for block in BLOCKS if "class ArchiveOptions" in block]
+    (tmp_path / "doc_example_archive.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("doc_example_archive")
+    schema = module.ArchiveBackend.options_schema
+    assert schema["required"] == ["path"] and schema["additionalProperties"] is False
+    assert schema["properties"]["max_files"] == {
+        "default": 100,
+        "description": "Files kept before the oldest is deleted.",
+        "minimum": 1,
+        "type": "integer",
+    }
+    assert schema["properties"]["compression"]["enum"] == ["none", "gzip"]
+    options = module.read_shape(module.ArchiveOptions, {"path": "/srv/archive"})
+    assert (options.max_files, options.compression) == (100, "none")

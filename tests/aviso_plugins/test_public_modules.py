@@ -1,6 +1,7 @@
 """Every public module of the plugin API says what it offers (``__all__``), and offers
 everything public it defines: a name missing from ``__all__`` is either private (a leading
-underscore) or an omission this test catches."""
+underscore) or an omission this test catches. What plugin authors are shown (the generated
+plugin packages, docs/plugins.md, the example plugins) imports nothing else."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +64,36 @@ def test_the_check_sees_each_kind_of_definition() -> None:
         "def f(): ...\nasync def g(): ...\nclass K: ...\nclass _L: ...\n"
     )
     assert defined_public_names(source) == {"A", "B", "f", "g", "K"}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# An import of the host, or of a private module of the plugin API.
+NOT_PLUGIN_API = re.compile(
+    r"^\s*(?:from|import)\s+(aviso_host\b[\w.]*|aviso_plugins(?:\.\w+)*\._\w+[\w.]*)", re.MULTILINE
+)
+
+
+def shown_to_plugin_authors() -> list[Path]:
+    return sorted(
+        [
+            *(ROOT / "host" / "templates" / "plugin").rglob("*.tmpl"),
+            ROOT / "docs" / "plugins.md",
+            *(ROOT / "tests" / "fixtures").rglob("*.py"),
+        ]
+    )
+
+
+def test_the_check_finds_host_and_private_imports() -> None:
+    text = (
+        "from aviso_host.config import ConfigError\nimport aviso_host\n"
+        "    from aviso_plugins._shared.numbers import parse_int_text\n"
+        "from aviso_plugins.types import FieldHandler\nfrom aviso_plugins import hookimpl\n"
+    )
+    found = NOT_PLUGIN_API.findall(text)
+    assert found == ["aviso_host.config", "aviso_host", "aviso_plugins._shared.numbers"]
+
+
+@pytest.mark.parametrize("path", shown_to_plugin_authors(), ids=lambda path: path.name)
+def test_what_plugin_authors_are_shown_imports_only_the_plugin_api(path: Path) -> None:
+    found = NOT_PLUGIN_API.findall(path.read_text())
+    assert not found, f"{path.relative_to(ROOT)} imports {found}"

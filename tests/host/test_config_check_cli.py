@@ -77,6 +77,20 @@ def test_without_a_path_it_checks_what_serve_would_read(tmp_path: Path) -> None:
     assert chosen.stderr == "Error: missing required key 'notification_backend'\n"
 
 
+def test_defaults_shows_every_setting_the_server_runs_with(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + "limits: {max_body_bytes: 4096}\n")
+    shown = _check(tmp_path, str(config), "--defaults")
+    assert shown.returncode == 0, shown.stderr
+    effective = yaml.safe_load(shown.stdout)
+    assert effective["limits"]["max_body_bytes"] == 4096  # as written
+    assert effective["limits"]["max_json_depth"] == 64  # the declared default
+    assert effective["metrics"] == {"enabled": False, "host": "127.0.0.1"}
+    assert effective["notification_backend"]["in_memory"]["max_topics"] == 10_000
+    assert effective["auth"]["jwt_secret"] == "[REDACTED]"
+    assert "a-long-jwt-signing-secret" not in shown.stdout + shown.stderr
+
+
 def test_strict_makes_unknown_keys_and_variables_errors(tmp_path: Path) -> None:
     config = _cascade(tmp_path)
     variables = {"AVISOSERVER_WATCH_ENDPOINT__REPLAY_BATCH_SIZ": "5"}

@@ -44,6 +44,13 @@ def test_an_installed_server_in_an_empty_folder_serves_the_packaged_example(
     )
 
     where = run([str(python), "-c", "import aviso_host; print(aviso_host.__file__)"], empty)
+    # The typed plugin API says so to type checkers (PEP 561).
+    marker = "import aviso_plugins, pathlib; print(pathlib.Path(aviso_plugins.__file__).parent)"
+    plugin_api = Path(run([str(python), "-c", marker], empty).stdout.strip())
+    assert plugin_api.is_relative_to(tmp_path / "venv")
+    assert (plugin_api / "py.typed").is_file()
+    # So is the host, for applications that embed it (aviso_host.embedding).
+    assert (Path(where.stdout.strip()).parent / "py.typed").is_file()
     example = Path(where.stdout.strip()).parent / "config" / "example.yaml"
     port = free_port()
     log = tmp_path / "server.log"

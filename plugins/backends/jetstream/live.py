@@ -67,12 +67,12 @@ class _Feed:
         except Exception as exc:  # an unreadable message is skipped, not fatal
             logger.warning("skipping unreadable message on %s: %s", msg.subject, exc)
             return
-        for watcher in self.index.candidates(record.topic):
-            if watcher.pattern.matches(record.topic):
-                try:
-                    watcher.sink.deliver(record)
-                except Exception:  # one broken watcher must not starve the others
-                    logger.exception("live delivery to a watcher failed")
+        # Each distinct pattern is matched once, however many watchers share it.
+        for watcher in self.index.matching(record.topic):
+            try:
+                watcher.sink.deliver(record)
+            except Exception:  # one broken watcher must not starve the others
+                logger.exception("live delivery to a watcher failed")
 
 
 class _LiveSubscription:

@@ -1,41 +1,18 @@
-"""``notification_backend.jetstream``: its JSON Schema and the parsed, checked settings."""
+"""``notification_backend.jetstream``: its declaration (and so its JSON Schema) and the
+parsed, checked settings."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+from pydantic import Field
+
 from aviso_plugins._shared.literals import parse_duration
-
-_COUNT = {"type": "integer", "minimum": 0}
-
-OPTIONS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "nats_url": {"type": "string"},
-        "token": {"type": "string"},
-        "timeout_seconds": _COUNT,
-        "retry_attempts": _COUNT,
-        "max_messages": {"type": "integer"},
-        "max_bytes": {"type": "integer"},
-        "retention_time": {"type": "string"},
-        "storage_type": {"enum": ["file", "memory"]},
-        "replicas": _COUNT,
-        "retention_policy": {"enum": ["limits", "interest", "workqueue"]},
-        "discard_policy": {"enum": ["old", "new"]},
-        "enable_auto_reconnect": {"type": "boolean"},
-        # null (YAML ~) reads as unset: unlimited.
-        "max_reconnect_attempts": {"type": ["integer", "null"], "minimum": 0},
-        "reconnect_delay_ms": _COUNT,
-        "publish_retry_attempts": _COUNT,
-        "publish_retry_base_delay_ms": _COUNT,
-        "embedded_store_dir": {"type": "string"},
-        "duplicate_window": {"type": "string"},
-    },
-}
+from aviso_plugins.shapes import read_shape, shape, shape_schema
 
 _POSITIVE = (
     "timeout_seconds",
@@ -54,37 +31,72 @@ _DEFAULT_SUBSCRIPTION_ATTEMPTS = 5
 _MAX_WINDOW_SECONDS = (2**63 - 1) // 1_000_000_000
 
 
+WORKQUEUE_REFUSED = (
+    "'workqueue' is refused (as by aviso-server 0.13): a work-queue stream deletes each "
+    "notification once one consumer acknowledged it, so history and concurrent watchers "
+    "cannot work; use 'limits' or 'interest'"
+)
+
+
 class OptionsError(ValueError):
     """A setting is unusable; the message names ``notification_backend.jetstream.<key>``."""
 
 
+class OptionRefused(OptionsError):
+    """One option of the section refused while parsing it: ``key`` and ``reason`` apart."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"notification_backend.jetstream.{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+Count = Annotated[int, Field(ge=0)]
+
+
+@shape()
 @dataclass(frozen=True, slots=True)
-class JetStreamOptions:
+class JetStreamSection:
+    """``notification_backend.jetstream`` as written."""
+
     nats_url: str = DEFAULT_URL
     """One server URL, or several separated by commas (the servers of one cluster)."""
     token: str | None = None
-    timeout_seconds: int = 30
-    retry_attempts: int = 3
+    """The NATS token; ``NATS_TOKEN`` when not written."""
+    timeout_seconds: Count = 30
+    retry_attempts: Count = 3
     max_messages: int | None = None
     max_bytes: int | None = None
-    retention_seconds: int | None = None
-    storage_type: str = "file"
-    replicas: int | None = None
-    retention_policy: str = "limits"
-    discard_policy: str = "old"
+    retention_time: str | None = None
+    storage_type: Literal["file", "memory"] = "file"
+    replicas: Count | None = None
+    retention_policy: Literal["limits", "interest", "workqueue"] = "limits"
+    discard_policy: Literal["old", "new"] = "old"
     enable_auto_reconnect: bool = True
-    max_reconnect_attempts: int | None = None
-    """Reconnect attempts after the connection is lost; ``None`` or 0: unlimited, n > 0:
-    give up for good after n (the backend then reports not ready until restarted)."""
-    reconnect_delay_ms: int = 2000
-    publish_retry_attempts: int = 5
-    publish_retry_base_delay_ms: int = 150
+    # null (YAML ~) reads as unset: unlimited.
+    max_reconnect_attempts: Count | None = None
+    """Reconnect attempts after the connection is lost; unset or 0: unlimited, n > 0: give
+    up for good after n (the backend then reports not ready until restarted)."""
+    reconnect_delay_ms: Count = 2000
+    publish_retry_attempts: Count = 5
+    publish_retry_base_delay_ms: Count = 150
     embedded_store_dir: str | None = None
     """Start a private nats-server with file storage here instead of using ``nats_url``
     (empty: none)."""
+    duplicate_window: str | None = None
+    """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; unset leaves the
+    server's default (2 minutes, or the stream's retention if shorter)."""
+
+
+OPTIONS_SCHEMA: Mapping[str, Any] = shape_schema(JetStreamSection)
+
+
+@dataclass(frozen=True, slots=True)
+class JetStreamOptions(JetStreamSection):
+    """The section parsed and checked: durations in seconds, the token resolved."""
+
+    retention_seconds: int | None = None
     duplicate_window_seconds: int | None = None
-    """How long JetStream remembers a ``Nats-Msg-Id`` to drop a re-send; ``None`` leaves
-    the server's default (2 minutes, or the stream's retention if shorter)."""
 
     @property
     def subscription_attempts(self) -> int:
@@ -123,17 +135,17 @@ def parse_options(
     raw: Mapping[str, Any], environ: Mapping[str, str] = os.environ
 ) -> JetStreamOptions:
     """Apply defaults and the checks that only matter once this backend is selected."""
+    section = read_shape(JetStreamSection, raw)
 
     def fail(key: str, reason: str) -> OptionsError:
-        return OptionsError(f"notification_backend.jetstream.{key}: {reason}")
+        return OptionRefused(key, reason)
 
     for key in _POSITIVE:
-        if key in raw and raw[key] <= 0:
+        if getattr(section, key) <= 0:
             raise fail(key, "must be greater than 0")
-    if raw.get("retention_policy") == "workqueue":
-        # History and concurrent watchers need every notification kept (aviso-server 0.13).
-        raise fail("retention_policy", "'workqueue' is not supported; use 'limits' or 'interest'")
-    url = raw.get("nats_url", DEFAULT_URL)
+    if section.retention_policy == "workqueue":
+        raise fail("retention_policy", WORKQUEUE_REFUSED)
+    url = section.nats_url
     if not url.strip():
         raise fail("nats_url", "must not be blank")
     for server in url.split(","):
@@ -141,23 +153,23 @@ def parse_options(
         if problem is not None:
             shown = redacted(server.strip())
             raise fail("nats_url", f"{shown!r} {problem}" if server.strip() else problem)
-    if raw.get("replicas", 0) > _MAX_REPLICAS:
+    if (section.replicas or 0) > _MAX_REPLICAS:
         raise fail("replicas", f"must be at most {_MAX_REPLICAS} (the JetStream maximum)")
 
-    def duration(key: str) -> int | None:
+    def duration(key: str, text: str | None) -> int | None:
         """Seconds of a positive duration option; ``None`` when it is not set."""
-        if key not in raw:
+        if text is None:
             return None
         try:
-            seconds = parse_duration(raw[key])
+            seconds = parse_duration(text)
         except ValueError as exc:
             raise fail(key, str(exc)) from exc
         if seconds <= 0:
             raise fail(key, "must be greater than 0")
         return seconds
 
-    retention_seconds = duration("retention_time")
-    duplicate_window_seconds = duration("duplicate_window")
+    retention_seconds = duration("retention_time", section.retention_time)
+    duplicate_window_seconds = duration("duplicate_window", section.duplicate_window)
     if duplicate_window_seconds is not None:
         if duplicate_window_seconds > _MAX_WINDOW_SECONDS:
             raise fail("duplicate_window", "too long (JetStream counts it in int64 nanoseconds)")
@@ -165,21 +177,16 @@ def parse_options(
         if retention_seconds is not None and duplicate_window_seconds > retention_seconds:
             raise fail(
                 "duplicate_window",
-                f"must not be longer than retention_time ({raw['retention_time']})",
+                f"must not be longer than retention_time ({section.retention_time})",
             )
-    simple = {
-        key: raw[key]
-        for key in JetStreamOptions.__dataclass_fields__
-        if key in raw
-        and key not in ("nats_url", "token", "retention_seconds", "duplicate_window_seconds")
-    }
-    token = raw.get("token") or environ.get("NATS_TOKEN") or None
+    written = {item.name: getattr(section, item.name) for item in fields(section)}
     return JetStreamOptions(
-        nats_url=url,
-        token=token,
-        retention_seconds=retention_seconds,
-        duplicate_window_seconds=duplicate_window_seconds,
-        **simple,
+        **{
+            **written,
+            "token": section.token or environ.get("NATS_TOKEN") or None,
+            "retention_seconds": retention_seconds,
+            "duplicate_window_seconds": duplicate_window_seconds,
+        }
     )
 
 

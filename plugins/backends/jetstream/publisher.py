@@ -88,7 +88,8 @@ def acknowledged_sequence(reply: bytes) -> int:
     answer = json.loads(reply)
     if "error" in answer:
         raise APIError.from_error(answer["error"])
-    return answer["seq"]
+    sequence: int = answer["seq"]
+    return sequence
 
 
 _DUPLICATE = re.compile(rb'"duplicate":\s*true')

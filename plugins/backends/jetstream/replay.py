@@ -153,7 +153,7 @@ class HistoryReaders:
         config.name = self._names.next().decode()
         config.filter_subject = subject
         info = await self._js.add_consumer(stream, config)
-        reader = _Reader(self._client, stream, info.name, info.num_pending)
+        reader = _Reader(self._client, stream, info.name, info.num_pending or 0)
         await reader.listen()
         return reader
 

@@ -201,11 +201,13 @@ class StreamKeeper:
                         raise
                     raise refused from exc
         else:
-            await self._reconcile(current, desired)
+            await self._reconcile(name, current, desired)
         self._seen.add(base)
         return name
 
-    async def _reconcile(self, current: api.StreamConfig, desired: api.StreamConfig) -> None:
+    async def _reconcile(
+        self, name: str, current: api.StreamConfig, desired: api.StreamConfig
+    ) -> None:
         if _storage_name(current.storage) != _storage_name(desired.storage):
             raise StorageTypeMismatch(
                 f"stream {current.name} exists with storage "
@@ -235,7 +237,7 @@ class StreamKeeper:
             )
             return
         if "num_replicas" in changed:
-            await self._await_replicas(current.name, desired.num_replicas or 1)
+            await self._await_replicas(name, desired.num_replicas or 1)
 
     async def _await_replicas(self, name: str, replicas: int) -> None:
         """Wait (bounded) until a re-replicated stream has a leader and current followers:

@@ -33,7 +33,7 @@ from tests.support.process import free_port
 from tests.support.sse import Event, Stream
 
 AVISO = (sys.executable, "-c", "from aviso_host.cli import main; main()")
-START_TIMEOUT = 20.0  # until GET /health answers
+START_TIMEOUT = 90.0  # until GET /health answers (workers start slowly on a loaded machine)
 EXIT_TIMEOUT = 30.0  # a refused configuration must have exited by then
 STOP_TIMEOUT = 15.0  # SIGTERM, then SIGKILL
 POLL = 0.05

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_builtins.auth.ecpds import EcpdsAuthoriser
+from aviso_builtins.backends.in_memory import InMemoryBackend
 from aviso_builtins.backends.jetstream.options import OPTIONS_SCHEMA as JETSTREAM_OPTIONS_SCHEMA
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.topics import TopicPattern
@@ -104,6 +105,11 @@ class InMemoryStub(_Backend):
             "enable_metrics": {"type": "boolean"},
         },
     }
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        # The real plugin's own rules: the host runs them for the selected backend only.
+        InMemoryBackend.check_options(options)
 
 
 class JetStreamStub(_Backend):

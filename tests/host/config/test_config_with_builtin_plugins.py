@@ -115,11 +115,14 @@ def test_the_shipped_default_configuration_loads(
     settings = load_settings(registry(), environ={}, cwd=ROOT, home=tmp_path)
     assert settings.application.port == 8000
     assert settings.backend.kind == "in_memory"
+    # As written, with the backend's declared defaults filled in.
     assert settings.backend.options == {
         "max_history_per_topic": 100,
         "max_topics": 10000,
         "max_bytes": 268435456,
         "duplicate_window": "2m",
+        "duplicate_window_max_keys": 100_000,
+        "duplicate_window_max_keys_per_writer": 10_000,
     }
     assert set(settings.schemas) == {"dissemination", "mars", "test_polygon", "river_gauge"}
     assert settings.strict is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,6 +191,19 @@ def test_swagger_ui_asset(client: TestClient) -> None:
     assert response.status_code == 200
     assert "javascript" in response.headers["content-type"]
     assert len(response.content) > 100_000
+
+
+def test_without_the_docs_extra_swagger_ui_names_it(
+    static_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "swagger_ui_bundle", None)  # as if not installed
+    app = Starlette(routes=ops_routes(str(static_dir), VERSION))
+    with TestClient(app) as client:
+        for path in ("/swagger-ui/", "/swagger-ui/swagger-ui-bundle.js"):
+            response = client.get(path)
+            assert response.status_code == 404
+            assert "pip install 'aviso-py[docs]'" in response.text
+        assert client.get("/api-docs/openapi.json").status_code == 200
 
 
 def test_swagger_ui_demo_initializer_is_not_served(client: TestClient) -> None:

@@ -1,0 +1,204 @@
+"""The OpenAPI 3.1 description of the public API, as plain data built at startup.
+
+The prose, status codes and error shapes are written in this package, a module per group
+of routes (:mod:`.streams`, :mod:`.operations`, :mod:`.subscriptions`) plus the shared
+:mod:`.components` and :mod:`.common` building blocks; what the code already knows is taken
+from it: the settings the text names are stated with their configured values, the request
+examples come from the configured event types (:mod:`aviso_host.openapi_examples`), the
+schema-route examples from the schemas' own ``describe()``, the validation codes and labels
+from :class:`aviso_host.errors.Endpoint`.
+Keep the rest in step with the routes and docs/guarantees.md; the tests hold them
+together: the document validates (openapi-spec-validator), every route of the app is
+described (or listed in :data:`NOT_DESCRIBED_PATHS`), every error code the host raises is
+listed, every example matches its schema, every request example is accepted by the server,
+and schemathesis checks the server's answers against the document.
+
+To describe a new route, add its path item to the ``paths`` of :func:`openapi_document` (a
+function of its group's module returning ``{path: {method: operation}}``, like
+:func:`.operations.operational_operations`), with a response for every status it answers
+and examples that match their schemas; a route that is not API (a page, a file) goes into
+:data:`NOT_DESCRIBED_PATHS` instead.
+
+Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
+stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
+(the Swagger UI page rewrites those before rendering, see ``aviso_host.routes.ops``) and the
+event schemas of the streams (``const``, ``if``/``then``, ``contentSchema``), which Swagger UI
+shows without checking.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from aviso_host.config.settings import LimitSettings, SubscriptionSettings
+from aviso_host.openapi.common import Doc
+from aviso_host.openapi.components import (
+    body_schemas,
+    discovery_schemas,
+    error_schemas,
+    header_components,
+    shared_responses,
+)
+from aviso_host.openapi.operations import (
+    admin_operations,
+    operational_operations,
+    schema_operations,
+)
+from aviso_host.openapi.streams import (
+    aggregate_operation,
+    notify_operation,
+    replay_operation,
+    stream_event_schemas,
+    watch_operation,
+)
+from aviso_host.openapi.subscriptions import subscription_operations, subscription_schemas
+from aviso_host.openapi_examples import request_examples
+from aviso_host.schemas import SchemaCatalog
+from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS
+
+DEFAULT_LIMITS = LimitSettings()
+DEFAULT_SUBSCRIPTION_LIMITS = SubscriptionSettings()
+
+NOT_DESCRIBED_PATHS = frozenset(
+    {
+        "/static/{path:path}",
+        "/api-docs/openapi.json",
+        "/swagger-ui/",
+        "/swagger-ui/{file}",
+        "/console/{file}",
+        "/favicon.ico",
+    }
+)
+"""Routes the server has but the document leaves out: files, and the documentation itself.
+Every other route must have its path and methods in the document (a test compares them)."""
+
+
+_API_DESCRIPTION = """\
+Notifications for data-driven workflows: producers **notify**, consumers **watch** live
+streams or **replay** history over Server-Sent Events.
+
+* Every response carries `X-Request-ID`; JSON bodies that have a `request_id` repeat it.
+* Paths are exact: no trailing-slash redirects.
+* Authentication, when enabled, applies to `/api/v1` except the schema routes.
+* Limits at the HTTP edge, on every route (each answer the aviso error object, then the
+  connection is closed): a body over `limits.max_body_bytes` gets 413 `PAYLOAD_TOO_LARGE`; a
+  request head over `limits.max_header_bytes` gets 431 `HEADER_FIELDS_TOO_LARGE`; a head not
+  completed within `limits.header_timeout_seconds`, or a body not completed within
+  `limits.body_timeout_seconds` of its head, gets 408 `REQUEST_TIMEOUT`; on a connection
+  accepted beyond `limits.max_connections` open connections, 503 `SERVICE_UNAVAILABLE` with
+  `Retry-After`; beyond `limits.max_connections_per_client` from one client address (0: no
+  such cap, the default), 429 `TOO_MANY_REQUESTS` with `Retry-After` (`GET /health` and `/ready` are
+  answered over both caps; such a connection must send its head within 2 s, and one past a
+  small reserve is reset). A request the HTTP parser cannot read gets 400 `BAD_REQUEST`, a
+  request line of an HTTP version other than 1.0 or 1.1 505 `HTTP_VERSION_NOT_SUPPORTED`.
+  A connection that sends nothing for `limits.idle_timeout_seconds` is closed. Any
+  unexpected failure is 500 `INTERNAL_ERROR`.
+"""
+
+
+def openapi_document(
+    version: str,
+    catalog: SchemaCatalog | None = None,
+    subscriptions: bool = True,
+    limits: LimitSettings = DEFAULT_LIMITS,
+    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
+    (none: no schema configured), as JSON-serialisable data; ``subscriptions``: whether the
+    subscription routes are served. Every setting the text names (`` `limits.max_body_bytes` ``)
+    is stated with its value in ``limits`` and ``subscription_limits``, and the aggregate
+    request's ``debounce_ms`` bounds are the configured ones."""
+    examples = request_examples(catalog)
+    paths: Doc = {
+        "/api/v1/notification": {"post": notify_operation(examples)},
+        "/api/v1/watch": {"post": watch_operation(examples)},
+        "/api/v1/replay": {"post": replay_operation(examples)},
+        "/api/v1/aggregate": {"post": aggregate_operation(examples)},
+        **schema_operations(catalog, examples.event_type),
+        **admin_operations(examples.event_type),
+        **(subscription_operations(examples) if subscriptions else {}),
+        **operational_operations(),
+    }
+    schemas: Doc = {
+        **body_schemas(catalog),
+        **error_schemas(),
+        **discovery_schemas(catalog),
+        **stream_event_schemas(),
+        **subscription_schemas(catalog),
+    }
+    # Deep-copied so that a caller editing the result cannot alter the module's constants.
+    document: Doc = copy.deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "Aviso Notification Service API",
+                "version": version,
+                "description": _API_DESCRIPTION,
+                "license": {
+                    "name": "Apache-2.0",
+                    "url": "https://www.apache.org/licenses/LICENSE-2.0",
+                },
+            },
+            "tags": [
+                {"name": "health", "description": "Liveness and readiness."},
+                {"name": "general", "description": "Landing page."},
+                {"name": "schema", "description": "Schema discovery."},
+                {"name": "notification", "description": "Publishing notifications."},
+                {
+                    "name": "streaming",
+                    "description": "Watch, replay and aggregate over Server-Sent Events.",
+                },
+                {"name": "admin", "description": "Deleting stored notifications."},
+                {
+                    "name": "subscriptions",
+                    "description": "Named subscriptions whose cursor the server keeps.",
+                },
+            ],
+            "paths": paths,
+            "components": {
+                "schemas": schemas,
+                "responses": shared_responses(),
+                "headers": header_components(),
+                "securitySchemes": {
+                    "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+                    "basic": {"type": "http", "scheme": "basic"},
+                },
+            },
+        }
+    )
+    debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
+    debounce["minimum"] = limits.min_aggregate_debounce_ms
+    debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
+    stated: dict[str, Any] = {"limits": limits, "subscriptions": subscription_limits}
+    result: Doc = _with_settings_stated(document, stated)
+    return result
+
+
+_SETTING = re.compile(r"`(limits|subscriptions)\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?")
+"""A setting named in the text, with the value written beside it if any."""
+_QUOTED = frozenset({"examples", "example"})
+
+
+def _with_settings_stated(node: Any, sections: Mapping[str, Any]) -> Any:
+    """``node`` with each setting its text names followed by the configured value (an unknown
+    name fails: the text can only name declared settings). Examples are left as they are:
+    they quote the configuration (a field's ``description``), which may say anything."""
+    if isinstance(node, str):
+
+        def stated(match: re.Match[str]) -> str:
+            value = getattr(sections[match[1]], match[2])
+            shown = int(value) if isinstance(value, float) and value.is_integer() else value
+            return f"`{match[1]}.{match[2]}` ({shown})"
+
+        return _SETTING.sub(stated, node)
+    if isinstance(node, dict):
+        return {
+            key: value if key in _QUOTED else _with_settings_stated(value, sections)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_with_settings_stated(item, sections) for item in node]
+    return node
