@@ -495,9 +495,8 @@ class DeliveryRunner:
                     await self._redrive(push, DeadLetter.of(letters["redrive"][0]))
                     continue
                 stream_filter = push.filter
-                if push.entry.next_sequence > await self._backend.history_bound(
-                    stream_filter.pattern
-                ):
+                bound = await self._backend.history_bound(stream_filter.pattern)
+                if push.entry.next_sequence > (bound or 0):
                     # Nothing stored after the cursor: no history read (on JetStream, no
                     # consumer) for a subscription that is idle.
                     await wakeup.event.wait()
