@@ -216,6 +216,10 @@ class _Shard:
     pushes: dict[str, PushState] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    pending: set[str] = field(default_factory=set)
+    """Subscriptions this process changed since they were last looked at."""
+    ours: set[int] = field(default_factory=set)
+    """Generations this process wrote that the holder has not seen yet."""
 
 
 class Gone(Exception):
@@ -309,9 +313,11 @@ class DeliveryRunner:
         for key, (kind, status) in tuple(census.push.items()):
             yield kind, status, holding.get(key)
 
-    def _wake_shard(self, shard: int) -> None:
+    def _wake_shard(self, shard: int, key: str, generation: int) -> None:
         held = self._shards.get(shard)
         if held is not None:
+            held.pending.add(key)
+            held.ours.add(generation)
             held.wake.set()
 
     # -- shards -------------------------------------------------------------------------------
@@ -330,23 +336,33 @@ class DeliveryRunner:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _follow_shard(self, shard: _Shard) -> None:
-        """Scan the shard whenever its generation moved (checked every ``SCAN_SECONDS``, or
-        at once when this process changed it)."""
+        """Look at what changed in the shard: the subscriptions this process changed at once
+        (one read each), and every one (a scan) when the generation moved by a change of
+        another process's (checked every ``SCAN_SECONDS``)."""
         store = self._store
         assert store is not None
-        seen: int | None = -1
+        seen = -1
         while True:
             shard.wake.clear()
             try:
                 found = await store.state.get(generation_key(shard.number))
-                generation = None if found is None else found.revision
-                if generation != seen or shard.wake.is_set():
-                    await self._scan(shard)
+                generation = 0 if found is None else int(found.value)
+                if generation != seen:
+                    elsewhere = seen < 0 or any(
+                        count not in shard.ours for count in range(seen + 1, generation + 1)
+                    )
+                    shard.ours = {count for count in shard.ours if count > generation}
+                    if elsewhere:
+                        shard.pending.clear()
+                        await self._scan(shard)
                     seen = generation
+                while shard.pending:
+                    await self._look_at(shard, shard.pending.pop())
             except Exception as exc:
                 log_failure("delivery.scan_failed", "subscriptions not scanned", exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(shard.wake.wait(), SCAN_SECONDS)
+            if not shard.pending:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(shard.wake.wait(), SCAN_SECONDS)
 
     async def _scan(self, shard: _Shard) -> None:
         store = self._store
@@ -361,18 +377,25 @@ class DeliveryRunner:
         for key in [key for key in shard.pushes if key not in present]:
             self._end(shard, key)
         for key in keys:
-            running = shard.pushes.get(key)
-            if running is not None:
-                running.wake()  # it reads its entry and dead letters again
-                continue
-            found = await store.state.get(key)
-            if found is None:  # deleted, or its create not finished: the next scan sees
-                continue
-            entry = SubscriptionEntry.decode(found.value, found.revision)
-            store.census.note(entry)
-            push = entry.push
-            if push is not None and push["status"] == ACTIVE and push["kind"] in self.kinds:
-                self._begin(shard, entry)
+            await self._look_at(shard, key)
+
+    async def _look_at(self, shard: _Shard, key: str) -> None:
+        """Start delivering the subscription stored under ``key``, stop (deleted), or have
+        its delivery read it again (a redrive, its owner seen anew)."""
+        store = self._store
+        assert store is not None
+        running = shard.pushes.get(key)
+        if running is not None:
+            running.wake()  # it reads its entry and dead letters again, or finds it gone
+            return
+        found = await store.state.get(key)
+        if found is None:  # deleted, or its create not finished: the next look sees
+            return
+        entry = SubscriptionEntry.decode(found.value, found.revision)
+        store.census.note(entry)
+        push = entry.push
+        if push is not None and push["status"] == ACTIVE and push["kind"] in self.kinds:
+            self._begin(shard, entry)
 
     def _begin(self, shard: _Shard, entry: SubscriptionEntry) -> None:
         assert entry.push is not None
@@ -472,6 +495,12 @@ class DeliveryRunner:
                     await self._redrive(push, DeadLetter.of(letters["redrive"][0]))
                     continue
                 stream_filter = push.filter
+                bound = await self._backend.history_bound(stream_filter.pattern)
+                if push.entry.next_sequence > (bound or 0):
+                    # Nothing stored after the cursor: no history read (on JetStream, no
+                    # consumer) for a subscription that is idle.
+                    await wakeup.event.wait()
+                    continue
                 cursor = StartCursor(from_sequence=push.entry.next_sequence)
                 batch = await self._backend.fetch_batch(stream_filter.pattern, cursor, BATCH_SIZE)
                 selected = await stream_filter.select(batch.messages)

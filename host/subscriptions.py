@@ -94,7 +94,8 @@ def indexed_entry_key(index_key: str) -> str:
 
 
 def generation_key(shard: int) -> str:
-    """Rewritten whenever a push subscription of the shard is created, deleted or redriven."""
+    """A count moved by one whenever a push subscription of the shard is created, deleted or
+    redriven."""
     return f"g.{shard}"
 
 
@@ -229,9 +230,10 @@ class SubscriptionStore:
         self.state = state
         self.census = Census()
         self._streams: dict[str, set[StreamControl]] = {}
-        self.on_change: Callable[[int], None] | None = None
-        """Called with the shard of a push subscription created, deleted or redriven here
-        (the delivery runner wakes the shard's holder when it is this process)."""
+        self.on_change: Callable[[int, str, int], None] | None = None
+        """Called with the shard, key and new generation of a push subscription created,
+        deleted or redriven here (the delivery runner tells the shard's holder when it is
+        this process)."""
 
     async def get(self, owner: str | None, name: str) -> SubscriptionEntry | None:
         found = await self.state.get(entry_key(owner, name))
@@ -385,14 +387,25 @@ class SubscriptionStore:
         await self._changed(entry)
 
     async def _changed(self, entry: SubscriptionEntry) -> None:
-        """A push subscription was created, deleted or redriven: its shard's generation
-        moves (what the shard's holder in any process polls), and a holder here is woken."""
+        """A push subscription was created, deleted or redriven: its shard's generation (a
+        count every change moves by one, polled by the shard's holder in any process) moves,
+        and a holder here is told which subscription and which count were its own."""
         if entry.push is None:
             return
         shard = shard_of(entry.key)
-        await self.state.put(generation_key(shard), entry.uid.encode())
+        key = generation_key(shard)
+        while True:
+            found = await self.state.get(key)
+            count = 0 if found is None else int(found.value)
+            value = str(count + 1).encode()
+            if found is None:
+                revision = await self.state.create(key, value)
+            else:
+                revision = await self.state.update(key, value, found.revision)
+            if revision is not None:
+                break
         if self.on_change is not None:
-            self.on_change(shard)
+            self.on_change(shard, entry.key, count + 1)
 
     # -- this process's open event streams --------------------------------------------------
 

@@ -414,7 +414,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 {"type": "null"},
                 object(
                     {
-                        "status": {"enum": ["active", "disabled"]},
+                        "status": {"enum": ["active", "disabled", "forbidden"]},
                         "delivered": {"type": "integer", "minimum": 0},
                         "retrying": {"type": "integer", "minimum": 0},
                         "dead_lettered": {"type": "integer", "minimum": 0},

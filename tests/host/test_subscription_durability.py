@@ -119,7 +119,7 @@ def acknowledge_400_then_resume(server: Aviso, event_type: str, kill: Any) -> No
         state = poll(
             lambda: _state(http, name), TAKEOVER_TIMEOUT, "the subscription readable again"
         )
-        assert state["acknowledged_sequence"] == first[-1][0]
+        assert state is not None and state["acknowledged_sequence"] == first[-1][0]
         rest = pull(http, name, TOTAL - ACKNOWLEDGED)
         assert [n for _, n in rest] == list(range(ACKNOWLEDGED + 1, TOTAL + 1))
         ack = http.post(f"{SUBSCRIPTIONS}/{name}/ack", json={"sequence": rest[-1][0]})

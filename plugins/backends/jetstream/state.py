@@ -25,6 +25,8 @@ from nats.js.kv import KeyValue
 from aviso_plugins.state import SharedState, StateEntry, valid_key
 
 _PREFIX = "aviso_"
+_LISTING_IDLE = 2.0
+"""Seconds after which the server deletes a finished key listing's consumer."""
 _WRONG_LAST = (10071, 10164)
 """JetStream's error codes for a write whose expected last revision of the key was wrong."""
 
@@ -162,7 +164,11 @@ class KeyValueState(SharedState):
         # then keep those that start with the whole prefix.
         head, dot, _ = prefix.rpartition(".")
         pattern = f"{_checked(head)}.>" if dot else ">"
-        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
+        # The watch's consumer outlives the watch until the server finds it inactive (nats-py
+        # deletes none on stop): a short threshold keeps frequent listings from piling them up.
+        watcher = await kv.watch(
+            pattern, ignore_deletes=True, meta_only=True, inactive_threshold=_LISTING_IDLE
+        )
         found: list[str] = []
         try:
             while True:
