@@ -12,7 +12,7 @@ raises :class:`ReplayFailed` instead of returning a short history.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from aviso_plugins.sse import SSEParser
+from aviso_spark.fields import FieldSpec
 
 REPLAY_PATH = "/api/v1/replay"
 SCHEMA_PATH = "/api/v1/schema/"
@@ -39,7 +40,8 @@ class ReplayFailed(RuntimeError):
 class ReplayRequest:
     url: str
     event_type: str
-    identifier: Mapping[str, str]
+    identifier: Mapping[str, Any]
+    """Field to scalar text or constraint object, as in the request body."""
     from_id: str | None = None
     from_date: str | None = None
     to_id: str | None = None
@@ -74,14 +76,15 @@ class Bounds:
     end: int
 
 
-def identifier_fields(url: str, event_type: str, timeout_seconds: float = 30.0) -> list[str]:
+def schema_fields(url: str, event_type: str, timeout_seconds: float = 30.0) -> dict[str, FieldSpec]:
     """The identifier fields of ``event_type``, from the public schema endpoint."""
     response = httpx.get(url.rstrip("/") + SCHEMA_PATH + event_type, timeout=timeout_seconds)
     if response.status_code != 200:
         raise ReplayFailed(
             f"GET schema of '{event_type}': HTTP {response.status_code}: {response.text[:300]}"
         )
-    return list(response.json()["schema"]["identifier"])
+    views = response.json()["schema"]["identifier"]
+    return {name: FieldSpec.describe(name, view) for name, view in views.items()}
 
 
 def _client(request: ReplayRequest) -> httpx.Client:
@@ -132,6 +135,20 @@ def latest_sequence(request: ReplayRequest) -> int:
     raise ReplayFailed("the replay ended before its replay_started event")
 
 
+def first_sequences(request: ReplayRequest, count: int) -> list[int]:
+    """The sequences of the first ``count`` notifications of ``request``'s history (fewer
+    when it holds fewer); the stream is closed once they are read."""
+    found: list[int] = []
+    if count < 1:
+        return found
+    with closing(replay(request)) as events:
+        for event in events:
+            found.append(int(event["sequence"]))
+            if len(found) >= count:
+                break
+    return found
+
+
 def _end_sequence(started: dict[str, Any]) -> int:
     end = started.get("end_sequence")
     if not isinstance(end, int):
@@ -144,7 +161,7 @@ def _end_sequence(started: dict[str, Any]) -> int:
 def replay(
     request: ReplayRequest,
     on_control: Callable[[str, dict[str, Any]], None] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """Yield the CloudEvents of ``request``'s history, ascending by sequence.
 
     ``on_control`` sees every replay-control event (``history_gap`` included) of every page.
@@ -170,7 +187,9 @@ def replay(
             request = replace(request, from_id=str(last + 1), from_date=None)
 
 
-def _page(client: httpx.Client, body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def _page(
+    client: httpx.Client, body: dict[str, Any]
+) -> Generator[tuple[str, dict[str, Any]], None, None]:
     """One replay stream's CloudEvents and control events as (``replay`` or the control
     type, data), checked to end cleanly."""
     with client.stream("POST", REPLAY_PATH, content=json.dumps(body)) as response:

@@ -123,6 +123,8 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
                     "concurrent_notification_processing": _COUNT,
                     "max_queue_bytes": _COUNT,
                     "on_backpressure": {"enum": ["disconnect", "drop"]},
+                    "bulk_readers": {"type": "array", "items": _TEXT},
+                    "bulk_replay_batch_size": _COUNT,
                 },
             },
             "limits": {

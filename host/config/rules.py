@@ -42,6 +42,7 @@ _WATCH_POSITIVE = (
     "sse_heartbeat_interval_sec",
     "connection_max_duration_sec",
     "replay_batch_size",
+    "bulk_replay_batch_size",
     "concurrent_notification_processing",
     "max_queue_bytes",
 )
