@@ -71,7 +71,13 @@ from pyspark.sql.types import (
 from aviso_spark.fields import FieldSpec, UnreadableValue, converter, merged_fields
 from aviso_spark.partitioning import SequenceRange, split
 from aviso_spark.pushdown import Pushed, push
-from aviso_spark.replay import ReplayRequest, replay, resolve_bounds, schema_fields
+from aviso_spark.replay import (
+    ReplayRequest,
+    replay,
+    resolve_bounds,
+    schema_fields,
+    stream_extent,
+)
 
 IDENTIFIER_PREFIX = "identifier."
 FIXED_COLUMNS = ("sequence", "time", "event_type", "payload")
@@ -278,6 +284,14 @@ class AvisoReader(DataSourceReader):
         firsts: list[int] = []
         ends: list[int] = []
         for alternative in self._alternatives(event_type, request):
+            if alternative.from_date is None:
+                # Sequences only: the start needs no search, and the probe sends nothing.
+                retained, end = stream_extent(alternative)
+                if alternative.to_id is not None:
+                    end = min(end, int(alternative.to_id))
+                firsts.append(max(retained, int(alternative.from_id or 1)))
+                ends.append(end)
+                continue
             bounds = resolve_bounds(alternative)
             ends.append(bounds.end)
             if bounds.first is not None:

@@ -121,17 +121,28 @@ def resolve_bounds(request: ReplayRequest) -> Bounds:
 
 def latest_sequence(request: ReplayRequest) -> int:
     """The last sequence stored in ``request``'s stream: an empty replay announcing it."""
-    probe = replace(
-        request,
-        from_id=str(MAX_SEQUENCE),
-        from_date=None,
-        to_id=str(MAX_SEQUENCE),
-        to_date=None,
-    )
+    return stream_extent(request)[1]
+
+
+def stream_extent(request: ReplayRequest) -> tuple[int, int]:
+    """The first sequence retained in ``request``'s stream and its end (the last stored, or
+    ``request``'s ``to_date`` resolved), from a replay that starts past the end: the server
+    says where history begins (``history_gap``) and sends no notification."""
+    probe = replace(request, from_id=str(MAX_SEQUENCE), from_date=None)
+    if probe.to_date is None:
+        probe = replace(probe, to_id=str(MAX_SEQUENCE))
+    first = 1
+    end: int | None = None
     with _client(probe) as client, closing(_page(client, probe.body())) as events:
         for kind, data in events:
-            if kind == REPLAY_STARTED:
-                return _end_sequence(data)
+            if kind == HISTORY_GAP and isinstance(data.get("first_available_sequence"), int):
+                first = data["first_available_sequence"]
+            elif kind == REPLAY_STARTED:
+                end = _end_sequence(data)
+            elif end is not None and kind in (REPLAY_COMPLETED, LIMIT_REACHED, "replay"):
+                return first, end
+    if end is not None:
+        return first, end
     raise ReplayFailed("the replay ended before its replay_started event")
 
 
