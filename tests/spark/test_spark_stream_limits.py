@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from pyspark.sql import SparkSession
 
 from aviso_spark.example_data import dissemination_rows
@@ -18,6 +19,8 @@ from tests.spark.test_spark_partitioned_read import notify_body
 
 BACKLOG = 95
 LIMIT = 20
+# Five micro-batches, each a Spark job, after the session's start on loaded cores.
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_available_now_reads_a_backlog_in_batches_no_larger_than_the_limit(
