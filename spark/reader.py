@@ -52,11 +52,12 @@ import datetime
 import heapq
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow
+import pyarrow.compute
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -385,63 +386,106 @@ def event_batches(
     """Replayed CloudEvents of ``event_type`` as Arrow record batches of ``schema``: Spark
     takes them whole instead of unpickling a tuple per row. The Arrow schema is the one
     Spark checks them against (timestamps in UTC)."""
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    rows = RowBuilder(schema, event_type)
+    columns = ColumnBuilder(schema, event_type)
     iterator = iter(events)
-    while chunk := [rows.row(event) for event in itertools.islice(iterator, ARROW_ROWS)]:
-        arrays = [
-            _array(values, field.type)
-            for values, field in zip(zip(*chunk, strict=True), arrow, strict=True)
-        ]
-        yield pyarrow.RecordBatch.from_arrays(arrays, schema=arrow)
+    while chunk := list(itertools.islice(iterator, ARROW_ROWS)):
+        yield columns.batch(chunk)
 
 
-def _array(values: tuple[Any, ...], arrow_type: pyarrow.DataType) -> pyarrow.Array:
-    try:
-        return pyarrow.array(values, type=arrow_type)
-    except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as exc:
-        raise ValueError(f"a payload does not fit payload_schema ({arrow_type}): {exc}") from None
-
-
-class RowBuilder:
-    """A replayed CloudEvent as a row of ``schema`` (its columns, in order, typed)."""
+class ColumnBuilder:
+    """Replayed CloudEvents as Arrow columns of a schema: text converted column by column
+    by Arrow's casts, a value by value conversion only to name a value that does not fit."""
 
     def __init__(self, schema: StructType, event_type: str) -> None:
         self.event_type = event_type
-        fixed = set(FIXED_COLUMNS)
-        self.columns = schema.fieldNames()
-        self.identifier: dict[str, tuple[str, Callable[[Any], Any]]] = {}
-        for column in schema.fields:
-            if column.name not in fixed:
-                name = column.name
-                field = name[len("identifier_") :] if name.startswith("identifier_") else name
-                if identifier_column(field) != name:
-                    field = name
-                self.identifier[field] = (name, converter(column.dataType))
-        payload = schema["payload"].dataType if "payload" in schema.fieldNames() else StringType()
+        self.arrow = to_arrow_schema(schema, timezone="UTC")
+        self.types = {column.name: column.dataType for column in schema.fields}
+        self.fields: dict[str, str] = {}
+        """Identifier column to field."""
+        for name in schema.fieldNames():
+            if name not in FIXED_COLUMNS:
+                field = name.removeprefix("identifier_")
+                self.fields[name] = field if identifier_column(field) == name else name
+        payload = self.types.get("payload", StringType())
         self.parse_payload = not isinstance(payload, StringType)
 
-    def row(self, event: dict[str, Any]) -> tuple[Any, ...]:
-        data = event["data"]
-        payload = data.get("payload")
-        values: dict[str, Any] = {}
-        for field, value in (data.get("identifier") or {}).items():
-            target = self.identifier.get(field)
-            if target is None:
-                continue
-            column, convert = target
+    def batch(self, chunk: list[dict[str, Any]]) -> pyarrow.RecordBatch:
+        identifiers = [event["data"].get("identifier") or {} for event in chunk]
+        arrays = []
+        for column in self.arrow:
+            name = column.name
+            if name == "sequence":
+                array = pyarrow.array([event["sequence"] for event in chunk], type=column.type)
+            elif name == "time":
+                array = _times([event["time"] for event in chunk], column.type)
+            elif name == "event_type":
+                array = pyarrow.array([self.event_type] * len(chunk), type=column.type)
+            elif name == "payload":
+                array = self._payloads(chunk, column.type)
+            else:
+                field = self.fields[name]
+                values = [identifier.get(field) for identifier in identifiers]
+                array = self._identifiers(values, column.type, self.types[name], field, chunk)
+            arrays.append(array)
+        return pyarrow.RecordBatch.from_arrays(arrays, schema=self.arrow)
+
+    def _payloads(self, chunk: list[dict[str, Any]], arrow_type: pyarrow.DataType) -> Any:
+        payloads = [event["data"].get("payload") for event in chunk]
+        if self.parse_payload:
             try:
-                values[column] = convert(value)
+                return pyarrow.array(payloads, type=arrow_type)
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as exc:
+                raise ValueError(
+                    f"a payload of '{self.event_type}' does not fit payload_schema "
+                    f"({arrow_type}): {exc}"
+                ) from None
+        text = [None if value is None else json.dumps(value, sort_keys=True) for value in payloads]
+        return pyarrow.array(text, type=arrow_type)
+
+    def _identifiers(
+        self,
+        values: list[Any],
+        arrow_type: pyarrow.DataType,
+        spark_type: DataType,
+        field: str,
+        chunk: list[dict[str, Any]],
+    ) -> Any:
+        texts = all(value is None or isinstance(value, str) for value in values)
+        if texts:
+            try:
+                return _cast_text(values, arrow_type)
+            except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, ValueError):
+                pass  # found below, value by value
+        convert = converter(spark_type)
+        converted = []
+        for value, event in zip(values, chunk, strict=True):
+            try:
+                converted.append(convert(value))
             except UnreadableValue as exc:
                 raise ValueError(
                     f"notification {event['sequence']} of '{self.event_type}': field "
                     f"'{field}' {exc}; read it as text with the option typed_columns=false"
                 ) from None
-        values["sequence"] = event["sequence"]
-        values["time"] = datetime.datetime.fromisoformat(event["time"])
-        values["event_type"] = self.event_type
-        if payload is None or self.parse_payload:
-            values["payload"] = payload
-        else:
-            values["payload"] = json.dumps(payload, sort_keys=True)
-        return tuple(values.get(column) for column in self.columns)
+        return pyarrow.array(converted, type=arrow_type)
+
+
+def _times(values: list[str], arrow_type: pyarrow.DataType) -> Any:
+    """RFC 3339 storage times (nanoseconds) as the schema's microsecond timestamps."""
+    nanoseconds = pyarrow.array(values, type=pyarrow.string()).cast(
+        pyarrow.timestamp("ns", tz="UTC")
+    )
+    return nanoseconds.cast(arrow_type, safe=False)
+
+
+def _cast_text(values: list[str | None], arrow_type: pyarrow.DataType) -> Any:
+    """Canonical text as ``arrow_type``; raises when a value does not fit."""
+    text = pyarrow.array(values, type=pyarrow.string())
+    if pyarrow.types.is_string(arrow_type):
+        return text
+    if pyarrow.types.is_date32(arrow_type):
+        # The date handler's canonical forms: YYYYMMDD (its default) or YYYY-MM-DD.
+        sample = next((value for value in values if value), "")
+        if len(sample) == 8:
+            parsed = pyarrow.compute.strptime(text, format="%Y%m%d", unit="s")
+            return parsed.cast(pyarrow.date32())
+    return text.cast(arrow_type)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+import orjson
 
 from aviso_plugins.sse import SSEParser
 from aviso_spark.fields import FieldSpec
@@ -209,7 +210,7 @@ def _page(
         parser = SSEParser()
         for chunk in response.iter_bytes():
             for event in parser.feed(chunk):
-                data = json.loads(event.data)
+                data = orjson.loads(event.data)
                 if event.event == "replay":
                     yield "replay", data
                 elif event.event == "replay-control":
