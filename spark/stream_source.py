@@ -231,12 +231,13 @@ def _count(available: list[int] | int) -> int:
     return available if isinstance(available, int) else len(available)
 
 
-def source_lag(source: Mapping[str, Any]) -> dict[str, int]:
+def source_lag(source: Any) -> dict[str, int]:
     """Per event type, the sequences stored but not yet read (latest minus the batch's end)
-    of one entry of a streaming query's progress ``sources``."""
+    of one entry of a streaming query's progress ``sources`` (a ``SourceProgress``, or its
+    JSON as a mapping)."""
 
     def offsets(key: str) -> dict[str, int]:
-        value = source.get(key)
+        value = source.get(key) if isinstance(source, Mapping) else getattr(source, key, None)
         if isinstance(value, str):
             value = json.loads(value)
         return {str(name): int(sequence) for name, sequence in (value or {}).items()}

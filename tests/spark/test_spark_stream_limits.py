@@ -54,8 +54,7 @@ def test_available_now_reads_a_backlog_in_batches_no_larger_than_the_limit(
     assert sum(sizes) == BACKLOG
     assert max(sizes) == LIMIT and len([size for size in sizes if size]) == 5
     progress = query.recentProgress
-    sources = [item.sources[0] for item in progress]
-    lags = [source_lag({"latestOffset": s.latestOffset, "endOffset": s.endOffset}) for s in sources]
+    lags = [source_lag(item.sources[0]) for item in progress]
     assert lags[0][EVENT_TYPE] > 0 and lags[-1] == {EVENT_TYPE: 0}
 
 
