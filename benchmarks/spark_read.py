@@ -1,25 +1,29 @@
-"""Partitioned history reads and the streaming source of ``aviso_spark``, in one run.
+"""Spark reads from an aviso server beside a parquet read of the same rows, in one run.
 
-  python -m benchmarks.spark_read [--count 1000000] [--rate 5000] [--seconds 20]
+  python -m benchmarks.spark_read [--count 100000] [--rounds 3] [--seconds 30] [--backlog 10000]
 
-Starts its own nats-server (file storage) and ``aviso-server serve`` (JetStream, replay
-batches of 1,000 without delay) on free loopback ports, stores ``--count`` dissemination
-notifications (one through the server, which creates the stream, the rest published with
-nats-py in the server's own format: subjects, bodies and headers built by its planner), then
-measures, reading everything back:
+Starts its own nats-server (file storage) and ``aviso-server serve`` (JetStream; replays paced
+as shipped, 100 per 100 ms, except for ``watch_endpoint.bulk_readers: ["*"]``, which is every
+caller here: Spark's replays are unpaced, pages of 1,000; metrics on) on free loopback ports,
+stores ``--count`` dissemination notifications (one through the server, which creates the
+stream, the rest published with nats-py in the server's own format), then measures, each
+point ``--rounds`` times:
 
 (a) raw: a nats-py ordered consumer over the stream (no HTTP, no Spark);
-(b) ``spark.read.format("aviso")`` with ``numPartitions=1`` into Spark's ``noop`` sink
-    (after a warm-up read that checks every notification is read);
-(c) the same with ``numPartitions=4``; for both, the server's CPU use during the read (share
-    of one core) says where the limit is;
-(d) the streaming source: ``--rate`` notifications/s published with nats-py for
-    ``--seconds`` while a query (default trigger, 2 partitions per micro-batch) reads them;
-    a notification's latency is the end of its micro-batch's ``foreachBatch`` minus its
-    storage time. Reports rows read vs published and the p50/p99 latency.
+(b) ``spark.read.format("aviso")`` with ``numPartitions=1`` and (c) with 4, into Spark's
+    ``noop`` sink, after a warm-up read that checks every notification is read; the server's
+    CPU share (of one core) during the read;
+(p) a parquet scan of the same rows (written once from the read) into ``noop``;
+(f) ``.where(col("destination") == "ecpds3")`` against the same filter as the option
+    ``identifier.destination``: time, rows, and the notifications the server sent meanwhile
+    (``aviso_sse_events_sent_total``);
+(d) the streaming source at 1 notification/s for ``--seconds``: a notification's latency is
+    the end of its micro-batch's ``foreachBatch`` minus its storage time (p50, p99);
+(e) a ``--backlog`` of notifications read with ``maxNotificationsPerTrigger=1000`` and
+    ``Trigger.AvailableNow``: the largest micro-batch and the total.
 
-Spark runs ``local[2]`` (this machine has 2 cores). Prints rows/s, the ratios 4 / 1 partitions
-(goal >= 1.6) and Spark / raw, and, last, the figures as one JSON line.
+Spark runs ``local[2]`` (this machine has 2 cores, shared). Prints the figures and writes
+every round under ``benchmarks/results/`` (``benchmarks/results.py``).
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ import nats
 import yaml
 
 from aviso_loadtests.report import percentile
+from aviso_loadtests.servers import free_port
 from aviso_spark.replay import ReplayRequest, latest_sequence
 from benchmarks.jetstream import raw_ordered_read_rate
+from benchmarks.results import spread, write_results
 from benchmarks.spark_sink import (
     EVENT_TYPE,
     IDENTIFIER_COLUMNS,
@@ -55,6 +61,11 @@ from tests.support.process import aviso_process
 STREAM = "DISS"
 SUBJECTS = "diss.>"
 PUBLISH_BATCH = 1000
+FILTERED_DESTINATION = "ecpds3"
+"""One destination in five: what the filter benchmark reads."""
+BACKLOG_LIMIT = 1000
+ANY = {"destination": "*", "class": "*"}
+"""The schema's required fields, unconstrained: a replay of everything."""
 
 
 def stored_messages(config_file: Path, rows: range) -> list[tuple[str, bytes, dict[str, str]]]:
@@ -78,14 +89,17 @@ def stored_messages(config_file: Path, rows: range) -> list[tuple[str, bytes, di
 
 
 async def publish(
-    nats_url: str, messages: list[tuple[str, bytes, dict[str, str]]], rate: float | None
+    nats_url: str,
+    messages: list[tuple[str, bytes, dict[str, str]]],
+    rate: float | None,
+    batch: int = PUBLISH_BATCH,
 ) -> float:
-    """Publish with acks, ``PUBLISH_BATCH`` in flight; at most ``rate`` per second."""
+    """Publish with acks, ``batch`` in flight; at most ``rate`` per second."""
     connection = await nats.connect(nats_url)
     js = connection.jetstream()
     start = time.perf_counter()
-    for offset in range(0, len(messages), PUBLISH_BATCH):
-        chunk = messages[offset : offset + PUBLISH_BATCH]
+    for offset in range(0, len(messages), batch):
+        chunk = messages[offset : offset + batch]
         await asyncio.gather(*(js.publish(s, body, headers=h) for s, body, h in chunk))
         if rate is not None:  # pacing a load generator, not synchronising anything
             ahead = (offset + len(chunk)) / rate - (time.perf_counter() - start)
@@ -118,16 +132,12 @@ def spark_session() -> Any:
 
 
 def reader_options(url: str) -> dict[str, str]:
-    return {
-        "url": url,
-        "event_type": EVENT_TYPE,
-        "identifier.destination": "*",
-        "identifier.class": "od",
-    }
+    # No identifier option: every required field is unconstrained.
+    return {"url": url, "event_type": EVENT_TYPE}
 
 
-def history(spark: Any, url: str, partitions: int) -> Any:
-    frame = spark.read.format("aviso").options(**reader_options(url))
+def history(spark: Any, url: str, partitions: int, **options: str) -> Any:
+    frame = spark.read.format("aviso").options(**reader_options(url), **options)
     return frame.option("numPartitions", str(partitions)).load()
 
 
@@ -137,23 +147,49 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def spark_read_rate(
-    spark: Any, url: str, partitions: int, count: int, server_pid: int
-) -> tuple[float, float]:
-    """Rows/s of a read into the ``noop`` sink (every row produced, none written), and the
-    share of one core the server used meanwhile."""
-    busy = cpu_seconds(server_pid)
+def timed_noop(frame: Any) -> float:
+    """Seconds to produce every row of ``frame`` into the ``noop`` sink (none written)."""
     start = time.perf_counter()
-    history(spark, url, partitions).write.format("noop").mode("overwrite").save()
-    elapsed = time.perf_counter() - start
-    return count / elapsed, (cpu_seconds(server_pid) - busy) / elapsed
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def events_sent(metrics_url: str) -> float:
+    """The server's ``aviso_sse_events_sent_total`` over every route and event type."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(metrics_url, timeout=10.0).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "aviso_sse_events_sent_total"
+    )
+
+
+def filtered_read(spark: Any, url: str, metrics_url: str, how: str) -> dict[str, float]:
+    """One destination's rows through ``.where()`` (``how="where"``) or the option."""
+    from pyspark.sql.functions import col
+
+    before = events_sent(metrics_url)
+    start = time.perf_counter()
+    if how == "where":
+        frame = history(spark, url, 4).where(col("destination") == FILTERED_DESTINATION)
+    else:
+        frame = history(spark, url, 4, **{"identifier.destination": FILTERED_DESTINATION})
+    rows = frame.select("sequence").count()
+    return {
+        "seconds": time.perf_counter() - start,
+        "rows": rows,
+        "server_sent": events_sent(metrics_url) - before,
+    }
 
 
 def streaming(
-    spark: Any, url: str, nats_url: str, config_file: Path, first: int, rate: int, seconds: int
+    spark: Any, url: str, nats_url: str, config_file: Path, first: int, seconds: int
 ) -> dict[str, Any]:
-    total = rate * seconds
-    messages = stored_messages(config_file, range(first, first + total))
+    """1 notification/s for ``seconds`` while a query (default trigger) reads them."""
+    messages = stored_messages(config_file, range(first, first + seconds))
     latencies: list[float] = []
     lock = threading.Lock()
 
@@ -164,58 +200,98 @@ def streaming(
         with lock:
             latencies.extend(done - stamp for stamp in times)
 
-    options = reader_options(url)
-    identifier = {"destination": "*", "class": "od"}
-    start_id = latest_sequence(ReplayRequest(url, EVENT_TYPE, identifier)) + 1
+    start_id = latest_sequence(ReplayRequest(url, EVENT_TYPE, ANY)) + 1
     query = (
         spark.readStream.format("aviso")
-        .options(**options)
+        .options(**reader_options(url))
         .option("from_id", str(start_id))
-        .option("numPartitions", "2")
+        .option("numPartitions", "1")
         .load()
         .writeStream.foreachBatch(batch)
         .start()
     )
     try:
-        elapsed = asyncio.run(publish(nats_url, messages, rate))
+        # Measured from a running query: its start (a Spark job) is not a notification's wait.
+        deadline = time.monotonic() + 300
+        while not query.recentProgress and time.monotonic() < deadline:
+            query.awaitTermination(0.5)
+        asyncio.run(publish(nats_url, messages, 1.0, batch=1))
         query.processAllAvailable()
     finally:
         query.stop()
     return {
-        "published": total,
-        "publish_rate": total / elapsed,
+        "published": seconds,
         "read": len(latencies),
         "latency_p50_s": percentile(latencies, 0.50),
         "latency_p99_s": percentile(latencies, 0.99),
     }
 
 
+def backlog(
+    spark: Any, url: str, nats_url: str, config_file: Path, first: int, count: int, folder: Path
+) -> dict[str, Any]:
+    """``count`` notifications stored first, then read by a ``Trigger.AvailableNow`` query
+    with ``maxNotificationsPerTrigger`` = ``BACKLOG_LIMIT``."""
+    start_id = latest_sequence(ReplayRequest(url, EVENT_TYPE, ANY)) + 1
+    asyncio.run(publish(nats_url, stored_messages(config_file, range(first, first + count)), None))
+    sizes: list[int] = []
+
+    def batch(frame: Any, batch_id: int) -> None:
+        sizes.append(frame.count())
+
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("aviso")
+        .options(**reader_options(url))
+        .option("from_id", str(start_id))
+        .option("maxNotificationsPerTrigger", str(BACKLOG_LIMIT))
+        .option("numPartitions", "2")
+        .load()
+        .writeStream.foreachBatch(batch)
+        .option("checkpointLocation", str(folder / "backlog-checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return {
+        "backlog": count,
+        "limit": BACKLOG_LIMIT,
+        "read": sum(sizes),
+        "batches": len([size for size in sizes if size]),
+        "largest_batch": max(sizes, default=0),
+        "seconds": time.perf_counter() - started,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=1_000_000)
-    parser.add_argument("--rate", type=int, default=5000, help="streaming: published per second")
-    parser.add_argument("--seconds", type=int, default=20, help="streaming: how long")
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=30, help="streaming at 1/s: how long")
+    parser.add_argument("--backlog", type=int, default=10_000)
     args = parser.parse_args()
+    rounds: list[dict[str, Any]] = []
     figures: dict[str, Any] = {"count": args.count}
     with TemporaryDirectory() as temporary, nats_server(Path(temporary) / "nats") as nats_run:
         folder = Path(temporary)
         document = config_document(nats_run.url)
         document["watch_endpoint"] = {
-            "replay_batch_size": 1000,
-            "replay_batch_delay_ms": 0,
             "max_historical_notifications": 100_000,
+            "bulk_readers": ["*"],  # no authentication here: every caller is a bulk reader
         }
+        metrics_port = free_port()
+        document["metrics"] = {"enabled": True, "host": "127.0.0.1", "port": metrics_port}
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         config_file = folder / "aviso.yaml"
         config_file.write_text(yaml.safe_dump(document))
         with aviso_process(config_file, folder / "server.log") as (url, server):
+            first = row_values(0)
             body = {
                 "event_type": EVENT_TYPE,
                 "identifier": {
-                    k: str(v)
-                    for k, v in row_values(0).items()
-                    if k in IDENTIFIER_COLUMNS.split(",")
+                    k: str(v) for k, v in first.items() if k in IDENTIFIER_COLUMNS.split(",")
                 },
-                "payload": {"path": row_values(0)["path"], "size": row_values(0)["size"]},
+                "payload": {"path": first["path"], "size": first["size"]},
             }
             assert httpx.post(f"{url}/api/v1/notification", json=body).status_code == 200
             print(f"storing {args.count:,} notifications", flush=True)
@@ -223,49 +299,77 @@ def main() -> None:
                 publish(nats_run.url, stored_messages(config_file, range(1, args.count)), None)
             )
             print(f"    stored in {elapsed:.0f} s", flush=True)
-
-            print("(a) raw nats-py ordered consumer", flush=True)
-            figures["raw_per_second"] = asyncio.run(
-                raw_ordered_read_rate(nats_run.url, SUBJECTS, args.count)
-            )
             spark = spark_session()
             try:
-                # Warm-up (Python workers, caches) that also checks the read is complete.
-                read = history(spark, url, 2).count()
+                # Warm-up (Python workers, caches) that also checks the read is complete, and
+                # the same rows as parquet.
+                frame = history(spark, url, 2)
+                frame.write.parquet(str(folder / "rows.parquet"))
+                read = spark.read.parquet(str(folder / "rows.parquet")).count()
                 if read != args.count:
                     raise RuntimeError(f"read {read:,} of {args.count:,}")
-                for partitions in (1, 4):
-                    print(f"(b/c) Spark read, {partitions} partition(s)", flush=True)
-                    rate, server_cpu = spark_read_rate(
-                        spark, url, partitions, args.count, server.pid
+                for number in range(args.rounds):
+                    print(f"round {number + 1}", flush=True)
+                    point: dict[str, Any] = {"round": number + 1}
+                    point["raw_per_second"] = asyncio.run(
+                        raw_ordered_read_rate(nats_run.url, SUBJECTS, args.count)
                     )
-                    figures[f"partitions_{partitions}_per_second"] = rate
-                    figures[f"partitions_{partitions}_server_cpu"] = server_cpu
-                print(f"(d) streaming source, {args.rate:,}/s for {args.seconds} s", flush=True)
+                    for partitions in (1, 4):
+                        busy = cpu_seconds(server.pid)
+                        seconds = timed_noop(history(spark, url, partitions))
+                        point[f"partitions_{partitions}_per_second"] = args.count / seconds
+                        point[f"partitions_{partitions}_server_cpu"] = (
+                            cpu_seconds(server.pid) - busy
+                        ) / seconds
+                    parquet = timed_noop(spark.read.parquet(str(folder / "rows.parquet")))
+                    point["parquet_per_second"] = args.count / parquet
+                    # Alternated: neither always runs on the other's warm caches.
+                    for how in ("where", "option") if number % 2 else ("option", "where"):
+                        point[f"filter_{how}"] = filtered_read(spark, url, metrics_url, how)
+                    rounds.append(point)
+                print(f"(d) streaming source, 1/s for {args.seconds} s", flush=True)
                 figures["streaming"] = streaming(
-                    spark, url, nats_run.url, config_file, args.count, args.rate, args.seconds
+                    spark, url, nats_run.url, config_file, args.count, args.seconds
+                )
+                print(f"(e) backlog of {args.backlog:,}, AvailableNow", flush=True)
+                figures["backlog"] = backlog(
+                    spark,
+                    url,
+                    nats_run.url,
+                    config_file,
+                    args.count + args.seconds,
+                    args.backlog,
+                    folder,
                 )
             finally:
                 spark.stop()
-    one = figures["partitions_1_per_second"]
-    four = figures["partitions_4_per_second"]
-    figures["ratio_4_over_1"] = four / one
-    figures["ratio_4_over_raw"] = four / figures["raw_per_second"]
-    print(f"    raw nats-py ordered consumer: {figures['raw_per_second']:10,.0f} msg/s")
-    for count, rate in ((1, one), (4, four)):
-        cpu = figures[f"partitions_{count}_server_cpu"]
-        print(
-            f"    Spark read, {count} partition(s):  {rate:10,.0f} rows/s  (server {cpu:.0%} CPU)"
-        )
-    print(f"    ratio 4 / 1 partitions:       {figures['ratio_4_over_1']:10.2f}   (goal >= 1.6)")
-    print(f"    ratio 4 partitions / raw:     {figures['ratio_4_over_raw']:10.2f}")
-    stream = figures["streaming"]
-    print(
-        f"    streaming: {stream['read']:,} of {stream['published']:,} read, published at "
-        f"{stream['publish_rate']:,.0f}/s, latency p50 {stream['latency_p50_s']:.2f} s, "
-        f"p99 {stream['latency_p99_s']:.2f} s   (goal p99 < 2 s)"
+    summary = summarise(rounds, figures)
+    path = write_results("spark_read", rounds, summary)
+    print(json.dumps(summary, indent=1, sort_keys=True))
+    print(f"written to {path}", flush=True)
+
+
+def summarise(rounds: list[dict[str, Any]], figures: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = dict(figures)
+    for key in (
+        "raw_per_second",
+        "partitions_1_per_second",
+        "partitions_4_per_second",
+        "partitions_1_server_cpu",
+        "partitions_4_server_cpu",
+        "parquet_per_second",
+    ):
+        summary[key] = spread([point[key] for point in rounds])
+    summary["ratio_4_over_1"] = spread(
+        [p["partitions_4_per_second"] / p["partitions_1_per_second"] for p in rounds]
     )
-    print(json.dumps(figures, sort_keys=True), flush=True)
+    summary["ratio_where_over_option_time"] = spread(
+        [p["filter_where"]["seconds"] / p["filter_option"]["seconds"] for p in rounds]
+    )
+    summary["filter_where_rows"] = [p["filter_where"]["rows"] for p in rounds]
+    summary["filter_where_server_sent"] = [p["filter_where"]["server_sent"] for p in rounds]
+    summary["filter_option_rows"] = [p["filter_option"]["rows"] for p in rounds]
+    return summary
 
 
 if __name__ == "__main__":

@@ -403,6 +403,7 @@ def history(
 ) -> None:
     """Read stored notifications through the replay API: print JSON lines or write --output."""
     from aviso_spark.progress import StageProgress
+    from aviso_spark.rows import json_value
 
     options = {
         "url": url,
@@ -431,6 +432,7 @@ def history(
                     for row in frame.toLocalIterator():
                         record = row.asDict()
                         record["time"] = rfc3339_utc(record["time"])
-                        click.echo(json.dumps(record, sort_keys=True))
+                        # Typed columns: a date column's values as ISO text.
+                        click.echo(json.dumps(json_value(record), sort_keys=True))
         except Exception as exc:
             raise click.ClickException(_reason(exc)) from exc

@@ -61,7 +61,7 @@ from pyspark.sql.types import StructType
 
 from aviso_plugins.types import Notification, SinkRejected
 from aviso_spark import deadletter, jobreport
-from aviso_spark.reader import AvisoReader, ReadOptions, history_schema
+from aviso_spark.reader import AvisoReader, ReadOptions, described_fields, history_schema
 from aviso_spark.rows import RowMapping, json_value
 from aviso_spark.runtime import host_runtime
 from aviso_spark.stream_source import AvisoStreamReader, StreamOptions
@@ -191,14 +191,17 @@ class AvisoDataSource(DataSource):
         Path(options.deadletter_path).mkdir(parents=True, exist_ok=True)
         return AvisoStreamWriter(options)
 
-    def schema(self) -> StructType:
-        return history_schema(ReadOptions.parse(self.options))
+    def schema(self) -> StructType | str:
+        options = ReadOptions.parse(self.options)
+        return history_schema(options, described_fields(options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return AvisoReader(ReadOptions.parse(self.options, self.default_partitions), schema)
+        options = ReadOptions.parse(self.options, self.default_partitions)
+        return AvisoReader(options, schema, described_fields(options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return AvisoStreamReader(StreamOptions.parse(self.options, self.default_partitions), schema)
+        options = StreamOptions.parse(self.options, self.default_partitions)
+        return AvisoStreamReader(options, schema, described_fields(options.read))
 
 
 class AvisoWriter(DataSourceWriter):

@@ -14,6 +14,7 @@ class SequenceRange(InputPartition):
     index: int
     first: int
     last: int
+    event_type: str = ""
 
 
 def split(first: int, last: int, count: int) -> list[SequenceRange]:

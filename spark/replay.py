@@ -12,14 +12,16 @@ raises :class:`ReplayFailed` instead of returning a short history.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+import orjson
 
 from aviso_plugins._shared.sse import SSEParser
+from aviso_spark.fields import FieldSpec
 
 REPLAY_PATH = "/api/v1/replay"
 SCHEMA_PATH = "/api/v1/schema/"
@@ -39,7 +41,8 @@ class ReplayFailed(RuntimeError):
 class ReplayRequest:
     url: str
     event_type: str
-    identifier: Mapping[str, str]
+    identifier: Mapping[str, Any]
+    """Field to scalar text or constraint object, as in the request body."""
     from_id: str | None = None
     from_date: str | None = None
     to_id: str | None = None
@@ -74,14 +77,15 @@ class Bounds:
     end: int
 
 
-def identifier_fields(url: str, event_type: str, timeout_seconds: float = 30.0) -> list[str]:
+def schema_fields(url: str, event_type: str, timeout_seconds: float = 30.0) -> dict[str, FieldSpec]:
     """The identifier fields of ``event_type``, from the public schema endpoint."""
     response = httpx.get(url.rstrip("/") + SCHEMA_PATH + event_type, timeout=timeout_seconds)
     if response.status_code != 200:
         raise ReplayFailed(
             f"GET schema of '{event_type}': HTTP {response.status_code}: {response.text[:300]}"
         )
-    return list(response.json()["schema"]["identifier"])
+    views = response.json()["schema"]["identifier"]
+    return {name: FieldSpec.describe(name, view) for name, view in views.items()}
 
 
 def _client(request: ReplayRequest) -> httpx.Client:
@@ -118,18 +122,43 @@ def resolve_bounds(request: ReplayRequest) -> Bounds:
 
 def latest_sequence(request: ReplayRequest) -> int:
     """The last sequence stored in ``request``'s stream: an empty replay announcing it."""
-    probe = replace(
-        request,
-        from_id=str(MAX_SEQUENCE),
-        from_date=None,
-        to_id=str(MAX_SEQUENCE),
-        to_date=None,
-    )
+    return stream_extent(request)[1]
+
+
+def stream_extent(request: ReplayRequest) -> tuple[int, int]:
+    """The first sequence retained in ``request``'s stream and its end (the last stored, or
+    ``request``'s ``to_date`` resolved), from a replay that starts past the end: the server
+    says where history begins (``history_gap``) and sends no notification."""
+    probe = replace(request, from_id=str(MAX_SEQUENCE), from_date=None)
+    if probe.to_date is None:
+        probe = replace(probe, to_id=str(MAX_SEQUENCE))
+    first = 1
+    end: int | None = None
     with _client(probe) as client, closing(_page(client, probe.body())) as events:
         for kind, data in events:
-            if kind == REPLAY_STARTED:
-                return _end_sequence(data)
+            if kind == HISTORY_GAP and isinstance(data.get("first_available_sequence"), int):
+                first = data["first_available_sequence"]
+            elif kind == REPLAY_STARTED:
+                end = _end_sequence(data)
+            elif end is not None and kind in (REPLAY_COMPLETED, LIMIT_REACHED, "replay"):
+                return first, end
+    if end is not None:
+        return first, end
     raise ReplayFailed("the replay ended before its replay_started event")
+
+
+def first_sequences(request: ReplayRequest, count: int) -> list[int]:
+    """The sequences of the first ``count`` notifications of ``request``'s history (fewer
+    when it holds fewer); the stream is closed once they are read."""
+    found: list[int] = []
+    if count < 1:
+        return found
+    with closing(replay(request)) as events:
+        for event in events:
+            found.append(int(event["sequence"]))
+            if len(found) >= count:
+                break
+    return found
 
 
 def _end_sequence(started: dict[str, Any]) -> int:
@@ -144,7 +173,7 @@ def _end_sequence(started: dict[str, Any]) -> int:
 def replay(
     request: ReplayRequest,
     on_control: Callable[[str, dict[str, Any]], None] | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """Yield the CloudEvents of ``request``'s history, ascending by sequence.
 
     ``on_control`` sees every replay-control event (``history_gap`` included) of every page.
@@ -181,7 +210,7 @@ def _page(
         parser = SSEParser()
         for chunk in response.iter_bytes():
             for event in parser.feed(chunk):
-                data = json.loads(event.data)
+                data = orjson.loads(event.data)
                 if event.event == "replay":
                     yield "replay", data
                 elif event.event == "replay-control":

@@ -139,6 +139,10 @@ class WatchSettings:
     """Bytes of live notifications a stream may hold for a client that reads too slowly."""
     on_backpressure: Literal["disconnect", "drop"] = "disconnect"
     """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
+    bulk_readers: tuple[str, ...] = ()
+    """Users whose replays are not paced (``*``: every caller, anonymous included)."""
+    bulk_replay_batch_size: AboveZero = 1000
+    """Notifications per replay page for a bulk reader (``replay_batch_size`` if larger)."""
 
 
 @shape(closed=True)
@@ -306,12 +310,18 @@ class Settings:
     """The configuration files read, in merge order (``load_settings``; none: environment
     alone, or a document built in code)."""
 
-    def watch_for(self, event_type: str) -> WatchSettings:
-        """The watch settings of streams of ``event_type`` (its schema's replay cap applied)."""
+    def watch_for(self, event_type: str, user: str | None = None) -> WatchSettings:
+        """The watch settings of ``user``'s streams of ``event_type``: its schema's replay
+        cap applied, and no replay pacing for a bulk reader."""
+        watch = self.watch
+        readers = watch.bulk_readers
+        if readers and ("*" in readers or (user is not None and user in readers)):
+            size = max(watch.replay_batch_size, watch.bulk_replay_batch_size)
+            watch = replace(watch, replay_batch_delay_ms=0, replay_batch_size=size)
         schema = self.schemas.get(event_type)
         if schema is None or schema.max_historical_notifications is None:
-            return self.watch
-        return replace(self.watch, max_historical_notifications=schema.max_historical_notifications)
+            return watch
+        return replace(watch, max_historical_notifications=schema.max_historical_notifications)
 
 
 SECTIONS: Mapping[str, type[Any]] = {

@@ -209,7 +209,9 @@ async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
     return EventStream(
         backend=service.backend,
         renderer=service.renderer,
-        settings=service.settings.watch_for(body.event_type),
+        settings=service.settings.watch_for(
+            body.event_type, caller.username if caller is not None else None
+        ),
         streams=service.streams,
         control=control,
         stream_filter=stream_filter,

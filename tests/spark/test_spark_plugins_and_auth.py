@@ -82,7 +82,7 @@ def test_a_field_handler_installed_as_a_plugin_validates_rows_on_the_executors(
     assert sorted(record["row"]["colour"] for record in dead) == ["#12", "crimson"]
     assert all("must be a colour like '#a1b2c3'" in record["message"] for record in dead)
     # Canonicalised by the plugin on the executor exactly as the server does it.
-    assert [(row["colour"], row["line"]) for row in history] == [("#aa11bb", "1")]
+    assert [(row["colour"], row["line"]) for row in history] == [("#aa11bb", 1)]
 
 
 @pytest.fixture

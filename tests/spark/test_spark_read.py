@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import uuid
 from collections.abc import Iterator
@@ -57,9 +58,15 @@ def test_history_comes_back_as_a_dataframe(spark: SparkSession, server: RunningS
     frame = frame.option("identifier.destination", f"{PREFIX}0").option("identifier.class", "od")
     df = frame.load()
     columns = [identifier_column(name) for name in sorted(IDENTIFIER_COLUMNS)]
-    assert df.columns == ["sequence", "time", *columns, "payload"]
-    assert dict(df.dtypes)["sequence"] == "bigint"
-    assert dict(df.dtypes)["time"] == "timestamp"
+    assert df.columns == ["sequence", "time", "event_type", *columns, "payload"]
+    types = dict(df.dtypes)
+    assert (types["sequence"], types["time"], types["event_type"]) == (
+        "bigint",
+        "timestamp",
+        "string",
+    )
+    # Typed by the schema's field handlers: IntHandler, DateHandler, the rest text.
+    assert (types["step"], types["date"], types["destination"]) == ("bigint", "date", "string")
 
     rows = [row.asDict() for row in df.collect()]
     assert len(rows) == 20  # all of them, though the server replays 7 at a time
@@ -67,7 +74,8 @@ def test_history_comes_back_as_a_dataframe(spark: SparkSession, server: RunningS
     assert sequences == sorted(sequences) and len(set(sequences)) == 20
     assert {row["destination"] for row in rows} == {f"{PREFIX}0"}
     first = rows[0]
-    assert first["date"] == "20260401" and first["class"] == "od" and first["step"] == "0"
+    assert first["date"] == datetime.date(2026, 4, 1) and first["step"] == 0
+    assert first["class"] == "od" and first["event_type"] == EVENT_TYPE
     assert json.loads(first["payload"])["path"] == "/dissemination/oper/20260401/00/0.grib"
 
 
@@ -94,6 +102,6 @@ def test_a_refused_replay_fails_the_read_with_the_server_error(
 ) -> None:
     bad = spark.read.format("aviso").options(url=server.url, event_type=EVENT_TYPE)
     with pytest.raises(Exception, match="INVALID_REPLAY_REQUEST"):
-        bad.option("identifier.class", "od").load().collect()  # destination is required
+        bad.option("identifier.step", "six").load().collect()  # an IntHandler field
     with pytest.raises(Exception, match="needs the option 'url'"):
         spark.read.format("aviso").option("event_type", EVENT_TYPE).load()
