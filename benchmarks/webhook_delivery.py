@@ -11,6 +11,8 @@ webhook subscriptions, each to a path of its own on one receiver process
   from the first notify to the last delivery, and the server's CPU per delivery;
 - latency: PACED notifications at RATE per second; notify-to-delivery p50/p99 over every
   delivery (the notification's payload carries its send time);
+- retries: FLAKY subscriptions whose receiver answers 503 twice per notification; how late
+  each retry comes after its scheduled 1 s, as a fraction of it (p50, p99, max);
 - the baseline, in the same round: SUBSCRIPTIONS tasks of one httpx client each posting the
   same webhook bodies in turn (throughput), and posting one at each tick (latency).
 
@@ -44,6 +46,10 @@ subscriptions:
   max_per_user: 10000
   webhook: {allow_private_networks: true, retry_schedule_seconds: [1, 1], timeout_seconds: 15}
 """
+RETRY_DELAY = 1.0
+"""Each of ``retry_schedule_seconds`` in WEBHOOKS."""
+FLAKY = 10
+FLAKY_NOTIFICATIONS = 5
 SENDERS = 8
 """Connections the throughput phase notifies through."""
 WAIT = 300.0
@@ -152,9 +158,35 @@ def aviso_round(
         reset(receiver_url)
         asyncio.run(notify_paced(url, paced, rate))
         latencies = wait_for(receiver_url, subscriptions * paced)["latencies"]
-    figures["p50_ms"] = percentile(latencies, 0.5) * 1000
-    figures["p99_ms"] = percentile(latencies, 0.99) * 1000
+        figures["p50_ms"] = percentile(latencies, 0.5) * 1000
+        figures["p99_ms"] = percentile(latencies, 0.99) * 1000
+        figures.update(retry_lateness(url, receiver_url))
     return figures
+
+
+def retry_lateness(url: str, receiver_url: str) -> dict[str, float]:
+    """How late retries come after their scheduled delay (``RETRY_DELAY`` each), as a
+    fraction of it: FLAKY subscriptions whose receiver answers 503 twice per notification."""
+    for n in range(FLAKY):
+        body = {
+            "event_type": "bench",
+            "identifier": {"run": "flaky"},
+            "delivery": {"kind": "webhook", "url": f"{receiver_url}/flaky/{n}"},
+        }
+        httpx.put(f"{url}/api/v1/subscriptions/flaky{n}", json=body).raise_for_status()
+    reset(receiver_url)
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for step in range(FLAKY_NOTIFICATIONS):
+            body = {"event_type": "bench", "identifier": {"run": "flaky", "step": step}}
+            client.post("/api/v1/notification", json=body).raise_for_status()
+    gaps = wait_for(receiver_url, FLAKY * FLAKY_NOTIFICATIONS)["retry_gaps"]
+    lateness = [gap / RETRY_DELAY - 1 for retries in gaps for gap in retries]
+    return {
+        "retry_lateness_p50": percentile(lateness, 0.5),
+        "retry_lateness_p99": percentile(lateness, 0.99),
+        "retry_lateness_max": max(lateness),
+        "retry_earliest": min(lateness),
+    }
 
 
 def stamped(sample: dict[str, Any]) -> bytes:
@@ -239,7 +271,9 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"round {number}: aviso {aviso['deliveries_per_s']:,.0f} deliveries/s "
                 f"({aviso['cpu_us_per_delivery']:.0f} us CPU each), p50 {aviso['p50_ms']:.1f} ms "
-                f"p99 {aviso['p99_ms']:.1f} ms | bare httpx {bare['deliveries_per_s']:,.0f}/s, "
+                f"p99 {aviso['p99_ms']:.1f} ms, retries late by "
+                f"{aviso['retry_lateness_p99'] * 100:.1f} % (p99) | "
+                f"bare httpx {bare['deliveries_per_s']:,.0f}/s, "
                 f"p50 {bare['p50_ms']:.1f} ms p99 {bare['p99_ms']:.1f} ms | "
                 f"ratio {figures['throughput_ratio']:.2f}",
                 flush=True,

@@ -3,13 +3,16 @@ every POST with 204 and records when it arrived and the send time its body carri
 
   python -m uvicorn benchmarks.webhook_receiver:app --port PORT
 
-``GET /stats`` answers what was recorded (and keeps it); ``POST /reset`` forgets it.
+``GET /stats`` answers what was recorded (and keeps it); ``POST /reset`` forgets it. Under
+``/flaky/`` every notification is answered 503 twice (by ``webhook-id``) before its 204, and
+the time between attempts is recorded (``retry_gaps``: seconds, in attempt order).
 A body's send time is ``data.payload.sent`` (a webhook's CloudEvent) or ``sent`` (the
 baseline's own bodies), in seconds since the epoch.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections import Counter
@@ -25,6 +28,9 @@ latencies: list[float] = []
 arrivals: list[float] = []
 paths: Counter[str] = Counter()
 sample: bytes = b""
+attempts: dict[tuple[str, str], list[float]] = {}
+retry_gaps: list[list[float]] = []
+FLAKY_FAILURES = 2
 
 
 def _sent(body: bytes) -> float | None:
@@ -62,7 +68,12 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     body = await _body(receive)
     now = time.time()
     if scope["method"] == "GET" and scope["path"] == "/stats":
-        stats = {"latencies": latencies, "arrivals": arrivals, "paths": dict(paths)}
+        stats = {
+            "latencies": latencies,
+            "arrivals": arrivals,
+            "paths": dict(paths),
+            "retry_gaps": retry_gaps,
+        }
         await _answer(send, 200, json.dumps(stats).encode())
         return
     if scope["method"] == "GET" and scope["path"] == "/sample":
@@ -72,8 +83,18 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         latencies.clear()
         arrivals.clear()
         paths.clear()
+        attempts.clear()
+        retry_gaps.clear()
         await _answer(send, 204)
         return
+    if scope["path"].startswith("/flaky/"):
+        webhook_id = dict(scope["headers"]).get(b"webhook-id", b"").decode()
+        seen = attempts.setdefault((scope["path"], webhook_id), [])
+        seen.append(now)
+        if len(seen) <= FLAKY_FAILURES:
+            await _answer(send, 503)
+            return
+        retry_gaps.append([later - earlier for earlier, later in itertools.pairwise(seen)])
     sent = _sent(body)
     if sent is not None:
         latencies.append(now - sent)
