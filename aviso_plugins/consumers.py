@@ -88,12 +88,12 @@ class NotificationConsumer(ABC):
 
     For each configured event type the host calls :meth:`consume` once per stored
     notification, in sequence order, one call at a time per event type, and moves the
-    consumer's position past a notification when :meth:`consume` returns. Delivery is at
-    least once: a notification whose :meth:`consume` was interrupted (a restart, a worker
-    killed) is handed over again, so a consumer that publishes passes a ``message_id``
-    derived from what it consumed. A :meth:`consume` that raises is logged
-    (``consumer.failed``) and its notification passed over: retrying, dead letters and
-    backoff are the consumer's own.
+    consumer's position past each page of notifications (up to 256) once :meth:`consume`
+    returned for all of them. Delivery is at least once: the notifications of a page that
+    was interrupted (a restart, a worker killed) are handed over again, so a consumer that
+    publishes passes a ``message_id`` derived from what it consumed. A :meth:`consume` that
+    raises is logged (``consumer.failed``) and its notification passed over: retrying, dead
+    letters and backoff are the consumer's own.
 
     A consumer runs once per deployment: every worker and instance constructs it, but only
     the one holding its lease (see :mod:`aviso_plugins.leases`) is *active*. :meth:`start`
@@ -138,4 +138,5 @@ class NotificationConsumer(ABC):
 
     @abstractmethod
     async def consume(self, notification: ConsumedNotification) -> None:
-        """Handle one notification; return when it is handled (the position moves on)."""
+        """Handle one notification; return when it is handled (the position moves past it
+        with its page)."""

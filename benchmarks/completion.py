@@ -4,7 +4,8 @@
   python -m benchmarks.completion --goal [--workers 8]
 
 Two ``aviso-server serve`` processes on the in-memory backend, the same ``ens`` schema, one
-with a ``completion`` rule (5 members per run and step) and one without. Each round posts
+with a ``completion`` rule (51 members per run and step, an ensemble's size) and one
+without. Each round posts
 the same notifications to both in turn (the order rotating), over 32 keep-alive connections,
 every group completed; the server's CPU time (user + system) is read once the rule's server
 has published every complete event, so the consumer's work is in its figure. Medians over
@@ -44,7 +45,7 @@ from benchmarks.results import spread, write_results
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
 
-MEMBERS = 5
+MEMBERS = 51
 CONNECTIONS = 32
 WAIT = 300.0
 SCHEMA = """
@@ -60,7 +61,7 @@ RULE = """    completion:
       event_type: ens_complete
       group_by: [run, step]
       member: member
-      expected_count: 5
+      expected_count: 51
       deadline_seconds: 3600
 """
 BASE = """
@@ -116,14 +117,14 @@ def served(folder: Path, rule: bool) -> Iterator[tuple[str, psutil.Process]]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="2,000 notifications a round")
+    parser.add_argument("--quick", action="store_true", help="2,040 notifications a round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--goal", action="store_true", help="the goal run on JetStream instead")
     parser.add_argument("--workers", type=int, default=8, help="workers per instance (--goal)")
     args = parser.parse_args(argv)
     if args.goal:
         return goal_main(args.workers)
-    requests = 2_000 if args.quick else 10_000
+    requests = MEMBERS * (40 if args.quick else 200)
     rounds = []
     with ExitStack() as stack:
         folder = Path(stack.enter_context(TemporaryDirectory()))

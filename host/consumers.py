@@ -348,7 +348,9 @@ class ConsumerRunner:
                 continue
             for record in batch.messages:
                 await self._consume(consumer, schema.event_type, record)
-                await self._store(position, record.sequence)
+            if batch.messages:
+                # Once per page, not per notification: a crash hands the page over again.
+                await self._store(position, batch.messages[-1].sequence)
             if batch.has_more and batch.next_sequence is not None:
                 # Records examined without a match (a page cut at the backend's examination
                 # bound) are passed over too.

@@ -32,6 +32,7 @@ import json
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +48,8 @@ __all__ = ["CompletionConsumer"]
 logger = logging.getLogger("aviso.completion")
 
 COMPLETE, INCOMPLETE = "complete", "incomplete"
+COMPLETED_KEPT = 10_000
+"""Closed groups remembered in memory; older ones are looked up in the shared state."""
 PAGE_READS = 1_000
 """Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
@@ -125,6 +128,10 @@ class CompletionConsumer(NotificationConsumer):
         super().__init__(context)
         self.rules = rules_of(context.schemas)
         self._groups: dict[str, Group] = {}
+        self._open: dict[str, int] = {}
+        """Open groups held, per source event type."""
+        self._completed: OrderedDict[str, None] = OrderedDict()
+        """Groups this process closed lately (a late copy of a member needs no read)."""
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
@@ -157,8 +164,7 @@ class CompletionConsumer(NotificationConsumer):
     async def start(self) -> None:
         """This process is the active one: load the open groups, publish what a previous
         holder claimed but did not publish, and start the deadline timer."""
-        self._groups.clear()
-        self._deadlines.clear()
+        self._forget_held()
         for key in await self._state.keys("p."):
             await self._settle(key)
         for key in await self._state.keys("g."):
@@ -169,7 +175,7 @@ class CompletionConsumer(NotificationConsumer):
             if group.source not in self.rules:
                 continue
             gid = key.removeprefix("g.")
-            self._groups[gid] = group
+            self._hold(gid, group)
             if not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
         self._timer = asyncio.create_task(self._run_deadlines())
@@ -179,8 +185,24 @@ class CompletionConsumer(NotificationConsumer):
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
             self._timer = None
+        self._forget_held()
+
+    def _forget_held(self) -> None:
+        """What only the active process may trust: another may write in between."""
         self._groups.clear()
+        self._open.clear()
+        self._completed.clear()
         self._deadlines.clear()
+
+    def _drop(self, gid: str) -> None:
+        group = self._groups.pop(gid, None)
+        if group is not None:
+            self._open[group.source] -= 1
+
+    def _hold(self, gid: str, group: Group) -> None:
+        if gid not in self._groups:
+            self._open[group.source] = self._open.get(group.source, 0) + 1
+        self._groups[gid] = group
 
     async def consume(self, notification: ConsumedNotification) -> None:
         rule = self.rules.get(notification.event_type)
@@ -198,7 +220,11 @@ class CompletionConsumer(NotificationConsumer):
         self, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
     ) -> None:
         gid = group_id(rule.source, values)
-        if await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+        # While active this process holds every open group (loaded at start, created since),
+        # so only a group it does not hold can be complete already.
+        if gid not in self._groups and (
+            gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None
+        ):
             return  # complete already: late copies change nothing
         for _ in range(WRITE_TRIES):
             group = self._groups.get(gid)
@@ -222,15 +248,16 @@ class CompletionConsumer(NotificationConsumer):
                 assert group.revision is not None
                 revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
             if revision is None:
-                self._groups.pop(gid, None)  # someone else wrote: read again
+                self._drop(gid)  # someone else wrote: read again
                 continue
             created = group.revision is None
             group.revision = revision
-            self._groups[gid] = group
+            self._hold(gid, group)
             if created:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
                 self._wake.set()
-                await self._keep_open_groups_bounded(rule)
+                if self._open[rule.source] > rule.max_open_groups:
+                    await self._keep_open_groups_bounded(rule)
             if rule.complete(group.members):
                 await self._finish(rule, gid, group, COMPLETE)
             return
@@ -241,7 +268,7 @@ class CompletionConsumer(NotificationConsumer):
         if entry is None:
             return None
         group = Group.decode(entry.value, entry.revision)
-        self._groups[gid] = group
+        self._hold(gid, group)
         return group
 
     async def _keep_open_groups_bounded(self, rule: CompletionRule) -> None:
@@ -273,13 +300,16 @@ class CompletionConsumer(NotificationConsumer):
         assert group.revision is not None
         revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
         if revision is None:
-            self._groups.pop(gid, None)
+            self._drop(gid)
         else:
             group.revision = revision
 
     async def _forget(self, rule: CompletionRule, gid: str, group: Group) -> None:
         await self._state.delete(f"g.{gid}")
-        self._groups.pop(gid, None)
+        self._drop(gid)
+        self._completed[gid] = None
+        if len(self._completed) > COMPLETED_KEPT:
+            self._completed.popitem(last=False)
 
     async def _claim(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
         """Create the claim of this group's ``status`` event (unless one exists), then
