@@ -157,10 +157,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return figures
 
 
-if __name__ == "__main__":
-    main()
-
-
 # -- the goal run ----------------------------------------------------------------------------
 
 GOAL_STEPS = 41
@@ -326,3 +322,7 @@ def goal_main(workers: int) -> dict[str, Any]:
     print(f"raw results: {path}")
     print(json.dumps(found))
     return found
+
+
+if __name__ == "__main__":
+    main()
