@@ -378,7 +378,7 @@ class DeliveryRunner:
                         await self._scan(shard)
                     seen = generation
                 while shard.pending:
-                    await self._look_at(shard, shard.pending.pop())
+                    self._wake_one(shard, shard.pending.pop())
             except Exception as exc:
                 log_failure("delivery.scan_failed", "subscriptions not scanned", exc)
             if not shard.pending:
@@ -398,15 +398,12 @@ class DeliveryRunner:
         for key in [key for key in {**shard.patterns, **shard.tasks} if key not in present]:
             self._end(shard, key)
         for key in keys:
-            await self._look_at(shard, key)
-
-    async def _look_at(self, shard: _Shard, key: str) -> None:
-        """Have the subscription stored under ``key`` read its entry (delivering from its
-        cursor, a redrive, its owner seen anew), or stop (deleted)."""
-        self._wake_one(shard, key)
+            self._wake_one(shard, key)
 
     def _wake_one(self, shard: _Shard, key: str) -> None:
-        """Start the subscription's task, or have the running one read again before it ends."""
+        """Have the subscription stored under ``key`` read its entry (delivering from its
+        cursor, a redrive, its owner seen anew) or stop (deleted): start its task, or have
+        the running one read again before it ends."""
         if key in shard.tasks:
             shard.woken.add(key)
         else:
