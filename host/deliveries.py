@@ -413,6 +413,8 @@ class DeliveryRunner:
         task = shard.tasks.pop(key, None)
         if task is not None:
             task.cancel()
+        shard.pushes.pop(key, None)
+        shard.woken.discard(key)
         for feed_task in self._leave(shard, key):
             feed_task.cancel()
 
