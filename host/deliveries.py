@@ -1,14 +1,17 @@
 """Pushes subscriptions' notifications through the plugins' delivery kinds.
 
-One task per push subscription reads the stored notifications after the subscription's
-cursor, in sequence order, and hands each to its delivery kind, one at a time: a retry waits
-out the kind's schedule before the next notification of that subscription is tried, and
-after the last attempt the notification is dead-lettered. The cursor moves when a
-notification is delivered or dead-lettered. As with notification consumers, the live feed
-only wakes the task and every notification is read from history, so a subscription whose
-endpoint is slow or dead costs its lag, never a queue. Attempts in flight across all
-subscriptions are capped by one semaphore, so a hanging endpoint holds one slot, never the
-others' turn.
+A push subscription with something to deliver has a task that reads the stored
+notifications after the subscription's cursor, in sequence order, and hands each to its
+delivery kind, one at a time: a retry waits out the kind's schedule before the next
+notification of that subscription is tried, and after the last attempt the notification is
+dead-lettered. The cursor moves when a notification is delivered or dead-lettered. The task
+ends once it has caught up (nothing stored after the cursor, no retry waiting, no redrive),
+so an idle subscription costs its key and no task: one live feed per subject pattern, shared
+by every push subscription of the pattern, starts the task again when something is stored.
+As with notification consumers, the feed only wakes and every notification is read from
+history, so a subscription whose endpoint is slow or dead costs its lag, never a queue.
+Attempts in flight across all subscriptions are capped by one semaphore, so a hanging
+endpoint holds one slot, never the others' turn.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from aviso_plugins.types import (
     StartCursor,
     StorageBackend,
     StoredNotification,
+    TopicPattern,
 )
 
 DEAD_LETTERS_KEPT = 1_000
@@ -159,8 +163,8 @@ def push_counts(push: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(slots=True, eq=False)
 class PushState:
-    """A push subscription this process delivers: its kind, its filter, and what the loop
-    holds between reads of the store."""
+    """A push subscription being delivered (its task runs): its kind, its filter, and what
+    the loop holds between reads of the store."""
 
     kind: DeliveryKind
     entry: SubscriptionEntry
@@ -173,8 +177,6 @@ class PushState:
     """The storage time of the notification being delivered or waiting for a retry (the
     oldest this subscription has not delivered, a redriven dead letter aside): what the lag
     gauge reads at a scrape, with no read of the history."""
-    wakeup: Wakeup | None = None
-    task: asyncio.Task[None] | None = None
 
     @property
     def push(self) -> dict[str, Any]:
@@ -190,10 +192,6 @@ class PushState:
     @property
     def active(self) -> bool:
         return self.entry.push is not None and self.entry.push["status"] == ACTIVE
-
-    def wake(self) -> None:
-        if self.wakeup is not None:
-            self.wakeup.event.set()
 
 
 def kind_options(settings: Settings, cls: type[DeliveryKind]) -> dict[str, Any]:
@@ -213,13 +211,33 @@ class _Shard:
     """A shard of push subscriptions whose lease this process holds."""
 
     number: int
+    patterns: dict[str, TopicPattern] = field(default_factory=dict)
+    """The subject pattern of each push subscription of the shard this process delivers,
+    idle or not, by key: the feed that wakes it."""
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """The subscriptions being delivered now, by key."""
     pushes: dict[str, PushState] = field(default_factory=dict)
+    """Those of them whose entry was read."""
+    woken: set[str] = field(default_factory=set)
+    """Running subscriptions to read again before their task may end."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     pending: set[str] = field(default_factory=set)
     """Subscriptions this process changed since they were last looked at."""
     ours: set[int] = field(default_factory=set)
     """Generations this process wrote that the holder has not seen yet."""
+
+
+@dataclass(slots=True, eq=False)
+class _Feed:
+    """The live subscription to one subject pattern, shared by the push subscriptions of that
+    pattern this process delivers: anything stored wakes each of them."""
+
+    pattern: TopicPattern
+    members: dict[str, _Shard] = field(default_factory=dict)
+    live: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while subscribed: a subscription reads history only after its feed is live."""
+    task: asyncio.Task[None] | None = None
 
 
 class Gone(Exception):
@@ -253,6 +271,7 @@ class DeliveryRunner:
         self._started: list[DeliveryKind] = []
         self._keepers: list[LeaseKeeper] = []
         self._shards: dict[int, _Shard] = {}
+        self._feeds: dict[TopicPattern, _Feed] = {}
         self._store: SubscriptionStore | None = None
         self._admit: Admit | None = None
 
@@ -330,7 +349,9 @@ class DeliveryRunner:
         shard = self._shards.pop(number, None)
         if shard is None:
             return
-        tasks = [task for task in (shard.task, *(p.task for p in shard.pushes.values())) if task]
+        tasks = [task for task in (shard.task, *shard.tasks.values()) if task]
+        for key in [*shard.patterns]:
+            tasks.extend(self._leave(shard, key))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -357,7 +378,7 @@ class DeliveryRunner:
                         await self._scan(shard)
                     seen = generation
                 while shard.pending:
-                    await self._look_at(shard, shard.pending.pop())
+                    self._wake_one(shard, shard.pending.pop())
             except Exception as exc:
                 log_failure("delivery.scan_failed", "subscriptions not scanned", exc)
             if not shard.pending:
@@ -374,72 +395,120 @@ class DeliveryRunner:
             for key in await store.state.keys(push_index_prefix(shard.number))
         ]
         present = set(keys)
-        for key in [key for key in shard.pushes if key not in present]:
+        for key in [key for key in {**shard.patterns, **shard.tasks} if key not in present]:
             self._end(shard, key)
         for key in keys:
-            await self._look_at(shard, key)
+            self._wake_one(shard, key)
 
-    async def _look_at(self, shard: _Shard, key: str) -> None:
-        """Start delivering the subscription stored under ``key``, stop (deleted), or have
-        its delivery read it again (a redrive, its owner seen anew)."""
-        store = self._store
-        assert store is not None
-        running = shard.pushes.get(key)
-        if running is not None:
-            running.wake()  # it reads its entry and dead letters again, or finds it gone
-            return
-        found = await store.state.get(key)
-        if found is None:  # deleted, or its create not finished: the next look sees
-            return
-        entry = SubscriptionEntry.decode(found.value, found.revision)
-        store.census.note(entry)
-        push = entry.push
-        if push is not None and push["status"] == ACTIVE and push["kind"] in self.kinds:
-            self._begin(shard, entry)
-
-    def _begin(self, shard: _Shard, entry: SubscriptionEntry) -> None:
-        assert entry.push is not None
-        push = PushState(self.kinds[entry.push["kind"]], entry)
-        shard.pushes[entry.key] = push
-        task = push.task = asyncio.create_task(self._run(shard, push))
-        task.add_done_callback(lambda _: self._ended(shard, push))
+    def _wake_one(self, shard: _Shard, key: str) -> None:
+        """Have the subscription stored under ``key`` read its entry (delivering from its
+        cursor, a redrive, its owner seen anew) or stop (deleted): start its task, or have
+        the running one read again before it ends."""
+        if key in shard.tasks:
+            shard.woken.add(key)
+        else:
+            shard.tasks[key] = asyncio.create_task(self._deliver(shard, key))
 
     def _end(self, shard: _Shard, key: str) -> None:
-        push = shard.pushes.pop(key, None)
-        if push is not None and push.task is not None:
-            push.task.cancel()
+        task = shard.tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        shard.pushes.pop(key, None)
+        shard.woken.discard(key)
+        for feed_task in self._leave(shard, key):
+            feed_task.cancel()
 
-    @staticmethod
-    def _ended(shard: _Shard, push: PushState) -> None:
-        if shard.pushes.get(push.entry.key) is push:
-            del shard.pushes[push.entry.key]
+    # -- live feeds -----------------------------------------------------------------------------
+
+    def _join(self, shard: _Shard, key: str, pattern: TopicPattern) -> _Feed:
+        feed = self._feeds.get(pattern)
+        if feed is None:
+            feed = self._feeds[pattern] = _Feed(pattern)
+            feed.task = asyncio.create_task(self._follow_feed(feed))
+        shard.patterns[key] = feed.pattern  # one object per pattern, however many subscribe
+        feed.members[key] = shard
+        return feed
+
+    def _leave(self, shard: _Shard, key: str) -> list[asyncio.Task[None]]:
+        """Forget the subscription's feed membership; the feed's task, to cancel, when it was
+        the feed's last member."""
+        pattern = shard.patterns.pop(key, None)
+        feed = None if pattern is None else self._feeds.get(pattern)
+        if feed is None or feed.members.get(key) is not shard:
+            return []
+        del feed.members[key]
+        if feed.members:
+            return []
+        del self._feeds[feed.pattern]
+        return [feed.task] if feed.task is not None else []
+
+    async def _follow_feed(self, feed: _Feed) -> None:
+        """Subscribe, then wake every member: at once (what was stored while the feed was
+        down is read) and on each stored notification."""
+        while True:
+            wakeup = Wakeup()
+            try:
+                subscription = await self._backend.subscribe(feed.pattern, wakeup)
+            except Exception as exc:
+                log_failure("delivery.subscribe_failed", "live subscription failed", exc)
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            try:
+                feed.live.set()
+                while not wakeup.ended:
+                    for key, shard in list(feed.members.items()):
+                        self._wake_one(shard, key)
+                    await wakeup.event.wait()
+                    wakeup.event.clear()
+            finally:
+                feed.live.clear()
+                await subscription.close()
+            await asyncio.sleep(RETRY_SECONDS)  # the feed ended: the store may be down
 
     # -- one push subscription ------------------------------------------------------------------
 
-    async def _run(self, shard: _Shard, push: PushState) -> None:
-        """Admit, subscribe, then read: whatever is stored after a read found nothing has
-        already set the wake-up. Ends when the subscription is deleted or disabled."""
+    async def _deliver(self, shard: _Shard, key: str) -> None:
+        """The task of the subscription stored under ``key``: until it has caught up, or is
+        deleted or no longer active."""
+        store = self._store
+        assert store is not None
         try:
-            while push.active:
-                if not await self._admitted(push):
-                    await asyncio.sleep(RETRY_SECONDS)
-                    continue
-                wakeup = push.wakeup = Wakeup()
-                wakeup.event.set()
+            while True:
                 try:
-                    subscription = await self._backend.subscribe(push.filter.pattern, wakeup)
+                    found = await store.state.get(key)
+                    break
                 except Exception as exc:
-                    log_failure("delivery.subscribe_failed", "live subscription failed", exc)
+                    log_failure("delivery.read_failed", "subscription not read", exc)
                     await asyncio.sleep(RETRY_SECONDS)
-                    continue
-                try:
-                    await self._read(push, wakeup)
-                finally:
-                    await subscription.close()
-                if push.active:
-                    await asyncio.sleep(RETRY_SECONDS)  # the feed ended: the store may be down
+            if found is None:  # deleted, or its create not finished: the next look sees
+                raise Gone
+            entry = SubscriptionEntry.decode(found.value, found.revision)
+            store.census.note(entry)
+            push = entry.push
+            if push is None or push["status"] != ACTIVE or push["kind"] not in self.kinds:
+                raise Gone
+            state = shard.pushes[key] = PushState(self.kinds[push["kind"]], entry)
+            await self._run(shard, state)
         except Gone:
-            return
+            for task in self._leave(shard, key):
+                task.cancel()
+        finally:
+            # No await between the last look at ``woken`` and here: a notification stored
+            # after it finds no task and starts one.
+            if shard.tasks.get(key) is asyncio.current_task():
+                del shard.tasks[key]
+                shard.pushes.pop(key, None)
+                shard.woken.discard(key)
+
+    async def _run(self, shard: _Shard, push: PushState) -> None:
+        """Admit, join the pattern's feed, wait for it to be live, then read: whatever is
+        stored after a read found nothing has already woken the subscription. Raises
+        ``Gone`` when it is deleted or disabled."""
+        while not await self._admitted(push):
+            await asyncio.sleep(RETRY_SECONDS)
+        feed = self._join(shard, push.entry.key, push.filter.pattern)
+        await feed.live.wait()
+        await self._read(shard, push)
 
     async def _admitted(self, push: PushState) -> bool:
         """Check the owner again (roles and authorisers, as when the subscription was
@@ -477,12 +546,13 @@ class DeliveryRunner:
         if not push.active:
             raise Gone
 
-    async def _read(self, push: PushState, wakeup: Wakeup) -> None:
-        """Until the live feed ends or the subscription is gone."""
+    async def _read(self, shard: _Shard, push: PushState) -> None:
+        """Until the subscription has caught up and nothing woke it since its last read."""
         store = self._store
         assert store is not None
-        while not wakeup.ended:
-            wakeup.event.clear()
+        key = push.entry.key
+        while True:
+            shard.woken.discard(key)
             try:
                 await self._refresh(push)
                 stale = time.monotonic() - push.admitted_at > ADMISSION_SECONDS
@@ -499,7 +569,8 @@ class DeliveryRunner:
                 if push.entry.next_sequence > (bound or 0):
                     # Nothing stored after the cursor: no history read (on JetStream, no
                     # consumer) for a subscription that is idle.
-                    await wakeup.event.wait()
+                    if key not in shard.woken:
+                        return
                     continue
                 cursor = StartCursor(from_sequence=push.entry.next_sequence)
                 batch = await self._backend.fetch_batch(stream_filter.pattern, cursor, BATCH_SIZE)
@@ -517,8 +588,8 @@ class DeliveryRunner:
             if batch.has_more and batch.next_sequence is not None:
                 # Records examined without a match are passed over too.
                 await self._save(push, batch.next_sequence - 1, _no_count)
-            elif not batch.has_more:
-                await wakeup.event.wait()
+            elif not batch.has_more and key not in shard.woken:
+                return
 
     async def _redrive(self, push: PushState, letter: DeadLetter) -> None:
         record = await self._record(push, letter)

@@ -238,6 +238,25 @@ def test_410_disables_the_subscription(aviso: AvisoClient, receiver: Receiver) -
     assert receiver.next().path == "/after"
 
 
+def test_caught_up_subscriptions_sharing_a_feed_are_each_woken_by_every_notification(
+    aviso: AvisoClient, receiver: Receiver
+) -> None:
+    # Each notification is sent once both have delivered the one before, so caught up:
+    # the next wakes them through the live feed they share, whether or not their delivery
+    # has ended meanwhile.
+    _subscribe(aviso, "first", f"{receiver.url}/first")
+    _subscribe(aviso, "second", f"{receiver.url}/second")
+    for level in range(1, 6):
+        _notify(aviso, level)
+        received = sorted((receiver.next(), receiver.next()), key=lambda r: r.path)
+        assert [r.path for r in received] == ["/first", "/second"]  # in either order
+        for request in received:
+            assert json.loads(request.body)["data"]["payload"]["level"] == level
+        for name in ("first", "second"):
+            _state_when(aviso, name, lambda s, n=level: s["deliveries"]["delivered"] == n)
+    assert receiver.requests.empty()
+
+
 def test_a_hanging_receiver_does_not_delay_another_subscription(
     aviso: AvisoClient, receiver: Receiver
 ) -> None:
