@@ -72,6 +72,8 @@ _MAX_RENEWAL_DELAY = 30.0
 """Longest pause between attempts at a new client (longer only if reconnect_delay_ms is)."""
 _READY_TIMEOUT = 1.0
 _SUPERVISION_SECONDS = 0.5
+_SHUTDOWN_STEP_SECONDS = 5.0
+"""Bound on each step of a shutdown (closing replay consumers, draining, closing)."""
 _KEYED_ACK_TIMEOUT = 1.0
 """Seconds a publish with a message id waits for its acknowledgement before it is re-sent."""
 _ACK_TIMEOUT = 5.0
@@ -420,13 +422,21 @@ class JetStreamBackend(StorageBackend):
         for task in (self._renewal, self._supervisor):
             if task is not None:
                 task.cancel()
+        # Each step bounded: with the server gone, nats-py may wait on a reconnect forever.
         if self._history is not None:
-            await self._history.close_all()
+            try:
+                await asyncio.wait_for(self._history.close_all(), _SHUTDOWN_STEP_SECONDS)
+            except TimeoutError:
+                logger.warning("replay consumers not closed in time (they expire on their own)")
         if self._nc is not None and not self._nc.is_closed:
             try:
-                await self._nc.drain()
+                await asyncio.wait_for(self._nc.drain(), _SHUTDOWN_STEP_SECONDS)
             except Exception as exc:
-                logger.warning("NATS drain failed: %s", exc)
+                logger.warning("NATS drain failed: %s", exc or type(exc).__name__)
+                try:
+                    await asyncio.wait_for(self._nc.close(), _SHUTDOWN_STEP_SECONDS)
+                except Exception as close_exc:
+                    logger.warning("NATS close failed: %s", close_exc or type(close_exc).__name__)
         if self._embedded is not None:
             await self._embedded.stop()
 
