@@ -132,12 +132,25 @@ class CompletionKey(SchemaKey):
             "values": list(STATUSES),
             "required": False,
         }
-        return {
-            value["event_type"]: {
-                "topic": {
-                    "base": value["event_type"],
-                    "key_order": [*value["group_by"], STATUS_FIELD],
-                },
-                "identifier": derived_identifier,
-            }
+        derived: dict[str, Any] = {
+            "topic": {
+                "base": value["event_type"],
+                "key_order": [*value["group_by"], STATUS_FIELD],
+            },
+            "identifier": derived_identifier,
         }
+        source_auth = schema.get("auth")
+        if isinstance(source_auth, Mapping) and source_auth.get("required"):
+            derived["auth"] = derived_auth(source_auth)
+        return {value["event_type"]: derived}
+
+
+def derived_auth(source_auth: Mapping[str, Any]) -> dict[str, Any]:
+    """The completion event type's ``auth`` block when its source requires auth: the events
+    carry the source's group values, counts and missing members, so they are read by whom
+    may read the source (its roles and authorisers, which fail closed on the fields the
+    event lacks), and written only by the consumer and administrators (no ``write_roles``),
+    so that nobody forges a ``complete`` the products downstream would act on."""
+    return {"required": True} | {
+        key: source_auth[key] for key in ("read_roles", "plugins") if key in source_auth
+    }
