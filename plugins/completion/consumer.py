@@ -232,7 +232,13 @@ class CompletionConsumer(NotificationConsumer):
                 self._wake.set()
                 await self._keep_open_groups_bounded(rule)
             if rule.complete(group.members):
-                await self._finish(rule, gid, group, COMPLETE)
+                try:
+                    await self._finish(rule, gid, group, COMPLETE)
+                except Exception:
+                    # This notification is not handed over again, and its group's later
+                    # copies change nothing: the timer tries again, else the event is lost.
+                    self._retry_soon(gid, group)
+                    raise
             return
         raise RuntimeError(f"group {gid} of {rule.source} kept changing under this consumer")
 
@@ -339,14 +345,22 @@ class CompletionConsumer(NotificationConsumer):
             heapq.heappop(self._deadlines)
             async with self._lock:
                 group = self._groups.get(gid)
-                if group is None or group.incomplete:
+                if group is None:
                     continue
                 rule = self.rules[group.source]
+                # A complete group still here is one whose complete event failed.
+                status = COMPLETE if rule.complete(group.members) else INCOMPLETE
+                if status == INCOMPLETE and group.incomplete:
+                    continue
                 try:
-                    await self._finish(rule, gid, group, INCOMPLETE)
+                    await self._finish(rule, gid, group, status)
                 except Exception:
-                    logger.exception(
-                        "completion event not published; tried again in a second",
-                        extra={"event": "completion.publish_failed", "event_type": group.source},
-                    )
-                    heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
+                    self._retry_soon(gid, group)
+
+    def _retry_soon(self, gid: str, group: Group) -> None:
+        logger.exception(
+            "completion event not published; tried again in a second",
+            extra={"event": "completion.publish_failed", "event_type": group.source},
+        )
+        heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
+        self._wake.set()

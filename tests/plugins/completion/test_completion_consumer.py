@@ -205,3 +205,35 @@ def test_past_max_open_groups_the_oldest_is_closed_as_incomplete() -> None:
         await completion.close()
 
     run(scenario())
+
+
+def test_a_complete_event_that_failed_to_publish_is_published_by_the_holder_itself() -> None:
+    """The notification that completed the group is passed over when the publish fails, and
+    nothing else of the group comes: the holder tries again itself, and never publishes
+    ``incomplete`` for a complete group."""
+
+    async def scenario() -> None:
+        class FailingOnce(Publisher):
+            failed = False
+
+            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+                if not self.failed:
+                    self.failed = True
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(*args, **kwargs)
+
+        publisher = FailingOnce()
+        completion = consumer(publisher=publisher, deadline_seconds=3600)
+        await completion.start()
+        for number in range(4):
+            await completion.consume(member(12, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await completion.consume(member(12, 4, 5))
+        await publisher.next()
+        await completion.close()
+        ((_, identifier, payload, _),) = publisher.events
+        assert identifier == {"run": "r1", "step": 12, "status": "complete"}
+        assert payload["count"] == 5
+        assert await completion.context.state.keys("g.") == []
+
+    run(scenario())
