@@ -160,17 +160,28 @@ class CompletionConsumer(NotificationConsumer):
         self._groups.clear()
         self._deadlines.clear()
         for key in await self._state.keys("p."):
-            await self._settle(key)
+            try:
+                await self._settle(key)
+            except Exception:
+                # Not a reason to refuse to start (the consumer starts with the server):
+                # its group, still open, is finished again below.
+                logger.exception(
+                    "completion event not published; tried again with its group",
+                    extra={"event": "completion.publish_failed"},
+                )
         for key in await self._state.keys("g."):
             entry = await self._state.get(key)
             if entry is None:
                 continue
             group = Group.decode(entry.value, entry.revision)
-            if group.source not in self.rules:
+            rule = self.rules.get(group.source)
+            if rule is None:
                 continue
             gid = key.removeprefix("g.")
             self._groups[gid] = group
-            if not group.incomplete:
+            if rule.complete(group.members):
+                heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
+            elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
         self._timer = asyncio.create_task(self._run_deadlines())
 

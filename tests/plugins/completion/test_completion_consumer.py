@@ -237,3 +237,38 @@ def test_a_complete_event_that_failed_to_publish_is_published_by_the_holder_itse
         assert await completion.context.state.keys("g.") == []
 
     run(scenario())
+
+
+def test_a_claim_that_fails_again_at_start_does_not_stop_the_start_and_is_published() -> None:
+    """A holder that starts with an unpublished claim (its predecessor died publishing) and
+    cannot publish it either still starts, and publishes it once it can."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+
+        class Failing(Publisher):
+            failures = 1
+
+            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+                if self.failures:
+                    self.failures -= 1
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(*args, **kwargs)
+
+        first = consumer(state, Failing())
+        await first.start()
+        for number in range(4):
+            await first.consume(member(9, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await first.consume(member(9, 4, 5))
+        await first.close()  # died before its timer tried again
+        publisher = Failing()
+        second = consumer(state, publisher)
+        await second.start()
+        await publisher.next()
+        await second.close()
+        ((_, identifier, _, _),) = publisher.events
+        assert identifier["status"] == "complete"
+        assert await state.keys("p.") == [] and await state.keys("g.") == []
+
+    run(scenario())
