@@ -4,6 +4,7 @@ notifications complete, and the event type that says so."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -124,6 +125,13 @@ class CompletionKey(SchemaKey):
             raise ConfigurationProblem(("member",), f"'{member}' is also in group_by")
         if ("expected_count" in value) == ("expected_values" in value):
             raise ConfigurationProblem((), "give exactly one of expected_count and expected_values")
+        # YAML's .nan and .inf pass as numbers: a NaN deadline has always passed, and
+        # neither has a JSON form for the events and the groups page.
+        if not math.isfinite(value["deadline_seconds"]):
+            raise ConfigurationProblem(("deadline_seconds",), "must be a finite number")
+        for index, expected in enumerate(value.get("expected_values", ())):
+            if isinstance(expected, float) and not math.isfinite(expected):
+                raise ConfigurationProblem(("expected_values", index), "must be a finite number")
         derived_identifier: dict[str, Any] = {
             name: {**identifier[name], "required": False} for name in value["group_by"]
         }
