@@ -202,6 +202,8 @@ class CompletionConsumer(NotificationConsumer):
             return
         values = {name: identifier[name] for name in rule.group_by}
         member = member_key(identifier[rule.member])
+        if not rule.counts(member):
+            return
         async with self._lock:
             await self._count(rule, values, member, notification.record)
 

@@ -53,6 +53,14 @@ class CompletionRule:
             max_open_groups=int(value.get("max_open_groups", DEFAULT_MAX_OPEN_GROUPS)),
         )
 
+    def counts(self, member: str) -> bool:
+        """Whether ``member`` (as :func:`member_key` gives it) is one the rule waits for:
+        with ``expected_values``, others are not kept (a group would otherwise grow with
+        every value a publisher makes up, and never complete once it outgrew the store)."""
+        if self.expected_values is None:
+            return True
+        return member in {member_key(value) for value in self.expected_values}
+
     def missing(self, members: Sequence[str]) -> list[Any] | None:
         """The expected values not among ``members`` (``None`` without ``expected_values``)."""
         if self.expected_values is None:

@@ -272,3 +272,23 @@ def test_a_claim_that_fails_again_at_start_does_not_stop_the_start_and_is_publis
         assert await state.keys("p.") == [] and await state.keys("g.") == []
 
     run(scenario())
+
+
+def test_values_the_rule_does_not_expect_are_not_kept() -> None:
+    """With ``expected_values``, a publisher making up member values grows no group."""
+
+    async def scenario() -> None:
+        completion = consumer(expected_count=None, expected_values=[0, 1, 2, 3, 4])
+        state = completion.context.state
+        await completion.start()
+        for number in range(100, 300):
+            await completion.consume(member(5, number, number))
+        assert await state.keys("g.") == []
+        for number in range(5):
+            await completion.consume(member(5, number, 300 + number))
+        await completion.close()
+        ((_, identifier, payload, _),) = completion.context.publisher.events
+        assert identifier["status"] == "complete"
+        assert payload["count"] == 5 and payload["missing"] == []
+
+    run(scenario())
