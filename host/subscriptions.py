@@ -16,6 +16,7 @@ no input: the routes validate a definition as a watch before it gets here.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import re
 import time
@@ -33,6 +34,9 @@ NAME_RULE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """Letters, digits, ``-``, ``_`` and ``.``, at most 64 characters (``.`` and ``..`` excepted:
 clients and proxies resolve them as path segments)."""
 
+MAX_OWNER_SEGMENT = 120
+"""The longest owner segment written as the name itself: with the longest name and the
+push index prefix, a key stays within ``MAX_KEY_LENGTH``."""
 BUCKET = "subscriptions"
 ACTIVE = "active"
 """A subscription that delivers (a pulled one always is; a push one until disabled)."""
@@ -62,7 +66,15 @@ def valid_name(name: str) -> bool:
 
 
 def _owner_segment(owner: str | None) -> str:
-    return "anon" if owner is None else "u" + key_segment(owner)
+    if owner is None:
+        return "anon"
+    segment = key_segment(owner)
+    if len(segment) <= MAX_OWNER_SEGMENT:
+        return "u" + segment
+    # A longer name would take the longest key (a push index key) past what every store
+    # accepts; its digest, under a prefix of its own, names the owner as distinctly.
+    digest = hashlib.sha256(owner.encode()).digest()
+    return "h" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def entry_key(owner: str | None, name: str) -> str:

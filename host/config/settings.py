@@ -140,7 +140,8 @@ class WatchSettings:
     on_backpressure: Literal["disconnect", "drop"] = "disconnect"
     """``disconnect`` (close with ``slow_consumer`` and the resume point) or ``drop``."""
     bulk_readers: tuple[str, ...] = ()
-    """Users whose replays are not paced (``*``: every caller, anonymous included)."""
+    """Users whose replays are not paced, matched by name in every realm (``*``: every
+    caller, anonymous included: anyone reaching the server reads at the backend's speed)."""
     bulk_replay_batch_size: AboveZero = 1000
     """Notifications per replay page for a bulk reader (``replay_batch_size`` if larger)."""
 

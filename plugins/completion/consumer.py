@@ -166,17 +166,28 @@ class CompletionConsumer(NotificationConsumer):
         holder claimed but did not publish, and start the deadline timer."""
         self._forget_held()
         for key in await self._state.keys("p."):
-            await self._settle(key)
+            try:
+                await self._settle(key)
+            except Exception:
+                # Not a reason to refuse to start (the consumer starts with the server):
+                # its group, still open, is finished again below.
+                logger.exception(
+                    "completion event not published; tried again with its group",
+                    extra={"event": "completion.publish_failed"},
+                )
         for key in await self._state.keys("g."):
             entry = await self._state.get(key)
             if entry is None:
                 continue
             group = Group.decode(entry.value, entry.revision)
-            if group.source not in self.rules:
+            rule = self.rules.get(group.source)
+            if rule is None:
                 continue
             gid = key.removeprefix("g.")
             self._hold(gid, group)
-            if not group.incomplete:
+            if rule.complete(group.members):
+                heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
+            elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
         self._timer = asyncio.create_task(self._run_deadlines())
 
@@ -213,6 +224,8 @@ class CompletionConsumer(NotificationConsumer):
             return
         values = {name: identifier[name] for name in rule.group_by}
         member = member_key(identifier[rule.member])
+        if not rule.counts(member):
+            return
         async with self._lock:
             await self._count(rule, values, member, notification.record)
 
@@ -259,7 +272,13 @@ class CompletionConsumer(NotificationConsumer):
                 if self._open[rule.source] > rule.max_open_groups:
                     await self._keep_open_groups_bounded(rule)
             if rule.complete(group.members):
-                await self._finish(rule, gid, group, COMPLETE)
+                try:
+                    await self._finish(rule, gid, group, COMPLETE)
+                except Exception:
+                    # This notification is not handed over again, and its group's later
+                    # copies change nothing: the timer tries again, else the event is lost.
+                    self._retry_soon(gid, group)
+                    raise
             return
         raise RuntimeError(f"group {gid} of {rule.source} kept changing under this consumer")
 
@@ -369,14 +388,22 @@ class CompletionConsumer(NotificationConsumer):
             heapq.heappop(self._deadlines)
             async with self._lock:
                 group = self._groups.get(gid)
-                if group is None or group.incomplete:
+                if group is None:
                     continue
                 rule = self.rules[group.source]
+                # A complete group still here is one whose complete event failed.
+                status = COMPLETE if rule.complete(group.members) else INCOMPLETE
+                if status == INCOMPLETE and group.incomplete:
+                    continue
                 try:
-                    await self._finish(rule, gid, group, INCOMPLETE)
+                    await self._finish(rule, gid, group, status)
                 except Exception:
-                    logger.exception(
-                        "completion event not published; tried again in a second",
-                        extra={"event": "completion.publish_failed", "event_type": group.source},
-                    )
-                    heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
+                    self._retry_soon(gid, group)
+
+    def _retry_soon(self, gid: str, group: Group) -> None:
+        logger.exception(
+            "completion event not published; tried again in a second",
+            extra={"event": "completion.publish_failed", "event_type": group.source},
+        )
+        heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
+        self._wake.set()

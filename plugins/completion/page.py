@@ -8,6 +8,9 @@ these routes sit outside the API's auth, and a group's values are identifier val
 
 from __future__ import annotations
 
+import asyncio
+import time
+import weakref
 from importlib import resources
 from typing import Any
 
@@ -21,6 +24,12 @@ __all__ = ["MAX_GROUPS_SHOWN", "routes"]
 
 MAX_GROUPS_SHOWN = 200
 """Open groups one answer lists (the most recently started first)."""
+FRESH_SECONDS = 1.0
+"""How long one answer serves every caller (the page asks every two seconds)."""
+
+_answers: weakref.WeakKeyDictionary[
+    CompletionConsumer, tuple[float, asyncio.Future[dict[str, Any]]]
+] = weakref.WeakKeyDictionary()
 
 
 def _readable(consumer: CompletionConsumer) -> set[str]:
@@ -36,6 +45,28 @@ async def groups(request: Request) -> Response:
     consumer = CompletionConsumer.running()
     if consumer is None:
         return JSONResponse({"rules": [], "groups": [], "hidden": []})
+    return JSONResponse(await _answer(consumer))
+
+
+async def _answer(consumer: CompletionConsumer) -> dict[str, Any]:
+    """One answer for every caller of the last ``FRESH_SECONDS``: these routes are outside
+    the API's auth, and on a process that is not the active one an answer costs a key
+    listing and up to ``PAGE_READS`` reads of the shared state (of the backend every
+    request shares), which a caller in a loop must not multiply."""
+    now = time.monotonic()
+    cached = _answers.get(consumer)
+    if cached is None or now - cached[0] >= FRESH_SECONDS or _failed(cached[1]):
+        cached = (now, asyncio.ensure_future(_read(consumer)))
+        _answers[consumer] = cached
+    # Shielded: a caller that goes away does not cancel the answer the others await.
+    return await asyncio.shield(cached[1])
+
+
+def _failed(answer: asyncio.Future[dict[str, Any]]) -> bool:
+    return answer.done() and (answer.cancelled() or answer.exception() is not None)
+
+
+async def _read(consumer: CompletionConsumer) -> dict[str, Any]:
     readable = _readable(consumer)
     rules = [
         {
@@ -53,7 +84,7 @@ async def groups(request: Request) -> Response:
     for group in await consumer.open_groups(MAX_GROUPS_SHOWN, readable):
         shown.append(_view(consumer, group))
     hidden = sorted(set(consumer.rules) - readable)
-    return JSONResponse({"rules": rules, "groups": shown, "hidden": hidden})
+    return {"rules": rules, "groups": shown, "hidden": hidden}
 
 
 def _view(consumer: CompletionConsumer, group: Group) -> dict[str, Any]:

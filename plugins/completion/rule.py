@@ -4,6 +4,7 @@ notifications complete, and the event type that says so."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -51,6 +52,14 @@ class CompletionRule:
             deadline_seconds=float(value["deadline_seconds"]),
             max_open_groups=int(value.get("max_open_groups", DEFAULT_MAX_OPEN_GROUPS)),
         )
+
+    def counts(self, member: str) -> bool:
+        """Whether ``member`` (as :func:`member_key` gives it) is one the rule waits for:
+        with ``expected_values``, others are not kept (a group would otherwise grow with
+        every value a publisher makes up, and never complete once it outgrew the store)."""
+        if self.expected_values is None:
+            return True
+        return member in {member_key(value) for value in self.expected_values}
 
     def missing(self, members: Sequence[str]) -> list[Any] | None:
         """The expected values not among ``members`` (``None`` without ``expected_values``)."""
@@ -124,6 +133,13 @@ class CompletionKey(SchemaKey):
             raise ConfigurationProblem(("member",), f"'{member}' is also in group_by")
         if ("expected_count" in value) == ("expected_values" in value):
             raise ConfigurationProblem((), "give exactly one of expected_count and expected_values")
+        # YAML's .nan and .inf pass as numbers: a NaN deadline has always passed, and
+        # neither has a JSON form for the events and the groups page.
+        if not math.isfinite(value["deadline_seconds"]):
+            raise ConfigurationProblem(("deadline_seconds",), "must be a finite number")
+        for index, expected in enumerate(value.get("expected_values", ())):
+            if isinstance(expected, float) and not math.isfinite(expected):
+                raise ConfigurationProblem(("expected_values", index), "must be a finite number")
         derived_identifier: dict[str, Any] = {
             name: {**identifier[name], "required": False} for name in value["group_by"]
         }
@@ -132,12 +148,25 @@ class CompletionKey(SchemaKey):
             "values": list(STATUSES),
             "required": False,
         }
-        return {
-            value["event_type"]: {
-                "topic": {
-                    "base": value["event_type"],
-                    "key_order": [*value["group_by"], STATUS_FIELD],
-                },
-                "identifier": derived_identifier,
-            }
+        derived: dict[str, Any] = {
+            "topic": {
+                "base": value["event_type"],
+                "key_order": [*value["group_by"], STATUS_FIELD],
+            },
+            "identifier": derived_identifier,
         }
+        source_auth = schema.get("auth")
+        if isinstance(source_auth, Mapping) and source_auth.get("required"):
+            derived["auth"] = derived_auth(source_auth)
+        return {value["event_type"]: derived}
+
+
+def derived_auth(source_auth: Mapping[str, Any]) -> dict[str, Any]:
+    """The completion event type's ``auth`` block when its source requires auth: the events
+    carry the source's group values, counts and missing members, so they are read by whom
+    may read the source (its roles and authorisers, which fail closed on the fields the
+    event lacks), and written only by the consumer and administrators (no ``write_roles``),
+    so that nobody forges a ``complete`` the products downstream would act on."""
+    return {"required": True} | {
+        key: source_auth[key] for key in ("read_roles", "plugins") if key in source_auth
+    }

@@ -317,6 +317,31 @@ def test_with_auth_names_belong_to_their_creator_and_roles_are_checked_again() -
             ] == ["mine"]
 
 
+def test_owners_with_long_names_each_keep_their_own_subscriptions() -> None:
+    """A user name is kept in the subscription's keys; names too long for a key (of any
+    store) are kept as their digest, and still name one owner each."""
+    feed = {
+        "topic": {"base": "split", "key_order": ["name"]},
+        "identifier": {"name": {"type": "StringHandler", "required": True}},
+    }
+    name = "n" * 64
+    body = {"event_type": "split_feed", "identifier": {"name": "n1"}}
+    owners = ["\u00e9" * 100, "\u00e9" * 99 + "e", "a" * 90]
+    with fake_auth_o_tron() as aot:
+        doc = auth_document("direct", aot.url, schemas={"split_feed": feed})
+        with running_server(doc) as server, httpx.Client(base_url=server.url) as client:
+            for owner in owners:
+                created = client.put(f"{SUBSCRIPTIONS}/{name}", json=body, headers=_bearer(owner))
+                assert created.status_code == 201, created.text
+            for owner in owners:
+                listed = client.get(SUBSCRIPTIONS, headers=_bearer(owner)).json()
+                assert [s["name"] for s in listed["subscriptions"]] == [name]
+                gone = client.delete(f"{SUBSCRIPTIONS}/{name}", headers=_bearer(owner))
+                assert gone.status_code == 204
+                after = client.get(SUBSCRIPTIONS, headers=_bearer(owner)).json()
+                assert after["subscriptions"] == []
+
+
 def test_the_section_is_checked_at_startup() -> None:
     with pytest.raises(ConfigError, match=r"subscriptions\.max_per_user"):
         build_app(with_changes(CONFIG, subscriptions={"max_per_user": 0}))

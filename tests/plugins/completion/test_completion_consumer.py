@@ -205,3 +205,90 @@ def test_past_max_open_groups_the_oldest_is_closed_as_incomplete() -> None:
         await completion.close()
 
     run(scenario())
+
+
+def test_a_complete_event_that_failed_to_publish_is_published_by_the_holder_itself() -> None:
+    """The notification that completed the group is passed over when the publish fails, and
+    nothing else of the group comes: the holder tries again itself, and never publishes
+    ``incomplete`` for a complete group."""
+
+    async def scenario() -> None:
+        class FailingOnce(Publisher):
+            failed = False
+
+            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+                if not self.failed:
+                    self.failed = True
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(*args, **kwargs)
+
+        publisher = FailingOnce()
+        completion = consumer(publisher=publisher, deadline_seconds=3600)
+        await completion.start()
+        for number in range(4):
+            await completion.consume(member(12, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await completion.consume(member(12, 4, 5))
+        await publisher.next()
+        await completion.close()
+        ((_, identifier, payload, _),) = publisher.events
+        assert identifier == {"run": "r1", "step": 12, "status": "complete"}
+        assert payload["count"] == 5
+        assert await completion.context.state.keys("g.") == []
+
+    run(scenario())
+
+
+def test_a_claim_that_fails_again_at_start_does_not_stop_the_start_and_is_published() -> None:
+    """A holder that starts with an unpublished claim (its predecessor died publishing) and
+    cannot publish it either still starts, and publishes it once it can."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+
+        class Failing(Publisher):
+            failures = 1
+
+            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+                if self.failures:
+                    self.failures -= 1
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(*args, **kwargs)
+
+        first = consumer(state, Failing())
+        await first.start()
+        for number in range(4):
+            await first.consume(member(9, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await first.consume(member(9, 4, 5))
+        await first.close()  # died before its timer tried again
+        publisher = Failing()
+        second = consumer(state, publisher)
+        await second.start()
+        await publisher.next()
+        await second.close()
+        ((_, identifier, _, _),) = publisher.events
+        assert identifier["status"] == "complete"
+        assert await state.keys("p.") == [] and await state.keys("g.") == []
+
+    run(scenario())
+
+
+def test_values_the_rule_does_not_expect_are_not_kept() -> None:
+    """With ``expected_values``, a publisher making up member values grows no group."""
+
+    async def scenario() -> None:
+        completion = consumer(expected_count=None, expected_values=[0, 1, 2, 3, 4])
+        state = completion.context.state
+        await completion.start()
+        for number in range(100, 300):
+            await completion.consume(member(5, number, number))
+        assert await state.keys("g.") == []
+        for number in range(5):
+            await completion.consume(member(5, number, 300 + number))
+        await completion.close()
+        ((_, identifier, payload, _),) = completion.context.publisher.events
+        assert identifier["status"] == "complete"
+        assert payload["count"] == 5 and payload["missing"] == []
+
+    run(scenario())

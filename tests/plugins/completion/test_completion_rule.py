@@ -57,6 +57,18 @@ def test_the_rule_derives_its_event_type() -> None:
         ({"group_by": ["run", "member"]}, "completion.member: 'member' is also in group_by"),
         ({"event_type": "ens"}, "derives event type 'ens', which is already configured"),
         ({"deadline_seconds": 0}, "notification_schema.ens.completion.deadline_seconds"),
+        (
+            {"deadline_seconds": float("nan")},
+            "notification_schema.ens.completion.deadline_seconds: must be a finite number",
+        ),
+        (
+            {"deadline_seconds": float("inf")},
+            "notification_schema.ens.completion.deadline_seconds: must be a finite number",
+        ),
+        (
+            {"expected_count": None, "expected_values": [0, float("nan")]},
+            r"notification_schema.ens.completion.expected_values\[1\]: must be a finite number",
+        ),
         ({"colour": "red"}, "notification_schema.ens.completion"),
     ],
 )
