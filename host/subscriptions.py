@@ -372,20 +372,30 @@ class SubscriptionStore:
 
     async def dead_letters(self, entry: SubscriptionEntry) -> tuple[dict[str, Any], int]:
         """The dead-letter document (``letters``, ``redrive``, ``dropped``) and its revision
-        (0: none yet)."""
+        (0: none yet). A document another subscription of the same name left (deleted while
+        it delivered) reads as empty, at its revision, so the next write replaces it."""
         found = await self.state.get(dead_key(entry.owner, entry.name))
         if found is None:
             return {"letters": [], "redrive": [], "dropped": 0}, 0
-        return loads(found.value), found.revision
+        document: dict[str, Any] = loads(found.value)
+        if document.get("uid", entry.uid) != entry.uid:
+            return {"letters": [], "redrive": [], "dropped": 0}, found.revision
+        return document, found.revision
 
     async def change_dead_letters(
         self, entry: SubscriptionEntry, mutate: Callable[[dict[str, Any]], None]
     ) -> dict[str, Any]:
-        """Compare-and-set the dead-letter document, as :meth:`change` does an entry."""
+        """Compare-and-set the dead-letter document, as :meth:`change` does an entry; nothing
+        is written for a subscription deleted meanwhile (its letters must not reach another
+        subscription created under its name)."""
         key = dead_key(entry.owner, entry.name)
         while True:
             document, revision = await self.dead_letters(entry)
+            current = await self.get(entry.owner, entry.name)
+            if current is None or current.uid != entry.uid:
+                return document
             mutate(document)
+            document["uid"] = entry.uid
             value = dumps(document).encode()
             if revision == 0:
                 written = await self.state.create(key, value)

@@ -40,3 +40,23 @@ def test_a_full_count_left_by_a_killed_process_is_recounted_once_it_is_old() -> 
         assert await store.add(entry("b"), 1, 10) == "per_user"
 
     asyncio.run(scenario())
+
+
+def test_dead_letters_of_a_deleted_subscription_never_reach_one_created_under_its_name() -> None:
+    def letter(document: dict[str, object]) -> None:
+        document["letters"] = [{"sequence": 7}]
+
+    async def scenario() -> None:
+        store = SubscriptionStore(ProcessLocalState())
+        old = entry("a")
+        assert await store.add(old, 5, 10) == "created"
+        await store.change_dead_letters(old, letter)
+        assert (await store.dead_letters(old))[0]["letters"] == [{"sequence": 7}]
+        await store.remove(old)
+        new = entry("a")
+        assert await store.add(new, 5, 10) == "created"
+        # The old subscription's delivery ends after the delete: it dead-letters one more.
+        await store.change_dead_letters(old, letter)
+        assert (await store.dead_letters(new))[0]["letters"] == []
+
+    asyncio.run(scenario())
