@@ -111,7 +111,7 @@ def test_ten_thousand_idle_pulled_subscriptions_cost_under_10_mib_and_no_consume
         assert grown <= BUDGET_BYTES, f"{grown / 2**20:.2f} MiB for {COUNT} subscriptions"
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_ten_thousand_idle_webhook_subscriptions_cost_under_10_mib_and_no_consumer(
     tmp_path: Path, nats: NatsServer
 ) -> None:
@@ -143,7 +143,9 @@ def test_ten_thousand_idle_webhook_subscriptions_cost_under_10_mib_and_no_consum
             # Each is idle (no task, only its key under the shared feed): one notification
             # makes every one of them try.
             notify_ok(http, event_type, {"n": 1})
-            deadline = time.monotonic() + 300
+            # A bound, not a figure: 10,000 failed attempts took over 300 s beside the rest
+            # of the heavy tier on 2 cores.
+            deadline = time.monotonic() + 900
             while attempts(metrics) < COUNT:
                 assert time.monotonic() < deadline, f"{attempts(metrics)} attempts"
                 time.sleep(2)
