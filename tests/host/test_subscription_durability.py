@@ -83,6 +83,16 @@ def pull(http: httpx.Client, name: str, count: int) -> list[tuple[int, int]]:
     """(sequence, n) of the next ``count`` notifications of the subscription's events."""
     found: list[tuple[int, int]] = []
     url = f"{SUBSCRIPTIONS}/{name}/events"
+    # A client reconnects while the stream cannot be opened yet (a new NATS leader elected).
+    deadline = time.monotonic() + TAKEOVER_TIMEOUT
+    while True:
+        with http.stream("GET", url, timeout=STREAM_TIMEOUT) as response:
+            if response.status_code == 200:
+                break
+            refused = response.read()
+        assert b"SSE_STREAM_INITIALIZATION_FAILED" in refused, refused
+        assert time.monotonic() < deadline, refused
+        time.sleep(0.5)
     with http.stream("GET", url, timeout=STREAM_TIMEOUT) as response:
         assert response.status_code == 200, response.read()
         buffer = ""
