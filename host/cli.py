@@ -281,46 +281,6 @@ def _plugin_document(plugin: PluginInfo) -> dict[str, Any]:
     }
 
 
-@main.group("plugin")
-def plugin_tools() -> None:
-    """Tools for plugin authors."""
-
-
-@plugin_tools.command("new")
-@click.argument("name")
-@click.option(
-    "--kind",
-    required=True,
-    type=click.Choice(
-        ["field-handler", "auth", "authoriser", "backend", "sink", "delivery", "command"]
-    ),
-    help="What the plugin provides.",
-)
-@click.option(
-    "--directory",
-    type=click.Path(file_okay=False),
-    default=".",
-    show_default=True,
-    help="Where to create the package folder NAME.",
-)
-def new_plugin(name: str, kind: str, directory: str) -> None:
-    """Write a plugin package NAME (a distribution name such as aviso-colour): pyproject.toml
-    with the entry point, the plugin, tests using the testing kit, and a README.
-
-    It installs and passes its tests as written: `pip install -e 'NAME[test]'` and
-    `python -m pytest` in NAME."""
-    from pathlib import Path
-
-    from aviso_host.plugins import discover
-    from aviso_host.starter import StarterError, create_package
-
-    try:
-        target = create_package(name, kind, Path(directory), discover(tolerant=True))
-    except StarterError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(f"created {target}")
-
-
 @main.group()
 def config() -> None:
     """Configuration tools."""

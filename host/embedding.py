@@ -1,6 +1,7 @@
 """The host as applications built on it use it: the one module of ``aviso_host`` that the
-Spark data source, the load tests and the plugin testing kit import (an import-linter contract
-in pyproject.toml holds them to it), so the rest of the host can change without breaking them.
+Spark data source, the load tests, the plugin starter and the plugin testing kit import (an
+import-linter contract in pyproject.toml holds them to it), so the rest of the host can change
+without breaking them.
 
 Configuration (``load_settings`` as ``aviso-server serve`` reads it, ``settings_from_document``,
 ``ConfigError`` worded as ``config check`` words it), plugin discovery, the application and the
@@ -19,20 +20,23 @@ if TYPE_CHECKING:
     from aviso_host.config import ConfigError, Settings, load_settings, settings_from_document
     from aviso_host.config.loader import CONFIG_FILE_ENV, deep_merge
     from aviso_host.config.redact import mask_url_credentials
+    from aviso_host.config.settings import SubscriptionSettings
     from aviso_host.identifiers import CatalogPlanner
-    from aviso_host.plugins import PluginError, PluginRegistry, discover
+    from aviso_host.plugins import HOST_COMMANDS, PluginError, PluginRegistry, discover
     from aviso_host.server import AvisoServer, uvicorn_config
     from aviso_host.service import build_backend
     from aviso_host.sinks import build_sink, catalog_planner
 
 __all__ = [
     "CONFIG_FILE_ENV",
+    "HOST_COMMANDS",
     "AvisoServer",
     "CatalogPlanner",
     "ConfigError",
     "PluginError",
     "PluginRegistry",
     "Settings",
+    "SubscriptionSettings",
     "build_backend",
     "build_sink",
     "catalog_planner",
@@ -47,12 +51,14 @@ __all__ = [
 
 _HOMES = {
     "CONFIG_FILE_ENV": "aviso_host.config.loader",
+    "HOST_COMMANDS": "aviso_host.plugins",
     "AvisoServer": "aviso_host.server",
     "CatalogPlanner": "aviso_host.identifiers",
     "ConfigError": "aviso_host.config",
     "PluginError": "aviso_host.plugins",
     "PluginRegistry": "aviso_host.plugins",
     "Settings": "aviso_host.config",
+    "SubscriptionSettings": "aviso_host.config.settings",
     "build_backend": "aviso_host.service",
     "build_sink": "aviso_host.sinks",
     "catalog_planner": "aviso_host.sinks",

@@ -44,7 +44,7 @@ from aviso_plugins.types import (
 
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
 # Names of the host's own subcommands: a plugin command may not take them.
-HOST_COMMANDS = frozenset({"serve", "plugins", "plugin", "config"})
+HOST_COMMANDS = frozenset({"serve", "plugins", "config"})
 
 
 class PluginError(RuntimeError):

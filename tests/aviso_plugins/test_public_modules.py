@@ -76,7 +76,7 @@ NOT_PLUGIN_API = re.compile(
 def shown_to_plugin_authors() -> list[Path]:
     return sorted(
         [
-            *(ROOT / "host" / "templates" / "plugin").rglob("*.tmpl"),
+            *(ROOT / "plugins" / "starter" / "templates" / "plugin").rglob("*.tmpl"),
             ROOT / "docs" / "plugins.md",
             *(ROOT / "tests" / "fixtures").rglob("*.py"),
         ]

@@ -1,6 +1,6 @@
 """``aviso-server plugin new``: a plugin package that installs and passes its tests as written.
 
-The templates ship inside ``aviso_host`` (``templates/plugin/<kind>/``, plus ``common/`` for
+The templates ship inside this package (``templates/plugin/<kind>/``, plus ``common/`` for
 every kind); ``$``-placeholders (:class:`string.Template`) are filled in from the package
 name. Every package gets a ``pyproject.toml`` registering the plugin in the ``aviso``
 entry-point group, the plugin module (typed, with ``py.typed``), tests written with the
@@ -16,10 +16,13 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
-from aviso_host import BUILTIN_DISTRIBUTION
-from aviso_host.config.settings import SubscriptionSettings
-from aviso_host.plugins import HOST_COMMANDS, PluginRegistry
+if TYPE_CHECKING:
+    from aviso_host.embedding import PluginRegistry
+
+DISTRIBUTION = "aviso-py"
+"""The distribution this plugin ships in: what a generated package requires."""
 
 # kind -> (what the README calls it, registry attribute whose names it must not take)
 KINDS: dict[str, tuple[str, str]] = {
@@ -109,6 +112,9 @@ def create_package(
     ``registry`` (the installed plugins) lets a name another plugin already provides be
     refused now rather than at the first start.
     """
+    # Imported here: adding the command to ``aviso-server`` (every start) imports this module.
+    from aviso_host.embedding import HOST_COMMANDS, SubscriptionSettings
+
     names = names_for(project, kind)
     noun, attribute = KINDS[kind]
     taken = set(getattr(registry, attribute)) if registry is not None else set()
@@ -139,7 +145,7 @@ def create_package(
         "requirement": _requirement(),
     }
     values["usage"] = Template(_USAGE[kind]).substitute(values)
-    templates = files("aviso_host") / "templates" / "plugin"
+    templates = files("aviso_builtins.starter") / "templates" / "plugin"
     outputs = {
         "pyproject.toml": templates / "common" / "pyproject.toml.tmpl",
         "README.md": templates / "common" / "README.md.tmpl",
@@ -154,9 +160,9 @@ def create_package(
 
 def _requirement() -> str:
     """aviso-py from this version up to the next major one."""
-    current = version(BUILTIN_DISTRIBUTION)
+    current = version(DISTRIBUTION)
     major = int(current.split(".")[0])
-    return f"{BUILTIN_DISTRIBUTION}>={current},<{major + 1}"
+    return f"{DISTRIBUTION}>={current},<{major + 1}"
 
 
 def _fill(template: Traversable, values: dict[str, str]) -> str:

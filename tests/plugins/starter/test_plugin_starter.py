@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from aviso_builtins.starter import plugin_tools
+from aviso_builtins.starter.package import KINDS, StarterError, create_package, names_for
 from aviso_host.cli import main
 from aviso_host.plugins import discover
-from aviso_host.starter import KINDS, StarterError, create_package, names_for
 from tests.support.wheels import build_wheel, pip_install, run, virtualenv_with
 
 pytestmark = pytest.mark.heavy
@@ -84,7 +85,7 @@ def test_names_derive_from_the_package_name() -> None:
 
 
 def test_the_command_offers_every_kind() -> None:
-    new = main.commands["plugin"].commands["new"]  # type: ignore[attr-defined]
+    new = plugin_tools.commands["new"]
     (kind,) = [param for param in new.params if param.name == "kind"]
     assert list(kind.type.choices) == list(KINDS)
 
@@ -176,7 +177,7 @@ def test_every_kind_installs_and_passes_its_tests_in_a_fresh_virtualenv(tmp_path
 
 def test_the_plugin_guide_points_to_the_starter_not_to_the_test_tree() -> None:
     """An installed aviso-py has no tests/ folder: what the guide cites must ship."""
-    guide = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    guide = (Path(__file__).resolve().parents[3] / "docs" / "plugins.md").read_text()
     assert "`tests/" not in guide and " tests/" not in guide
     assert "aviso-server plugin new NAME --kind" in guide
     assert "|".join(KINDS) in guide
