@@ -21,7 +21,7 @@ and examples that match their schemas; a route that is not API (a page, a file) 
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
 stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
-(the Swagger UI page rewrites those before rendering, see ``aviso_host.routes.ops``) and the
+(the Swagger UI page rewrites those before rendering, see the ``swagger_ui`` plugin) and the
 event schemas of the streams (``const``, ``if``/``then``, ``contentSchema``), which Swagger UI
 shows without checking.
 """
@@ -66,8 +66,6 @@ NOT_DESCRIBED_PATHS = frozenset(
     {
         "/static/{path:path}",
         "/api-docs/openapi.json",
-        "/swagger-ui/",
-        "/swagger-ui/{file}",
         "/console/{file}",
         "/favicon.ico",
     }

@@ -1,6 +1,5 @@
 """Operational routes: health, readiness, status, landing page, the browser console, static
-files, the OpenAPI document, Swagger UI (its files come with the ``docs`` extra; without it
-``/swagger-ui/`` answers 404 with a page that names the extra).
+files and the OpenAPI document (the built-in plugin ``swagger_ui`` serves Swagger UI over it).
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -51,65 +50,6 @@ _CONSOLE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Content-Type-Options": "nosniff",
 }
-
-# The bundle's own index.html and initializer load the petstore demo; ours replaces them.
-_SWAGGER_UI_EXCLUDED = frozenset({"index.html", "index.j2", "swagger-initializer.js"})
-
-_NO_SWAGGER_UI_PAGE = """\
-<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>aviso API</title></head>
-<body><p>The API browser needs the docs extra: <code>pip install 'aviso-py[docs]'</code>.
-The API description is <a href="../api-docs/openapi.json">api-docs/openapi.json</a>.</p></body>
-</html>
-"""
-
-_SWAGGER_UI_PAGE = """\
-<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>Aviso Notification Service API</title>
-  <link rel="stylesheet" href="swagger-ui.css">
-  <link rel="icon" type="image/png" href="favicon-32x32.png" sizes="32x32">
-  <link rel="icon" type="image/png" href="favicon-16x16.png" sizes="16x16">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="swagger-ui-bundle.js"></script>
-  <script>
-    // This Swagger UI (4.x) refuses OpenAPI 3.1. The document keeps to what 3.0 and 3.1
-    // read alike except nullable types, which 3.1 writes as type lists: rewrite those,
-    // relabel the version, and point "try it out" at this deployment (prefix included).
-    function asOpenApi30(node) {
-      if (Array.isArray(node)) {
-        node.forEach(asOpenApi30);
-      } else if (node !== null && typeof node === "object") {
-        if (Array.isArray(node.type)) {
-          const types = node.type.filter((t) => t !== "null");
-          if (types.length < node.type.length) node.nullable = true;
-          node.type = types[0];
-        }
-        Object.values(node).forEach(asOpenApi30);
-      }
-      return node;
-    }
-    fetch("../api-docs/openapi.json")
-      .then((response) => response.json())
-      .then((spec) => {
-        asOpenApi30(spec);
-        spec.openapi = "3.0.3";
-        spec.servers = [{ url: new URL("..", window.location.href).href }];
-        SwaggerUIBundle({ spec, dom_id: "#swagger-ui", deepLinking: true });
-      })
-      .catch((error) => {
-        document.getElementById("swagger-ui").textContent =
-          "Could not load the API description: " + error;
-      });
-  </script>
-</body>
-</html>
-"""
 
 
 def _hidden(parts: list[str]) -> bool:
@@ -168,7 +108,6 @@ def ops_routes(
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
     document = openapi_document(version, catalog, subscriptions, limits, subscription_limits)
     openapi_json = dumps(document, sort_keys=False).encode()
-    swagger_assets = _swagger_ui_assets()
 
     async def health(request: Request) -> Response:
         body: Health = {"status": "ok"}
@@ -233,20 +172,6 @@ def ops_routes(
     async def openapi(request: Request) -> Response:
         return Response(openapi_json, media_type="application/json")
 
-    async def swagger_ui(request: Request) -> Response:
-        if swagger_assets is None:
-            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
-        return HTMLResponse(_SWAGGER_UI_PAGE)
-
-    async def swagger_asset(request: Request) -> Response:
-        name: str = request.path_params["file"]
-        if swagger_assets is None:
-            return HTMLResponse(_NO_SWAGGER_UI_PAGE, status_code=404)
-        if name == "index.html":
-            return HTMLResponse(_SWAGGER_UI_PAGE)
-        asset = swagger_assets.get(name)
-        return FileResponse(asset) if asset is not None else Response(status_code=404)
-
     return [
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
@@ -257,20 +182,4 @@ def ops_routes(
         Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/static/{path:path}", static, methods=["GET"]),
         Route("/api-docs/openapi.json", openapi, methods=["GET"]),
-        Route("/swagger-ui/", swagger_ui, methods=["GET"]),
-        Route("/swagger-ui/{file}", swagger_asset, methods=["GET"]),
     ]
-
-
-def _swagger_ui_assets() -> dict[str, Path] | None:
-    """Swagger UI's files by name (``None``: the ``docs`` extra is not installed)."""
-    try:
-        import swagger_ui_bundle  # type: ignore[import-untyped]  # ships no type hints
-    except ImportError:
-        return None
-    folder = Path(str(swagger_ui_bundle.swagger_ui_path))
-    return {
-        asset.name: asset
-        for asset in folder.iterdir()
-        if asset.is_file() and asset.name not in _SWAGGER_UI_EXCLUDED
-    }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,39 +175,6 @@ def test_openapi_document(client: TestClient) -> None:
 
 def test_openapi_document_is_valid(client: TestClient) -> None:
     validate(client.get("/api-docs/openapi.json").json())
-
-
-def test_swagger_ui_page(client: TestClient) -> None:
-    response = client.get("/swagger-ui/")
-    assert response.status_code == 200
-    assert response.headers["content-type"] == HTML
-    assert '"../api-docs/openapi.json"' in response.text
-    assert "petstore" not in response.text
-
-
-def test_swagger_ui_asset(client: TestClient) -> None:
-    response = client.get("/swagger-ui/swagger-ui-bundle.js")
-    assert response.status_code == 200
-    assert "javascript" in response.headers["content-type"]
-    assert len(response.content) > 100_000
-
-
-def test_without_the_docs_extra_swagger_ui_names_it(
-    static_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "swagger_ui_bundle", None)  # as if not installed
-    app = Starlette(routes=ops_routes(str(static_dir), VERSION))
-    with TestClient(app) as client:
-        for path in ("/swagger-ui/", "/swagger-ui/swagger-ui-bundle.js"):
-            response = client.get(path)
-            assert response.status_code == 404
-            assert "pip install 'aviso-py[docs]'" in response.text
-        assert client.get("/api-docs/openapi.json").status_code == 200
-
-
-def test_swagger_ui_demo_initializer_is_not_served(client: TestClient) -> None:
-    assert client.get("/swagger-ui/swagger-initializer.js").status_code == 404
-    assert client.get("/swagger-ui/nope.js").status_code == 404
 
 
 def test_home_links_the_console_and_reads_the_status(client: TestClient) -> None:
