@@ -160,6 +160,6 @@ def aviso_commands() -> Iterable[click.Command]:
 
     Called whenever ``aviso-server`` starts, including for ``serve``: keep the module that
     implements this import-light and import heavy dependencies inside the command function.
-    A name used by the host (``serve``, ``plugins``, ``plugin``, ``config``) or by another plugin
-    fails startup.
+    A name used by the host (``serve``, ``plugins``, ``config``) or by another plugin (``plugin``:
+    the built-in starter's) fails startup.
     """
