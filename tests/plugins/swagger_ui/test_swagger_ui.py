@@ -4,26 +4,16 @@ API description from, on a bare Starlette app (no aviso middleware)."""
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
-from starlette.exceptions import StarletteDeprecationWarning
 from starlette.routing import BaseRoute
 
 from aviso_builtins.swagger_ui.pages import routes
 from aviso_host.routes.ops import ops_routes
-
-with warnings.catch_warnings():
-    # Starlette 1.x prefers httpx2 and warns (an error under our pytest settings) when it
-    # falls back to httpx; either client serves these tests equally well.
-    warnings.simplefilter("ignore", StarletteDeprecationWarning)
-    from starlette.testclient import TestClient
-
-VERSION = "9.9.9"
-HTML = "text/html; charset=utf-8"
+from tests.host.routes.test_ops_routes import HTML, VERSION, TestClient
 
 
 def _routes(static_dir: Path) -> list[BaseRoute]:
@@ -33,9 +23,7 @@ def _routes(static_dir: Path) -> list[BaseRoute]:
 
 @pytest.fixture
 def static_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "static"
-    root.mkdir()
-    return root
+    return tmp_path
 
 
 @pytest.fixture
