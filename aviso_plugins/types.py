@@ -27,6 +27,7 @@ from aviso_plugins.consumers import (
     ConsumerMetrics,
     NotificationConsumer,
     NotificationPublisher,
+    RecordReader,
 )
 from aviso_plugins.deliveries import (
     DeliveryAttempt,
@@ -109,6 +110,7 @@ __all__ = [
     "NotificationPublisher",
     "PlannedNotification",
     "PreparedDelivery",
+    "RecordReader",
     "RequestHeaders",
     "SharedResources",
     "Sink",

@@ -34,7 +34,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -50,6 +49,8 @@ logger = logging.getLogger("aviso.completion")
 COMPLETE, INCOMPLETE = "complete", "incomplete"
 COMPLETED_KEPT = 10_000
 """Closed groups remembered in memory; older ones are looked up in the shared state."""
+IDS_KEPT = 100_000
+"""Group ids remembered by rule and values (computing one is a hash of its values)."""
 PAGE_READS = 1_000
 """Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
@@ -67,24 +68,83 @@ def moment(record: StoredNotification) -> dict[str, Any]:
     return {"sequence": record.sequence, "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
 
 
-@dataclass(slots=True)
 class Group:
-    source: str
-    values: dict[str, Any]
-    members: list[str]
-    first: dict[str, Any]
-    last: dict[str, Any]
-    deadline: float
-    """Seconds since the epoch: the first member's storage time plus the rule's deadline."""
-    incomplete: bool = False
-    revision: int | None = field(default=None, compare=False)
+    """One open group, as this process counts it (its members a set, its latest member's
+    time formatted only when written or shown)."""
+
+    __slots__ = (
+        "_last",
+        "_last_seen",
+        "deadline",
+        "first",
+        "incomplete",
+        "members",
+        "revision",
+        "source",
+        "values",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        values: dict[str, Any],
+        members: set[str],
+        first: dict[str, Any],
+        last: dict[str, Any],
+        deadline: float,
+        incomplete: bool = False,
+        revision: int | None = None,
+    ) -> None:
+        self.source = source
+        self.values = values
+        self.members = members
+        self.first = first
+        self._last = last
+        self._last_seen: StoredNotification | None = None
+        self.deadline = deadline
+        """Seconds since the epoch: the first member's storage time plus the rule's deadline."""
+        self.incomplete = incomplete
+        self.revision = revision
+        """The revision of the group's entry this process last read or wrote (``None``:
+        not written yet)."""
+
+    @classmethod
+    def started_by(
+        cls, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
+    ) -> Group:
+        first = moment(record)
+        deadline = record.time_ns / 1e9 + rule.deadline_seconds
+        return cls(rule.source, values, {member}, first, first, deadline)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """The latest member counted: its ``sequence`` and ``time``."""
+        if self._last_seen is not None:
+            self._last = moment(self._last_seen)
+            self._last_seen = None
+        return self._last
+
+    def count(self, member: str, record: StoredNotification) -> None:
+        self.members.add(member)
+        self._last_seen = record
+
+    def merge(self, other: Group) -> None:
+        """Take in what another holder wrote (``other``, read since): members seen by
+        either count."""
+        self.members |= other.members
+        self.incomplete = self.incomplete or other.incomplete
+        if other.first["sequence"] < self.first["sequence"]:
+            self.first = other.first
+        if other.last["sequence"] > self.last["sequence"]:
+            self._last = other.last
+        self.revision = other.revision
 
     def encode(self) -> bytes:
         return json.dumps(
             {
                 "source": self.source,
                 "values": self.values,
-                "members": self.members,
+                "members": sorted(self.members),
                 "first": self.first,
                 "last": self.last,
                 "deadline": self.deadline,
@@ -98,7 +158,7 @@ class Group:
         return cls(
             document["source"],
             document["values"],
-            document["members"],
+            set(document["members"]),
             document["first"],
             document["last"],
             document["deadline"],
@@ -130,6 +190,10 @@ class CompletionConsumer(NotificationConsumer):
         self._groups: dict[str, Group] = {}
         self._open: dict[str, int] = {}
         """Open groups held, per source event type."""
+        self._unwritten: set[str] = set()
+        """Held groups counted since their last write (written at the next checkpoint)."""
+        self._ids: dict[tuple[Any, ...], str] = {}
+        """Group ids of groups lately seen, by their rule and values."""
         self._completed: OrderedDict[str, None] = OrderedDict()
         """Groups this process closed lately (a late copy of a member needs no read)."""
         self._deadlines: list[tuple[float, str]] = []
@@ -165,16 +229,17 @@ class CompletionConsumer(NotificationConsumer):
         """This process is the active one: load the open groups, publish what a previous
         holder claimed but did not publish, and start the deadline timer."""
         self._forget_held()
+        unsettled = []
         for key in await self._state.keys("p."):
             try:
                 await self._settle(key)
             except Exception:
-                # Not a reason to refuse to start (the consumer starts with the server):
-                # its group, still open, is finished again below.
+                # Not a reason to refuse to start (the consumer starts with the server).
                 logger.exception(
-                    "completion event not published; tried again with its group",
+                    "completion event not published; tried again in a second",
                     extra={"event": "completion.publish_failed"},
                 )
+                unsettled.append(key)
         for key in await self._state.keys("g."):
             entry = await self._state.get(key)
             if entry is None:
@@ -189,9 +254,11 @@ class CompletionConsumer(NotificationConsumer):
                 heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
             elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
-        self._timer = asyncio.create_task(self._run_deadlines())
+        self._timer = asyncio.create_task(self._run_deadlines(unsettled))
 
     async def close(self) -> None:
+        """Groups counted since the last checkpoint are not written: their notifications
+        are handed over again to the next holder (the position did not move past them)."""
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
@@ -202,11 +269,13 @@ class CompletionConsumer(NotificationConsumer):
         """What only the active process may trust: another may write in between."""
         self._groups.clear()
         self._open.clear()
+        self._unwritten.clear()
         self._completed.clear()
         self._deadlines.clear()
 
     def _drop(self, gid: str) -> None:
         group = self._groups.pop(gid, None)
+        self._unwritten.discard(gid)
         if group is not None:
             self._open[group.source] -= 1
 
@@ -215,6 +284,19 @@ class CompletionConsumer(NotificationConsumer):
             self._open[group.source] = self._open.get(group.source, 0) + 1
         self._groups[gid] = group
 
+    def _group_id(self, rule: CompletionRule, values: dict[str, Any]) -> str:
+        # Keyed by each value's type too: 1, 1.0 and True are equal keys, not equal values.
+        try:
+            key = (rule.source, *[(type(value), value) for value in values.values()])
+            gid = self._ids.get(key)
+        except TypeError:  # a value that cannot be a key (a list): hashed each time
+            return group_id(rule.source, values)
+        if gid is None:
+            if len(self._ids) >= IDS_KEPT:
+                self._ids.clear()
+            gid = self._ids[key] = group_id(rule.source, values)
+        return gid
+
     async def consume(self, notification: ConsumedNotification) -> None:
         rule = self.rules.get(notification.event_type)
         if rule is None:
@@ -222,65 +304,81 @@ class CompletionConsumer(NotificationConsumer):
         identifier = notification.identifier
         if rule.member not in identifier or any(f not in identifier for f in rule.group_by):
             return
-        values = {name: identifier[name] for name in rule.group_by}
         member = member_key(identifier[rule.member])
         if not rule.counts(member):
             return
+        values = {name: identifier[name] for name in rule.group_by}
         async with self._lock:
             await self._count(rule, values, member, notification.record)
+
+    async def checkpoint(self) -> None:
+        """Write every group counted since the last checkpoint (once per page and group)."""
+        async with self._lock:
+            for gid in sorted(self._unwritten):
+                group = self._groups.get(gid)
+                if group is not None:
+                    await self._write(gid, group)
+                self._unwritten.discard(gid)
 
     async def _count(
         self, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
     ) -> None:
-        gid = group_id(rule.source, values)
-        # While active this process holds every open group (loaded at start, created since),
-        # so only a group it does not hold can be complete already.
-        if gid not in self._groups and (
-            gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None
-        ):
-            return  # complete already: late copies change nothing
-        for _ in range(WRITE_TRIES):
-            group = self._groups.get(gid)
+        gid = self._group_id(rule, values)
+        group = self._groups.get(gid)
+        if group is None:
+            # While active this process holds every open group (loaded at start, created
+            # since), so only a group it does not hold can be complete already.
+            if gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+                return  # complete already: late copies change nothing
+            group = await self._load(gid)
             if group is None:
-                group = await self._load(gid)
-            if group is not None and member in group.members:
-                return
-            if group is None:
-                group = Group(
-                    rule.source,
-                    values,
-                    [member],
-                    moment(record),
-                    moment(record),
-                    record.time_ns / 1e9 + rule.deadline_seconds,
-                )
-                revision = await self._state.create(f"g.{gid}", group.encode())
-            else:
-                group.members = sorted({*group.members, member})
-                group.last = moment(record)
-                assert group.revision is not None
-                revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
-            if revision is None:
-                self._drop(gid)  # someone else wrote: read again
-                continue
-            created = group.revision is None
-            group.revision = revision
-            self._hold(gid, group)
-            if created:
+                group = Group.started_by(rule, values, member, record)
+                self._hold(gid, group)
+                self._unwritten.add(gid)
                 heapq.heappush(self._deadlines, (group.deadline, gid))
-                self._wake.set()
+                if self._deadlines[0][1] == gid:
+                    self._wake.set()
                 if self._open[rule.source] > rule.max_open_groups:
                     await self._keep_open_groups_bounded(rule)
-            if rule.complete(group.members):
-                try:
-                    await self._finish(rule, gid, group, COMPLETE)
-                except Exception:
-                    # This notification is not handed over again, and its group's later
-                    # copies change nothing: the timer tries again, else the event is lost.
-                    self._retry_soon(gid, group)
-                    raise
+                await self._complete_if_due(rule, gid, group)
+                return
+        if member in group.members:
             return
-        raise RuntimeError(f"group {gid} of {rule.source} kept changing under this consumer")
+        group.count(member, record)
+        self._unwritten.add(gid)
+        await self._complete_if_due(rule, gid, group)
+
+    async def _complete_if_due(self, rule: CompletionRule, gid: str, group: Group) -> None:
+        if gid in self._groups and rule.complete(group.members):
+            try:
+                await self._finish(rule, gid, group, COMPLETE)
+            except Exception:
+                # This notification is not handed over again, and its group's later
+                # copies change nothing: the timer tries again, else the event is lost.
+                self._retry_soon(gid, group)
+                raise
+
+    async def _write(self, gid: str, group: Group) -> None:
+        """Write ``group`` over the revision this process last read or wrote; when another
+        holder wrote it since, keep the members either counted."""
+        key = f"g.{gid}"
+        for _ in range(WRITE_TRIES):
+            if group.revision is None:
+                revision = await self._state.create(key, group.encode())
+            else:
+                revision = await self._state.update(key, group.encode(), group.revision)
+            if revision is not None:
+                group.revision = revision
+                return
+            entry = await self._state.get(key)
+            if entry is None:
+                group.revision = None
+                if await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+                    self._drop(gid)  # another holder completed it
+                    return
+            else:
+                group.merge(Group.decode(entry.value, entry.revision))
+        raise RuntimeError(f"group {gid} of {group.source} kept changing under this consumer")
 
     async def _load(self, gid: str) -> Group | None:
         entry = await self._state.get(f"g.{gid}")
@@ -316,12 +414,8 @@ class CompletionConsumer(NotificationConsumer):
             await self._forget(rule, gid, group)
             return
         group.incomplete = True
-        assert group.revision is not None
-        revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
-        if revision is None:
-            self._drop(gid)
-        else:
-            group.revision = revision
+        await self._write(gid, group)
+        self._unwritten.discard(gid)
 
     async def _forget(self, rule: CompletionRule, gid: str, group: Group) -> None:
         await self._state.delete(f"g.{gid}")
@@ -373,7 +467,19 @@ class CompletionConsumer(NotificationConsumer):
         event["published"] = True
         await self._state.update(key, json.dumps(event).encode(), entry.revision)
 
-    async def _run_deadlines(self) -> None:
+    async def _run_deadlines(self, unsettled: list[str]) -> None:
+        while unsettled:
+            # Events a previous holder claimed, which failed again at start.
+            await asyncio.sleep(1.0)
+            async with self._lock:
+                try:
+                    await self._settle(unsettled[0])
+                    unsettled.pop(0)
+                except Exception:
+                    logger.exception(
+                        "completion event not published; tried again in a second",
+                        extra={"event": "completion.publish_failed"},
+                    )
         while True:
             self._wake.clear()
             if not self._deadlines:

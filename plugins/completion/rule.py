@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +35,8 @@ class CompletionRule:
     expected_values: tuple[Any, ...] | None
     deadline_seconds: float
     max_open_groups: int
+    expected_keys: frozenset[str] | None = None
+    """:func:`member_key` of each of ``expected_values``."""
 
     @classmethod
     def from_value(cls, source: str, value: Mapping[str, Any]) -> CompletionRule:
@@ -51,25 +53,26 @@ class CompletionRule:
             expected_values=expected,
             deadline_seconds=float(value["deadline_seconds"]),
             max_open_groups=int(value.get("max_open_groups", DEFAULT_MAX_OPEN_GROUPS)),
+            expected_keys=frozenset(map(member_key, expected)) if expected else None,
         )
 
     def counts(self, member: str) -> bool:
         """Whether ``member`` (as :func:`member_key` gives it) is one the rule waits for:
         with ``expected_values``, others are not kept (a group would otherwise grow with
         every value a publisher makes up, and never complete once it outgrew the store)."""
-        if self.expected_values is None:
-            return True
-        return member in {member_key(value) for value in self.expected_values}
+        return self.expected_keys is None or member in self.expected_keys
 
-    def missing(self, members: Sequence[str]) -> list[Any] | None:
+    def missing(self, members: Collection[str]) -> list[Any] | None:
         """The expected values not among ``members`` (``None`` without ``expected_values``)."""
         if self.expected_values is None:
             return None
-        seen = set(members)
+        seen = members if isinstance(members, (set, frozenset)) else set(members)
         return [value for value in self.expected_values if member_key(value) not in seen]
 
-    def complete(self, members: Sequence[str]) -> bool:
-        if self.expected_values is None:
+    def complete(self, members: Collection[str]) -> bool:
+        # Distinct members, so fewer than expected cannot be complete: the common case is
+        # answered without looking for the missing ones.
+        if len(members) < self.expected_count or self.expected_values is None:
             return len(members) >= self.expected_count
         return not self.missing(members)
 

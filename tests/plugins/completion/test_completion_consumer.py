@@ -146,6 +146,7 @@ def test_a_new_holder_carries_on_where_the_last_stopped() -> None:
         await first.start()
         for number in range(3):
             await first.consume(member(3, number, number + 1))
+        await first.checkpoint()  # the host moves the position past these three
         await first.close()
         second = consumer(state)
         await second.start()
@@ -154,6 +155,34 @@ def test_a_new_holder_carries_on_where_the_last_stopped() -> None:
         await second.close()
         assert first.context.publisher.events == []
         assert [event[1]["status"] for event in second.context.publisher.events] == ["complete"]
+
+    run(scenario())
+
+
+def test_what_was_counted_since_the_last_checkpoint_is_counted_again_by_the_next_holder() -> None:
+    """Groups are written at checkpoints only: a holder that stops between two hands its
+    page over again (the position did not move), and nothing is published twice."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        first = consumer(state)
+        await first.start()
+        for number in range(2):
+            await first.consume(member(3, number, number + 1))
+        await first.checkpoint()
+        for number in range(2, 5):
+            await first.consume(member(3, number, number + 1))
+        # Complete: published, though the page was not checkpointed before the holder died.
+        await first.close()
+        second = consumer(state)
+        await second.start()
+        for number in range(2, 5):  # the page handed over again
+            await second.consume(member(3, number, number + 1))
+        await second.checkpoint()
+        await second.close()
+        assert [event[1]["status"] for event in first.context.publisher.events] == ["complete"]
+        assert second.context.publisher.events == []
+        assert await state.keys("g.") == []
 
     run(scenario())
 
