@@ -14,6 +14,7 @@ __all__ = [
     "CONSUMER_STARTS",
     "ConsumedNotification",
     "ConsumerContext",
+    "ConsumerHistory",
     "ConsumerMetrics",
     "NotificationConsumer",
     "NotificationPublisher",
@@ -135,6 +136,17 @@ class ConsumerMetrics:
         """``amount`` more ``event``s (a short, fixed name: never a user's or a record's)."""
 
 
+class ConsumerHistory:
+    """What a consumer may ask of the stored history; the host answers from the backend.
+    This base knows nothing, so a consumer built without the host can still ask."""
+
+    async def pruned_through(self, event_type: str) -> int:
+        """The highest sequence of ``event_type`` removed from history (retention, limits,
+        deletes, wipes): every notification up to it is gone. 0 when none was, or when the
+        backend cannot tell."""
+        return 0
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerContext:
     """What the host hands a consumer at construction."""
@@ -151,6 +163,8 @@ class ConsumerContext:
     event type: where a consumer reads its plugin's schema keys (see ``SchemaKey``)."""
     metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
     """Where the consumer counts its own events (exported by the host)."""
+    history: ConsumerHistory = field(default_factory=ConsumerHistory)
+    """What the consumer may ask of the stored history (what is no longer retained)."""
 
 
 CONSUMER_STARTS = frozenset({"end", "beginning"})

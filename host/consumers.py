@@ -33,6 +33,7 @@ from aviso_plugins.types import (
     MESSAGE_ID_METADATA,
     ConsumedNotification,
     ConsumerContext,
+    ConsumerHistory,
     ConsumerMetrics,
     NotificationConsumer,
     StartCursor,
@@ -131,6 +132,18 @@ class ExportedConsumerMetrics(ConsumerMetrics):
     def count(self, event: str, amount: int = 1) -> None:
         if self._counter is not None:
             self._counter.labels(self._consumer, event).inc(amount)
+
+
+class BackendHistory(ConsumerHistory):
+    """``ConsumerHistory`` answered by the backend, per event type's stream."""
+
+    def __init__(self, backend: StorageBackend, catalog: SchemaCatalog) -> None:
+        self._backend = backend
+        self._catalog = catalog
+
+    async def pruned_through(self, event_type: str) -> int:
+        schema = self._catalog.get(event_type)
+        return 0 if schema is None else await self._backend.pruned_through(schema.base)
 
 
 class Wakeup:
@@ -238,7 +251,12 @@ class ConsumerRunner:
             bucket = f"consumer_{key_segment(name)}"
             state = DeferredState(partial(backend.shared_state, bucket))
             context = ConsumerContext(
-                publisher, event_types, state, schemas, ExportedConsumerMetrics(metrics, name)
+                publisher,
+                event_types,
+                state,
+                schemas,
+                ExportedConsumerMetrics(metrics, name),
+                BackendHistory(backend, catalog),
             )
             self.consumers.append(cls(context))
 

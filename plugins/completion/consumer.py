@@ -6,7 +6,8 @@ Everything is kept in the consumer's shared state, so any worker or instance tha
 consumer over carries on where the last one stopped:
 
 - ``g.<group>``: an open group (its rule's source event type, values, members, first and
-  last notification, whether its incomplete event was published);
+  last notification, whether its incomplete event was published), as of the last
+  checkpoint;
 - ``c.<group>.<status>``: the claim of a group's event of one status, which exactly one
   writer can create; it holds the event as it is published and says whether it was;
 - ``p.<group>.<status>``: an event on its way, written before its claim and removed once
@@ -15,8 +16,14 @@ consumer over carries on where the last one stopped:
   message id and body, which the backend recognises as the same notification. So an event
   is published once a claim exists, and a claim, once there, is never published twice.
 
-Claims are kept (a few hundred bytes per group and status), open groups are bounded by
-each rule's ``max_open_groups``.
+A claim is kept (a few hundred bytes per group and status) while any notification its
+group counted is retained: every ``CLAIMS_SWEEP_SECONDS`` the active process removes those
+whose last counted notification is pruned from the source's history. Open groups are
+bounded by each rule's ``max_open_groups``.
+
+Open groups are counted in memory and written once per page of notifications (at the
+host's checkpoint, before the consumer's position moves past the page): a process that
+stops in between leaves the page to the next holder, which counts it again.
 
 Members are compared as text; a member seen again (a re-published notification, or one
 handed over again after a restart) counts once.
@@ -49,6 +56,8 @@ logger = logging.getLogger("aviso.completion")
 COMPLETE, INCOMPLETE = "complete", "incomplete"
 COMPLETED_KEPT = 10_000
 """Closed groups remembered in memory; older ones are looked up in the shared state."""
+CLAIMS_SWEEP_SECONDS = 600.0
+"""How often the active process removes the claims of groups no longer retained."""
 IDS_KEPT = 100_000
 """Group ids remembered by rule and values (computing one is a hash of its values)."""
 PAGE_READS = 1_000
@@ -199,6 +208,7 @@ class CompletionConsumer(NotificationConsumer):
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.evicted = 0
         """Open groups closed because their rule's ``max_open_groups`` was reached."""
@@ -255,14 +265,16 @@ class CompletionConsumer(NotificationConsumer):
             elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
         self._timer = asyncio.create_task(self._run_deadlines(unsettled))
+        self._sweeper = asyncio.create_task(self._sweep_claims())
 
     async def close(self) -> None:
         """Groups counted since the last checkpoint are not written: their notifications
         are handed over again to the next holder (the position did not move past them)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
-            self._timer = None
+        for task in (self._timer, self._sweeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._timer = self._sweeper = None
         self._forget_held()
 
     def _forget_held(self) -> None:
@@ -406,7 +418,23 @@ class CompletionConsumer(NotificationConsumer):
             )
             if not group.incomplete:
                 await self._claim(rule, gid, group, INCOMPLETE)
+            else:
+                # Members counted since its incomplete event: its claim must stay as long.
+                await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
             await self._forget(rule, gid, group)
+
+    async def _retain_claim(self, key: str, sequence: int) -> None:
+        """Keep the claim ``key`` at least until ``sequence`` is pruned."""
+        for _ in range(WRITE_TRIES):
+            entry = await self._state.get(key)
+            if entry is None:
+                return
+            event = json.loads(entry.value)
+            if event.get("retained_through", 0) >= sequence:
+                return
+            event["retained_through"] = sequence
+            if await self._state.update(key, json.dumps(event).encode(), entry.revision):
+                return
 
     async def _finish(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
         await self._claim(rule, gid, group, status)
@@ -505,6 +533,44 @@ class CompletionConsumer(NotificationConsumer):
                     await self._finish(rule, gid, group, status)
                 except Exception:
                     self._retry_soon(gid, group)
+
+    async def _sweep_claims(self) -> None:
+        while True:
+            await asyncio.sleep(CLAIMS_SWEEP_SECONDS)
+            try:
+                await self.remove_pruned_claims()
+            except Exception:
+                logger.exception(
+                    "claims not swept; tried again later",
+                    extra={"event": "completion.sweep_failed"},
+                )
+
+    async def remove_pruned_claims(self) -> int:
+        """Remove the published claims whose group's counted notifications are all gone
+        from the source's history (the claim's ``last`` sequence is pruned); how many. While
+        one of them is retained its claim stays, so its group's event cannot be published
+        again; once none is, a member published anew starts a new group."""
+        pruned = {
+            source: await self.context.history.pruned_through(source) for source in self.rules
+        }
+        if not any(pruned.values()):
+            return 0  # nothing pruned (or a backend that cannot tell): nothing to list
+        sources = {rule.event_type: source for source, rule in self.rules.items()}
+        removed = 0
+        for key in await self._state.keys("c."):
+            entry = await self._state.get(key)
+            if entry is None:
+                continue
+            event = json.loads(entry.value)
+            source = sources.get(event["event_type"])
+            if source is None or not event["published"]:
+                continue
+            last = max(event["payload"]["last"]["sequence"], event.get("retained_through", 0))
+            if last <= pruned[source]:
+                removed += await self._state.delete(key, entry.revision)
+        if removed:
+            self.context.metrics.count("claim_removed", removed)
+        return removed
 
     def _retry_soon(self, gid: str, group: Group) -> None:
         logger.exception(

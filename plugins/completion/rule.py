@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aviso_plugins.auth import ConfigurationProblem
+from aviso_plugins.fields import InvalidValue
 from aviso_plugins.schema_keys import SchemaKey
 
 __all__ = ["DEFAULT_MAX_OPEN_GROUPS", "STATUSES", "CompletionKey", "CompletionRule", "rules_of"]
@@ -143,6 +144,7 @@ class CompletionKey(SchemaKey):
         for index, expected in enumerate(value.get("expected_values", ())):
             if isinstance(expected, float) and not math.isfinite(expected):
                 raise ConfigurationProblem(("expected_values", index), "must be a finite number")
+        self._check_expected_values(member, identifier[member], value.get("expected_values", ()))
         derived_identifier: dict[str, Any] = {
             name: {**identifier[name], "required": False} for name in value["group_by"]
         }
@@ -162,6 +164,36 @@ class CompletionKey(SchemaKey):
         if isinstance(source_auth, Mapping) and source_auth.get("required"):
             derived["auth"] = derived_auth(source_auth)
         return {value["event_type"]: derived}
+
+    def _check_expected_values(
+        self, member: str, definition: Mapping[str, Any], expected: Sequence[Any]
+    ) -> None:
+        """Each of ``expected`` must be a value the member field's handler accepts, written
+        as the API shows it (members are compared as that text): otherwise the group could
+        never complete."""
+        handler_class = self.field_handlers.get(definition.get("type", ""))
+        if handler_class is None or handler_class.spatial or not expected:
+            return  # an unknown type is the host's error; coordinates are no members
+        try:
+            handler = handler_class(member, {"required": True, **definition})
+        except (ValueError, KeyError, TypeError):
+            return  # a broken field definition is reported by the host, naming the field
+        for index, value in enumerate(expected):
+            text = member_key(value)
+            try:
+                canonical = handler.canonicalise(text)
+            except InvalidValue as exc:
+                raise ConfigurationProblem(
+                    ("expected_values", index),
+                    f"{json.dumps(value)} is not a value of '{member}' "
+                    f"({handler_class.type_name}): {exc.message}",
+                ) from None
+            if canonical != text:
+                raise ConfigurationProblem(
+                    ("expected_values", index),
+                    f"'{member}' ({handler_class.type_name}) shows {json.dumps(value)} as "
+                    f"{json.dumps(canonical)}: write it so",
+                )
 
 
 def derived_auth(source_auth: Mapping[str, Any]) -> dict[str, Any]:
