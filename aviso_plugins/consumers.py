@@ -177,7 +177,7 @@ class NotificationConsumer(ABC):
     For each configured event type the host calls :meth:`consume` once per stored
     notification, in sequence order, one call at a time per event type, then
     :meth:`checkpoint`, and moves the consumer's position past each page of notifications
-    (up to 256: what was stored since the last page, read about 10 ms after the first of
+    (up to 256: what was stored since the last page, read about 20 ms after the first of
     them) once both returned. Delivery is at least once: the notifications of a page that
     was interrupted (a restart, a worker killed) are handed over again, so a consumer that
     publishes passes a ``message_id`` derived from what it consumed. A :meth:`consume` that

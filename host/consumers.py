@@ -50,7 +50,7 @@ BATCH_SIZE = 256
 RETRY_SECONDS = 1.0
 """Wait after a history page, a checkpoint or a live subscription failed, before trying
 again."""
-GATHER_SECONDS = 0.01
+GATHER_SECONDS = 0.02
 """Wait after a wake-up before reading a page, so that a burst of notifies is read as one
 page (one history read, one checkpoint and one position write) instead of one each."""
 

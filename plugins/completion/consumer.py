@@ -314,12 +314,13 @@ class CompletionConsumer(NotificationConsumer):
         if rule is None:
             return
         identifier = notification.identifier
-        if rule.member not in identifier or any(f not in identifier for f in rule.group_by):
-            return
-        member = member_key(identifier[rule.member])
+        try:
+            member = member_key(identifier[rule.member])
+            values = {name: identifier[name] for name in rule.group_by}
+        except KeyError:
+            return  # a field it does not name: no member of any group
         if not rule.counts(member):
             return
-        values = {name: identifier[name] for name in rule.group_by}
         async with self._lock:
             await self._count(rule, values, member, notification.record)
 
@@ -446,7 +447,8 @@ class CompletionConsumer(NotificationConsumer):
         self._unwritten.discard(gid)
 
     async def _forget(self, rule: CompletionRule, gid: str, group: Group) -> None:
-        await self._state.delete(f"g.{gid}")
+        if group.revision is not None:  # else never written
+            await self._state.delete(f"g.{gid}")
         self._drop(gid)
         self._completed[gid] = None
         if len(self._completed) > COMPLETED_KEPT:
@@ -469,31 +471,40 @@ class CompletionConsumer(NotificationConsumer):
             "published": False,
         }
         pending = f"p.{gid}.{status}"
-        await self._state.put(pending, json.dumps(event).encode())
-        await self._settle(pending)
+        value = json.dumps(event).encode()
+        await self._state.put(pending, value)
+        await self._settle(pending, value)
 
-    async def _settle(self, pending: str) -> None:
-        """Claim the event ``pending`` holds unless it is claimed, publish the claim's event
-        unless it was, and remove ``pending``."""
-        entry = await self._state.get(pending)
-        if entry is not None:
-            claim = "c." + pending.removeprefix("p.")
-            await self._state.create(claim, entry.value)
-            await self._publish_claim(claim)
-            await self._state.delete(pending)
+    async def _settle(self, pending: str, value: bytes | None = None) -> None:
+        """Claim the event ``pending`` holds (``value``, else read) unless it is claimed,
+        publish the claim's event unless it was, and remove ``pending``."""
+        if value is None:
+            entry = await self._state.get(pending)
+            if entry is None:
+                return
+            value = entry.value
+        claim = "c." + pending.removeprefix("p.")
+        revision = await self._state.create(claim, value)
+        if revision is None:
+            await self._publish_claim(claim)  # claimed before: as it holds
+        else:
+            await self._publish(claim, json.loads(value), revision)
+        await self._state.delete(pending)
 
     async def _publish_claim(self, key: str) -> None:
         entry = await self._state.get(key)
-        if entry is None:
-            return
-        event = json.loads(entry.value)
+        if entry is not None:
+            await self._publish(key, json.loads(entry.value), entry.revision)
+
+    async def _publish(self, key: str, event: dict[str, Any], revision: int) -> None:
+        """Publish the event of the claim ``key`` (at ``revision``) unless it was."""
         if event["published"]:
             return
         await self.context.publisher.publish(
             event["event_type"], event["identifier"], event["payload"], event["message_id"]
         )
         event["published"] = True
-        await self._state.update(key, json.dumps(event).encode(), entry.revision)
+        await self._state.update(key, json.dumps(event).encode(), revision)
 
     async def _run_deadlines(self, unsettled: list[str]) -> None:
         while unsettled:
