@@ -41,7 +41,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
@@ -73,8 +72,9 @@ def group_id(source: str, values: Mapping[str, Any]) -> str:
 
 
 def moment(record: StoredNotification) -> dict[str, Any]:
-    stamp = datetime.fromtimestamp(record.time_ns / 1e9, UTC)
-    return {"sequence": record.sequence, "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+    seconds, nanoseconds = divmod(record.time_ns, 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return {"sequence": record.sequence, "time": f"{stamp}.{nanoseconds // 1000:06d}Z"}
 
 
 class Group:
