@@ -124,6 +124,10 @@ class TopicPattern:
         raw = topic.split(".")
         if len(raw) != len(self.tokens):
             return False
+        if "%" not in topic:  # every token is as decoded
+            return all(
+                want is None or want == token for want, token in zip(self.tokens, raw, strict=True)
+            )
         try:
             # Every token is decoded, wildcard positions included: a topic that cannot be
             # decoded never matches.
