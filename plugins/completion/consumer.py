@@ -321,22 +321,41 @@ class CompletionConsumer(NotificationConsumer):
             return  # a field it does not name: no member of any group
         if not rule.counts(member):
             return
+        gid = self._group_id(rule, values)
+        group = self._groups.get(gid)
+        if group is not None and not self._lock.locked():
+            # The common case, answered without a suspension point (so nothing runs in
+            # between, as under the lock): a member of a held group that cannot complete it.
+            if member in group.members:
+                return
+            if len(group.members) + 1 < rule.expected_count:
+                group.count(member, notification.record)
+                self._unwritten.add(gid)
+                return
         async with self._lock:
-            await self._count(rule, values, member, notification.record)
+            await self._count(rule, gid, values, member, notification.record)
 
     async def checkpoint(self) -> None:
         """Write every group counted since the last checkpoint (once per page and group)."""
         async with self._lock:
             for gid in sorted(self._unwritten):
                 group = self._groups.get(gid)
-                if group is not None:
-                    await self._write(gid, group)
                 self._unwritten.discard(gid)
+                if group is not None:
+                    try:
+                        await self._write(gid, group)
+                    except BaseException:
+                        self._unwritten.add(gid)
+                        raise
 
     async def _count(
-        self, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
+        self,
+        rule: CompletionRule,
+        gid: str,
+        values: dict[str, Any],
+        member: str,
+        record: StoredNotification,
     ) -> None:
-        gid = self._group_id(rule, values)
         group = self._groups.get(gid)
         if group is None:
             # While active this process holds every open group (loaded at start, created
