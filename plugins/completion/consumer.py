@@ -208,7 +208,8 @@ class CompletionConsumer(NotificationConsumer):
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
-        self._sweeper: asyncio.Task[None] | None = None
+        self._helpers: list[asyncio.Task[None]] = []
+        """The claims' sweeper, and what retries the events that failed again at start."""
         self._lock = asyncio.Lock()
         self.evicted = 0
         """Open groups closed because their rule's ``max_open_groups`` was reached."""
@@ -264,17 +265,19 @@ class CompletionConsumer(NotificationConsumer):
                 heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
             elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
-        self._timer = asyncio.create_task(self._run_deadlines(unsettled))
-        self._sweeper = asyncio.create_task(self._sweep_claims())
+        self._timer = asyncio.create_task(self._run_deadlines())
+        self._helpers = [asyncio.create_task(self._sweep_claims())]
+        if unsettled:
+            self._helpers.append(asyncio.create_task(self._settle_later(unsettled)))
 
     async def close(self) -> None:
         """Groups counted since the last checkpoint are not written: their notifications
         are handed over again to the next holder (the position did not move past them)."""
-        for task in (self._timer, self._sweeper):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        self._timer = self._sweeper = None
+        tasks = [*self._helpers, *([self._timer] if self._timer is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._timer, self._helpers = None, []
         self._forget_held()
 
     def _forget_held(self) -> None:
@@ -525,9 +528,10 @@ class CompletionConsumer(NotificationConsumer):
         event["published"] = True
         await self._state.update(key, json.dumps(event).encode(), revision)
 
-    async def _run_deadlines(self, unsettled: list[str]) -> None:
+    async def _settle_later(self, unsettled: list[str]) -> None:
+        """Events a previous holder claimed, whose publish failed again at start: tried
+        every second until published."""
         while unsettled:
-            # Events a previous holder claimed, which failed again at start.
             await asyncio.sleep(1.0)
             async with self._lock:
                 try:
@@ -538,6 +542,8 @@ class CompletionConsumer(NotificationConsumer):
                         "completion event not published; tried again in a second",
                         extra={"event": "completion.publish_failed"},
                     )
+
+    async def _run_deadlines(self) -> None:
         while True:
             self._wake.clear()
             if not self._deadlines:

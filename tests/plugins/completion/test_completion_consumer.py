@@ -389,3 +389,38 @@ def test_an_evicted_group_keeps_its_incomplete_claim_while_its_later_members_are
         await completion.close()
 
     run(scenario())
+
+
+def test_deadlines_pass_while_an_event_claimed_before_keeps_failing() -> None:
+    async def scenario() -> None:
+        state = ProcessLocalState()
+
+        class FailingComplete(Publisher):
+            async def publish(
+                self,
+                event_type: str,
+                identifier: Mapping[str, Any],
+                payload: Any = None,
+                message_id: str | None = None,
+            ) -> StoredNotification:
+                if identifier["status"] == "complete":
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(event_type, identifier, payload, message_id)
+
+        first = consumer(state, FailingComplete(), deadline_seconds=60)
+        await first.start()
+        for number in range(4):
+            await first.consume(member(9, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await first.consume(member(9, 4, 5))
+        await first.close()
+        publisher = FailingComplete()
+        second = consumer(state, publisher, deadline_seconds=60)
+        await second.start()  # the complete event fails again
+        await second.consume(member(12, 0, 6, HOUR_AGO_NS))
+        await publisher.next()
+        await second.close()
+        ((_, identifier, _, _),) = publisher.events
+        assert identifier == {"run": "r1", "step": 12, "status": "incomplete"}
+
+    run(scenario())
