@@ -424,3 +424,30 @@ def test_deadlines_pass_while_an_event_claimed_before_keeps_failing() -> None:
         assert identifier == {"run": "r1", "step": 12, "status": "incomplete"}
 
     run(scenario())
+
+
+def test_two_holders_at_once_keep_the_members_either_counted() -> None:
+    """A holder that lost its lease without knowing it yet may still checkpoint: its
+    compare-and-set fails, and the group written keeps both holders' members."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        old, new = consumer(state), consumer(state)
+        await old.start()
+        for number in (0, 1):
+            await old.consume(member(5, number, number + 1))
+        await old.checkpoint()
+        await new.start()  # takes the group over as written
+        await old.consume(member(5, 2, 3))
+        await old.checkpoint()
+        await new.consume(member(5, 3, 4))
+        await new.checkpoint()
+        ((key,),) = [await state.keys("g.")]
+        written = json.loads((await state.get(key)).value)  # type: ignore[union-attr]
+        assert written["members"] == ["0", "1", "2", "3"]
+        await new.consume(member(5, 4, 5))
+        assert [event[1]["status"] for event in new.context.publisher.events] == ["complete"]
+        await old.close()
+        await new.close()
+
+    run(scenario())
