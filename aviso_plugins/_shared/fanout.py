@@ -104,7 +104,11 @@ class SubscriberIndex(Generic[Subscriber]):
 
 
 def _matches(wanted: tuple[str | None, ...], tokens: tuple[str, ...]) -> bool:
-    """``TopicPattern.matches`` on a topic already decoded."""
-    return len(wanted) == len(tokens) and all(
-        want is None or want == token for want, token in zip(wanted, tokens, strict=True)
-    )
+    """``TopicPattern.matches`` on a topic already decoded (a plain loop: it runs for
+    every publish that has a subscriber)."""
+    if len(wanted) != len(tokens):
+        return False
+    for want, token in zip(wanted, tokens, strict=True):
+        if want is not None and want != token:
+            return False
+    return True
