@@ -302,7 +302,7 @@ class CompletionConsumer(NotificationConsumer):
     def _group_id(self, rule: CompletionRule, values: dict[str, Any]) -> str:
         # Keyed by each value's type too: 1, 1.0 and True are equal keys, not equal values.
         try:
-            key = (rule.source, *[(type(value), value) for value in values.values()])
+            key = (rule.source, *values.values(), *map(type, values.values()))
             gid = self._ids.get(key)
         except TypeError:  # a value that cannot be a key (a list): hashed each time
             return group_id(rule.source, values)
@@ -319,7 +319,11 @@ class CompletionConsumer(NotificationConsumer):
         identifier = notification.identifier
         try:
             member = member_key(identifier[rule.member])
-            values = {name: identifier[name] for name in rule.group_by}
+            # No comprehension: this runs once per notification, and a comprehension is a
+            # call of its own.
+            values = dict(
+                zip(rule.group_by, map(identifier.__getitem__, rule.group_by), strict=True)
+            )
         except KeyError:
             return  # a field it does not name: no member of any group
         if not rule.counts(member):
