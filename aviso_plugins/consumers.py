@@ -77,11 +77,21 @@ class ConsumedNotification:
 
     @classmethod
     def read_lazily(
-        cls, event_type: str, record: StoredNotification, reader: RecordReader
+        cls,
+        event_type: str,
+        record: StoredNotification,
+        reader: RecordReader,
+        identifier: Mapping[str, Any] | None = None,
     ) -> ConsumedNotification:
-        """``record``, each part read by ``reader`` when first asked for."""
-        notification = cls(event_type, record, b"", {}, _UNREAD)
-        notification._cloudevent = notification._identifier = None
+        """``record``, each part read by ``reader`` when first asked for (``identifier``:
+        already read by ``reader``)."""
+        # Not through __init__: the host builds one per notification consumed.
+        notification = object.__new__(cls)
+        notification.event_type = event_type
+        notification.record = record
+        notification._cloudevent = None
+        notification._identifier = identifier
+        notification._payload = _UNREAD
         notification._reader = reader
         return notification
 

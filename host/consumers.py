@@ -462,21 +462,20 @@ class ConsumerRunner:
         reader: SchemaRecordReader,
         record: StoredNotification,
     ) -> None:
-        name = type(consumer).name
-        notification = ConsumedNotification.read_lazily(event_type, record, reader)
         try:
             # Read here, so that a record that cannot be read is passed over as unreadable.
-            _ = notification.identifier
+            identifier = reader.identifier(record)
         except (CloudEventError, ValueError) as exc:
             log_event(
                 "consumer.unreadable",
                 f"notification passed over: {exc}",
                 logging.WARNING,
-                consumer=name,
+                consumer=type(consumer).name,
                 event_type=event_type,
                 sequence=record.sequence,
             )
             return
+        notification = ConsumedNotification.read_lazily(event_type, record, reader, identifier)
         try:
             await consumer.consume(notification)
         except Exception as exc:
@@ -484,7 +483,7 @@ class ConsumerRunner:
                 "consumer.failed",
                 "consumer failed; notification passed over",
                 exc,
-                consumer=name,
+                consumer=type(consumer).name,
                 event_type=event_type,
                 sequence=record.sequence,
             )
