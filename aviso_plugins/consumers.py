@@ -14,25 +14,110 @@ __all__ = [
     "CONSUMER_STARTS",
     "ConsumedNotification",
     "ConsumerContext",
+    "ConsumerHistory",
     "ConsumerMetrics",
     "NotificationConsumer",
     "NotificationPublisher",
+    "RecordReader",
 ]
 
 
-@dataclass(frozen=True, slots=True)
+class RecordReader(Protocol):
+    """How a record's CloudEvent and data are read when a consumer first asks for them;
+    implemented by the host. Each method raises ``ValueError`` for a record that cannot be
+    shown as a CloudEvent."""
+
+    def cloudevent(self, record: StoredNotification) -> bytes:
+        """The CloudEvent JSON a watch delivers for ``record``, byte for byte."""
+        ...
+
+    def identifier(self, record: StoredNotification) -> Mapping[str, Any]:
+        """``data.identifier`` of that CloudEvent."""
+        ...
+
+    def payload(self, record: StoredNotification) -> Any:
+        """``data.payload`` of that CloudEvent."""
+        ...
+
+
+_UNREAD: Any = object()
+
+
 class ConsumedNotification:
-    """One stored notification handed to a :class:`NotificationConsumer`."""
+    """One stored notification handed to a :class:`NotificationConsumer`.
+
+    Built with every part given (``ConsumedNotification(event_type, record, cloudevent,
+    identifier, payload)``), or by the host with :meth:`read_lazily`: then each part is read
+    from the record the first time it is asked for, so a consumer that needs only the
+    identifier pays neither for the CloudEvent's rendering nor for the payload's parsing.
+    Reading a part may raise ``ValueError`` (a record another writer stored that cannot be
+    shown as a CloudEvent): the host logs it as the consumer's failure on that notification.
+    """
+
+    __slots__ = ("_cloudevent", "_identifier", "_payload", "_reader", "event_type", "record")
 
     event_type: str
     record: StoredNotification
     """The record as the backend stored it (``sequence`` counts within its event type)."""
-    cloudevent: bytes
-    """The CloudEvent JSON a watch delivers for it, byte for byte."""
-    identifier: Mapping[str, Any]
-    """``data.identifier`` of that CloudEvent: every field the notification named."""
-    payload: Any
-    """``data.payload`` of that CloudEvent (``None`` when it had none)."""
+
+    def __init__(
+        self,
+        event_type: str,
+        record: StoredNotification,
+        cloudevent: bytes,
+        identifier: Mapping[str, Any],
+        payload: Any,
+    ) -> None:
+        self.event_type = event_type
+        self.record = record
+        self._cloudevent: bytes | None = cloudevent
+        self._identifier: Mapping[str, Any] | None = identifier
+        self._payload = payload
+        self._reader: RecordReader | None = None
+
+    @classmethod
+    def read_lazily(
+        cls,
+        event_type: str,
+        record: StoredNotification,
+        reader: RecordReader,
+        identifier: Mapping[str, Any] | None = None,
+    ) -> ConsumedNotification:
+        """``record``, each part read by ``reader`` when first asked for (``identifier``:
+        already read by ``reader``)."""
+        # Not through __init__: the host builds one per notification consumed.
+        notification = object.__new__(cls)
+        notification.event_type = event_type
+        notification.record = record
+        notification._cloudevent = None
+        notification._identifier = identifier
+        notification._payload = _UNREAD
+        notification._reader = reader
+        return notification
+
+    @property
+    def cloudevent(self) -> bytes:
+        """The CloudEvent JSON a watch delivers for it, byte for byte."""
+        if self._cloudevent is None:
+            assert self._reader is not None
+            self._cloudevent = self._reader.cloudevent(self.record)
+        return self._cloudevent
+
+    @property
+    def identifier(self) -> Mapping[str, Any]:
+        """``data.identifier`` of that CloudEvent: every field the notification named."""
+        if self._identifier is None:
+            assert self._reader is not None
+            self._identifier = self._reader.identifier(self.record)
+        return self._identifier
+
+    @property
+    def payload(self) -> Any:
+        """``data.payload`` of that CloudEvent (``None`` when it had none)."""
+        if self._payload is _UNREAD:
+            assert self._reader is not None
+            self._payload = self._reader.payload(self.record)
+        return self._payload
 
 
 class NotificationPublisher(Protocol):
@@ -61,6 +146,17 @@ class ConsumerMetrics:
         """``amount`` more ``event``s (a short, fixed name: never a user's or a record's)."""
 
 
+class ConsumerHistory:
+    """What a consumer may ask of the stored history; the host answers from the backend.
+    This base knows nothing, so a consumer built without the host can still ask."""
+
+    async def pruned_through(self, event_type: str) -> int:
+        """The highest sequence of ``event_type`` removed from history (retention, limits,
+        deletes, wipes): every notification up to it is gone. 0 when none was, or when the
+        backend cannot tell."""
+        return 0
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerContext:
     """What the host hands a consumer at construction."""
@@ -77,6 +173,8 @@ class ConsumerContext:
     event type: where a consumer reads its plugin's schema keys (see ``SchemaKey``)."""
     metrics: ConsumerMetrics = field(default_factory=ConsumerMetrics)
     """Where the consumer counts its own events (exported by the host)."""
+    history: ConsumerHistory = field(default_factory=ConsumerHistory)
+    """What the consumer may ask of the stored history (what is no longer retained)."""
 
 
 CONSUMER_STARTS = frozenset({"end", "beginning"})
@@ -87,9 +185,10 @@ class NotificationConsumer(ABC):
     """Reads the stored notifications from a position the host keeps for it.
 
     For each configured event type the host calls :meth:`consume` once per stored
-    notification, in sequence order, one call at a time per event type, and moves the
-    consumer's position past each page of notifications (up to 256) once :meth:`consume`
-    returned for all of them. Delivery is at least once: the notifications of a page that
+    notification, in sequence order, one call at a time per event type, then
+    :meth:`checkpoint`, and moves the consumer's position past each page of notifications
+    (up to 256: what was stored since the last page, read about 20 ms after the first of
+    them) once both returned. Delivery is at least once: the notifications of a page that
     was interrupted (a restart, a worker killed) are handed over again, so a consumer that
     publishes passes a ``message_id`` derived from what it consumed. A :meth:`consume` that
     raises is logged (``consumer.failed``) and its notification passed over: retrying, dead
@@ -140,3 +239,12 @@ class NotificationConsumer(ABC):
     async def consume(self, notification: ConsumedNotification) -> None:
         """Handle one notification; return when it is handled (the position moves past it
         with its page)."""
+
+    async def checkpoint(self) -> None:
+        """Called once per page, after :meth:`consume` returned for each of its
+        notifications and before the host moves the position past them: write what a
+        restart needs to carry on from that position (a consumer that keeps its work in
+        memory writes it here once per page, not once per notification). Until it returns
+        the position stays where it was: one that raises is logged
+        (``consumer.checkpoint_failed``) and called again a second later, as long as this
+        process is the active one. By default it writes nothing."""

@@ -15,6 +15,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from aviso_plugins.fields import FieldHandler
+
 __all__ = ["RESERVED_SCHEMA_KEYS", "SchemaKey"]
 
 RESERVED_SCHEMA_KEYS = frozenset(
@@ -33,7 +35,9 @@ RESERVED_SCHEMA_KEYS = frozenset(
 
 class SchemaKey(ABC):
     """One key of ``notification_schema.<event type>``, provided by the
-    ``aviso_schema_keys`` hook. Constructed once per configuration check, without arguments.
+    ``aviso_schema_keys`` hook. Constructed once per configuration check with the field
+    handler classes of every plugin, by ``type_name``, so that a key can check a value
+    against the handler of the field it names (:attr:`field_handlers`).
     """
 
     key: ClassVar[str]
@@ -41,6 +45,10 @@ class SchemaKey(ABC):
 
     options_schema: ClassVar[Mapping[str, Any]] = {"type": "object"}
     """JSON Schema of the key's value, checked before :meth:`derived_schemas` sees it."""
+
+    def __init__(self, field_handlers: Mapping[str, type[FieldHandler]] | None = None) -> None:
+        self.field_handlers: Mapping[str, type[FieldHandler]] = field_handlers or {}
+        """Field handler classes by ``type_name`` (an identifier field's ``type``)."""
 
     @abstractmethod
     def derived_schemas(

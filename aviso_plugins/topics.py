@@ -124,6 +124,11 @@ class TopicPattern:
         raw = topic.split(".")
         if len(raw) != len(self.tokens):
             return False
+        if "%" not in topic:  # every token is as decoded
+            for want, token in zip(self.tokens, raw, strict=True):
+                if want is not None and want != token:
+                    return False
+            return True
         try:
             # Every token is decoded, wildcard positions included: a topic that cannot be
             # decoded never matches.

@@ -24,9 +24,11 @@ from aviso_plugins.consumers import (
     CONSUMER_STARTS,
     ConsumedNotification,
     ConsumerContext,
+    ConsumerHistory,
     ConsumerMetrics,
     NotificationConsumer,
     NotificationPublisher,
+    RecordReader,
 )
 from aviso_plugins.deliveries import (
     DeliveryAttempt,
@@ -92,6 +94,7 @@ __all__ = [
     "ConstraintPredicate",
     "ConsumedNotification",
     "ConsumerContext",
+    "ConsumerHistory",
     "ConsumerMetrics",
     "DeliveryAttempt",
     "DeliveryKind",
@@ -109,6 +112,7 @@ __all__ = [
     "NotificationPublisher",
     "PlannedNotification",
     "PreparedDelivery",
+    "RecordReader",
     "RequestHeaders",
     "SharedResources",
     "Sink",

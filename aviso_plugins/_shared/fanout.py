@@ -26,9 +26,25 @@ class SubscriberIndex(Generic[Subscriber]):
         self._by_prefix: dict[
             tuple[str, ...], dict[tuple[str | None, ...], dict[Subscriber, TopicPattern]]
         ] = {}
+        # How many prefixes of each length are filed, and those lengths in ascending order:
+        # a publish looks its topic up at these lengths only.
+        self._lengths: dict[int, int] = {}
+        self._ordered_lengths: tuple[int, ...] = ()
+
+    def _count_prefix(self, length: int, change: int) -> None:
+        count = self._lengths.get(length, 0) + change
+        if count:
+            self._lengths[length] = count
+        else:
+            del self._lengths[length]
+        self._ordered_lengths = tuple(sorted(self._lengths))
 
     def add(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
-        groups = self._by_prefix.setdefault(pattern.literal_prefix, {})
+        prefix = pattern.literal_prefix
+        groups = self._by_prefix.get(prefix)
+        if groups is None:
+            groups = self._by_prefix[prefix] = {}
+            self._count_prefix(len(prefix), 1)
         groups.setdefault(pattern.tokens, {})[subscriber] = pattern
 
     def discard(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
@@ -43,6 +59,7 @@ class SubscriberIndex(Generic[Subscriber]):
                 del groups[pattern.tokens]
                 if not groups:
                     del self._by_prefix[prefix]
+                    self._count_prefix(len(prefix), -1)
 
     def candidates(self, topic: str) -> list[Subscriber]:
         """Every subscriber whose literal prefix starts the encoded ``topic``."""
@@ -66,12 +83,17 @@ class SubscriberIndex(Generic[Subscriber]):
         matched once per call, so 10,000 watchers of one pattern cost one match, not
         10,000.
         """
+        if not self._by_prefix:
+            return []
         try:
-            tokens = decode_topic(topic)
+            # Without an escape every token is as decoded (the per-token check, once).
+            tokens = tuple(topic.split(".")) if "%" not in topic else decode_topic(topic)
         except TopicDecodeError:
             return []  # an undecodable topic matches no pattern
         found: list[Subscriber] = []
-        for depth in range(len(tokens) + 1):
+        for depth in self._ordered_lengths:
+            if depth > len(tokens):
+                break
             groups = self._by_prefix.get(tokens[:depth])
             if not groups:
                 continue
@@ -82,7 +104,11 @@ class SubscriberIndex(Generic[Subscriber]):
 
 
 def _matches(wanted: tuple[str | None, ...], tokens: tuple[str, ...]) -> bool:
-    """``TopicPattern.matches`` on a topic already decoded."""
-    return len(wanted) == len(tokens) and all(
-        want is None or want == token for want, token in zip(wanted, tokens, strict=True)
-    )
+    """``TopicPattern.matches`` on a topic already decoded (a plain loop: it runs for
+    every publish that has a subscriber)."""
+    if len(wanted) != len(tokens):
+        return False
+    for want, token in zip(wanted, tokens, strict=True):
+        if want is not None and want != token:
+            return False
+    return True

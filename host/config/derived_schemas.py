@@ -24,7 +24,7 @@ def with_derived_schemas(
                 continue
             path = ("notification_schema", event_type, key)
             try:
-                added = cls().derived_schemas(event_type, entry, entry[key])
+                added = cls(registry.field_handlers).derived_schemas(event_type, entry, entry[key])
             except ConfigurationProblem as problem:
                 raise at((*path, *problem.path), problem.message) from None
             for name, added_entry in added.items():

@@ -6,7 +6,8 @@ Everything is kept in the consumer's shared state, so any worker or instance tha
 consumer over carries on where the last one stopped:
 
 - ``g.<group>``: an open group (its rule's source event type, values, members, first and
-  last notification, whether its incomplete event was published);
+  last notification, whether its incomplete event was published), as of the last
+  checkpoint;
 - ``c.<group>.<status>``: the claim of a group's event of one status, which exactly one
   writer can create; it holds the event as it is published and says whether it was;
 - ``p.<group>.<status>``: an event on its way, written before its claim and removed once
@@ -15,8 +16,14 @@ consumer over carries on where the last one stopped:
   message id and body, which the backend recognises as the same notification. So an event
   is published once a claim exists, and a claim, once there, is never published twice.
 
-Claims are kept (a few hundred bytes per group and status), open groups are bounded by
-each rule's ``max_open_groups``.
+A claim is kept (a few hundred bytes per group and status) while any notification its
+group counted is retained: every ``CLAIMS_SWEEP_SECONDS`` the active process removes those
+whose last counted notification is pruned from the source's history. Open groups are
+bounded by each rule's ``max_open_groups``.
+
+Open groups are counted in memory and written once per page of notifications (at the
+host's checkpoint, before the consumer's position moves past the page): a process that
+stops in between leaves the page to the next holder, which counts it again.
 
 Members are compared as text; a member seen again (a re-published notification, or one
 handed over again after a restart) counts once.
@@ -34,8 +41,6 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
@@ -50,6 +55,10 @@ logger = logging.getLogger("aviso.completion")
 COMPLETE, INCOMPLETE = "complete", "incomplete"
 COMPLETED_KEPT = 10_000
 """Closed groups remembered in memory; older ones are looked up in the shared state."""
+CLAIMS_SWEEP_SECONDS = 600.0
+"""How often the active process removes the claims of groups no longer retained."""
+IDS_KEPT = 100_000
+"""Group ids remembered by rule and values (computing one is a hash of its values)."""
 PAGE_READS = 1_000
 """Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
@@ -63,28 +72,88 @@ def group_id(source: str, values: Mapping[str, Any]) -> str:
 
 
 def moment(record: StoredNotification) -> dict[str, Any]:
-    stamp = datetime.fromtimestamp(record.time_ns / 1e9, UTC)
-    return {"sequence": record.sequence, "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+    seconds, nanoseconds = divmod(record.time_ns, 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    return {"sequence": record.sequence, "time": f"{stamp}.{nanoseconds // 1000:06d}Z"}
 
 
-@dataclass(slots=True)
 class Group:
-    source: str
-    values: dict[str, Any]
-    members: list[str]
-    first: dict[str, Any]
-    last: dict[str, Any]
-    deadline: float
-    """Seconds since the epoch: the first member's storage time plus the rule's deadline."""
-    incomplete: bool = False
-    revision: int | None = field(default=None, compare=False)
+    """One open group, as this process counts it (its members a set, its latest member's
+    time formatted only when written or shown)."""
+
+    __slots__ = (
+        "_last",
+        "_last_seen",
+        "deadline",
+        "first",
+        "incomplete",
+        "members",
+        "revision",
+        "source",
+        "values",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        values: dict[str, Any],
+        members: set[str],
+        first: dict[str, Any],
+        last: dict[str, Any],
+        deadline: float,
+        incomplete: bool = False,
+        revision: int | None = None,
+    ) -> None:
+        self.source = source
+        self.values = values
+        self.members = members
+        self.first = first
+        self._last = last
+        self._last_seen: StoredNotification | None = None
+        self.deadline = deadline
+        """Seconds since the epoch: the first member's storage time plus the rule's deadline."""
+        self.incomplete = incomplete
+        self.revision = revision
+        """The revision of the group's entry this process last read or wrote (``None``:
+        not written yet)."""
+
+    @classmethod
+    def started_by(
+        cls, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
+    ) -> Group:
+        first = moment(record)
+        deadline = record.time_ns / 1e9 + rule.deadline_seconds
+        return cls(rule.source, values, {member}, first, first, deadline)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        """The latest member counted: its ``sequence`` and ``time``."""
+        if self._last_seen is not None:
+            self._last = moment(self._last_seen)
+            self._last_seen = None
+        return self._last
+
+    def count(self, member: str, record: StoredNotification) -> None:
+        self.members.add(member)
+        self._last_seen = record
+
+    def merge(self, other: Group) -> None:
+        """Take in what another holder wrote (``other``, read since): members seen by
+        either count."""
+        self.members |= other.members
+        self.incomplete = self.incomplete or other.incomplete
+        if other.first["sequence"] < self.first["sequence"]:
+            self.first = other.first
+        if other.last["sequence"] > self.last["sequence"]:
+            self._last = other.last
+        self.revision = other.revision
 
     def encode(self) -> bytes:
         return json.dumps(
             {
                 "source": self.source,
                 "values": self.values,
-                "members": self.members,
+                "members": sorted(self.members),
                 "first": self.first,
                 "last": self.last,
                 "deadline": self.deadline,
@@ -98,7 +167,7 @@ class Group:
         return cls(
             document["source"],
             document["values"],
-            document["members"],
+            set(document["members"]),
             document["first"],
             document["last"],
             document["deadline"],
@@ -130,11 +199,17 @@ class CompletionConsumer(NotificationConsumer):
         self._groups: dict[str, Group] = {}
         self._open: dict[str, int] = {}
         """Open groups held, per source event type."""
+        self._unwritten: set[str] = set()
+        """Held groups counted since their last write (written at the next checkpoint)."""
+        self._ids: dict[tuple[Any, ...], str] = {}
+        """Group ids of groups lately seen, by their rule and values."""
         self._completed: OrderedDict[str, None] = OrderedDict()
         """Groups this process closed lately (a late copy of a member needs no read)."""
         self._deadlines: list[tuple[float, str]] = []
         self._wake = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
+        self._helpers: list[asyncio.Task[None]] = []
+        """The claims' sweeper, and what retries the events that failed again at start."""
         self._lock = asyncio.Lock()
         self.evicted = 0
         """Open groups closed because their rule's ``max_open_groups`` was reached."""
@@ -165,16 +240,17 @@ class CompletionConsumer(NotificationConsumer):
         """This process is the active one: load the open groups, publish what a previous
         holder claimed but did not publish, and start the deadline timer."""
         self._forget_held()
+        unsettled = []
         for key in await self._state.keys("p."):
             try:
                 await self._settle(key)
             except Exception:
-                # Not a reason to refuse to start (the consumer starts with the server):
-                # its group, still open, is finished again below.
+                # Not a reason to refuse to start (the consumer starts with the server).
                 logger.exception(
-                    "completion event not published; tried again with its group",
+                    "completion event not published; tried again in a second",
                     extra={"event": "completion.publish_failed"},
                 )
+                unsettled.append(key)
         for key in await self._state.keys("g."):
             entry = await self._state.get(key)
             if entry is None:
@@ -190,23 +266,31 @@ class CompletionConsumer(NotificationConsumer):
             elif not group.incomplete:
                 heapq.heappush(self._deadlines, (group.deadline, gid))
         self._timer = asyncio.create_task(self._run_deadlines())
+        self._helpers = [asyncio.create_task(self._sweep_claims())]
+        if unsettled:
+            self._helpers.append(asyncio.create_task(self._settle_later(unsettled)))
 
     async def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
-            self._timer = None
+        """Groups counted since the last checkpoint are not written: their notifications
+        are handed over again to the next holder (the position did not move past them)."""
+        tasks = [*self._helpers, *([self._timer] if self._timer is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._timer, self._helpers = None, []
         self._forget_held()
 
     def _forget_held(self) -> None:
         """What only the active process may trust: another may write in between."""
         self._groups.clear()
         self._open.clear()
+        self._unwritten.clear()
         self._completed.clear()
         self._deadlines.clear()
 
     def _drop(self, gid: str) -> None:
         group = self._groups.pop(gid, None)
+        self._unwritten.discard(gid)
         if group is not None:
             self._open[group.source] -= 1
 
@@ -215,72 +299,125 @@ class CompletionConsumer(NotificationConsumer):
             self._open[group.source] = self._open.get(group.source, 0) + 1
         self._groups[gid] = group
 
+    def _group_id(self, rule: CompletionRule, values: dict[str, Any]) -> str:
+        # Keyed by each value's type too: 1, 1.0 and True are equal keys, not equal values.
+        try:
+            key = (rule.source, *values.values(), *map(type, values.values()))
+            gid = self._ids.get(key)
+        except TypeError:  # a value that cannot be a key (a list): hashed each time
+            return group_id(rule.source, values)
+        if gid is None:
+            if len(self._ids) >= IDS_KEPT:
+                self._ids.clear()
+            gid = self._ids[key] = group_id(rule.source, values)
+        return gid
+
     async def consume(self, notification: ConsumedNotification) -> None:
         rule = self.rules.get(notification.event_type)
         if rule is None:
             return
         identifier = notification.identifier
-        if rule.member not in identifier or any(f not in identifier for f in rule.group_by):
-            return
-        values = {name: identifier[name] for name in rule.group_by}
-        member = member_key(identifier[rule.member])
+        try:
+            member = member_key(identifier[rule.member])
+            # No comprehension: this runs once per notification, and a comprehension is a
+            # call of its own.
+            values = dict(
+                zip(rule.group_by, map(identifier.__getitem__, rule.group_by), strict=True)
+            )
+        except KeyError:
+            return  # a field it does not name: no member of any group
         if not rule.counts(member):
             return
+        gid = self._group_id(rule, values)
+        group = self._groups.get(gid)
+        if group is not None and not self._lock.locked():
+            # The common case, answered without a suspension point (so nothing runs in
+            # between, as under the lock): a member of a held group that cannot complete it.
+            if member in group.members:
+                return
+            if len(group.members) + 1 < rule.expected_count:
+                group.count(member, notification.record)
+                self._unwritten.add(gid)
+                return
         async with self._lock:
-            await self._count(rule, values, member, notification.record)
+            await self._count(rule, gid, values, member, notification.record)
+
+    async def checkpoint(self) -> None:
+        """Write every group counted since the last checkpoint (once per page and group)."""
+        async with self._lock:
+            for gid in sorted(self._unwritten):
+                group = self._groups.get(gid)
+                self._unwritten.discard(gid)
+                if group is not None:
+                    try:
+                        await self._write(gid, group)
+                    except BaseException:
+                        self._unwritten.add(gid)
+                        raise
 
     async def _count(
-        self, rule: CompletionRule, values: dict[str, Any], member: str, record: StoredNotification
+        self,
+        rule: CompletionRule,
+        gid: str,
+        values: dict[str, Any],
+        member: str,
+        record: StoredNotification,
     ) -> None:
-        gid = group_id(rule.source, values)
-        # While active this process holds every open group (loaded at start, created since),
-        # so only a group it does not hold can be complete already.
-        if gid not in self._groups and (
-            gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None
-        ):
-            return  # complete already: late copies change nothing
-        for _ in range(WRITE_TRIES):
-            group = self._groups.get(gid)
+        group = self._groups.get(gid)
+        if group is None:
+            # While active this process holds every open group (loaded at start, created
+            # since), so only a group it does not hold can be complete already.
+            if gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+                return  # complete already: late copies change nothing
+            group = await self._load(gid)
             if group is None:
-                group = await self._load(gid)
-            if group is not None and member in group.members:
-                return
-            if group is None:
-                group = Group(
-                    rule.source,
-                    values,
-                    [member],
-                    moment(record),
-                    moment(record),
-                    record.time_ns / 1e9 + rule.deadline_seconds,
-                )
-                revision = await self._state.create(f"g.{gid}", group.encode())
-            else:
-                group.members = sorted({*group.members, member})
-                group.last = moment(record)
-                assert group.revision is not None
-                revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
-            if revision is None:
-                self._drop(gid)  # someone else wrote: read again
-                continue
-            created = group.revision is None
-            group.revision = revision
-            self._hold(gid, group)
-            if created:
+                group = Group.started_by(rule, values, member, record)
+                self._hold(gid, group)
+                self._unwritten.add(gid)
                 heapq.heappush(self._deadlines, (group.deadline, gid))
-                self._wake.set()
+                if self._deadlines[0][1] == gid:
+                    self._wake.set()
                 if self._open[rule.source] > rule.max_open_groups:
                     await self._keep_open_groups_bounded(rule)
-            if rule.complete(group.members):
-                try:
-                    await self._finish(rule, gid, group, COMPLETE)
-                except Exception:
-                    # This notification is not handed over again, and its group's later
-                    # copies change nothing: the timer tries again, else the event is lost.
-                    self._retry_soon(gid, group)
-                    raise
+                await self._complete_if_due(rule, gid, group)
+                return
+        if member in group.members:
             return
-        raise RuntimeError(f"group {gid} of {rule.source} kept changing under this consumer")
+        group.count(member, record)
+        self._unwritten.add(gid)
+        await self._complete_if_due(rule, gid, group)
+
+    async def _complete_if_due(self, rule: CompletionRule, gid: str, group: Group) -> None:
+        if gid in self._groups and rule.complete(group.members):
+            try:
+                await self._finish(rule, gid, group, COMPLETE)
+            except Exception:
+                # This notification is not handed over again, and its group's later
+                # copies change nothing: the timer tries again, else the event is lost.
+                self._retry_soon(gid, group)
+                raise
+
+    async def _write(self, gid: str, group: Group) -> None:
+        """Write ``group`` over the revision this process last read or wrote; when another
+        holder wrote it since, keep the members either counted."""
+        key = f"g.{gid}"
+        for _ in range(WRITE_TRIES):
+            if group.revision is None:
+                revision = await self._state.create(key, group.encode())
+            else:
+                revision = await self._state.update(key, group.encode(), group.revision)
+            if revision is not None:
+                group.revision = revision
+                return
+            entry = await self._state.get(key)
+            if entry is None:
+                group.revision = None
+                if await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
+                    self._drop(gid)  # another holder completed it
+                    return
+            else:
+                group.merge(Group.decode(entry.value, entry.revision))
+        raise RuntimeError(f"group {gid} of {group.source} kept changing under this consumer")
 
     async def _load(self, gid: str) -> Group | None:
         entry = await self._state.get(f"g.{gid}")
@@ -308,7 +445,23 @@ class CompletionConsumer(NotificationConsumer):
             )
             if not group.incomplete:
                 await self._claim(rule, gid, group, INCOMPLETE)
+            else:
+                # Members counted since its incomplete event: its claim must stay as long.
+                await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
             await self._forget(rule, gid, group)
+
+    async def _retain_claim(self, key: str, sequence: int) -> None:
+        """Keep the claim ``key`` at least until ``sequence`` is pruned."""
+        for _ in range(WRITE_TRIES):
+            entry = await self._state.get(key)
+            if entry is None:
+                return
+            event = json.loads(entry.value)
+            if event.get("retained_through", 0) >= sequence:
+                return
+            event["retained_through"] = sequence
+            if await self._state.update(key, json.dumps(event).encode(), entry.revision):
+                return
 
     async def _finish(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
         await self._claim(rule, gid, group, status)
@@ -316,15 +469,12 @@ class CompletionConsumer(NotificationConsumer):
             await self._forget(rule, gid, group)
             return
         group.incomplete = True
-        assert group.revision is not None
-        revision = await self._state.update(f"g.{gid}", group.encode(), group.revision)
-        if revision is None:
-            self._drop(gid)
-        else:
-            group.revision = revision
+        await self._write(gid, group)
+        self._unwritten.discard(gid)
 
     async def _forget(self, rule: CompletionRule, gid: str, group: Group) -> None:
-        await self._state.delete(f"g.{gid}")
+        if group.revision is not None:  # else never written
+            await self._state.delete(f"g.{gid}")
         self._drop(gid)
         self._completed[gid] = None
         if len(self._completed) > COMPLETED_KEPT:
@@ -347,31 +497,55 @@ class CompletionConsumer(NotificationConsumer):
             "published": False,
         }
         pending = f"p.{gid}.{status}"
-        await self._state.put(pending, json.dumps(event).encode())
-        await self._settle(pending)
+        value = json.dumps(event).encode()
+        await self._state.put(pending, value)
+        await self._settle(pending, value)
 
-    async def _settle(self, pending: str) -> None:
-        """Claim the event ``pending`` holds unless it is claimed, publish the claim's event
-        unless it was, and remove ``pending``."""
-        entry = await self._state.get(pending)
-        if entry is not None:
-            claim = "c." + pending.removeprefix("p.")
-            await self._state.create(claim, entry.value)
-            await self._publish_claim(claim)
-            await self._state.delete(pending)
+    async def _settle(self, pending: str, value: bytes | None = None) -> None:
+        """Claim the event ``pending`` holds (``value``, else read) unless it is claimed,
+        publish the claim's event unless it was, and remove ``pending``."""
+        if value is None:
+            entry = await self._state.get(pending)
+            if entry is None:
+                return
+            value = entry.value
+        claim = "c." + pending.removeprefix("p.")
+        revision = await self._state.create(claim, value)
+        if revision is None:
+            await self._publish_claim(claim)  # claimed before: as it holds
+        else:
+            await self._publish(claim, json.loads(value), revision)
+        await self._state.delete(pending)
 
     async def _publish_claim(self, key: str) -> None:
         entry = await self._state.get(key)
-        if entry is None:
-            return
-        event = json.loads(entry.value)
+        if entry is not None:
+            await self._publish(key, json.loads(entry.value), entry.revision)
+
+    async def _publish(self, key: str, event: dict[str, Any], revision: int) -> None:
+        """Publish the event of the claim ``key`` (at ``revision``) unless it was."""
         if event["published"]:
             return
         await self.context.publisher.publish(
             event["event_type"], event["identifier"], event["payload"], event["message_id"]
         )
         event["published"] = True
-        await self._state.update(key, json.dumps(event).encode(), entry.revision)
+        await self._state.update(key, json.dumps(event).encode(), revision)
+
+    async def _settle_later(self, unsettled: list[str]) -> None:
+        """Events a previous holder claimed, whose publish failed again at start: tried
+        every second until published."""
+        while unsettled:
+            await asyncio.sleep(1.0)
+            async with self._lock:
+                try:
+                    await self._settle(unsettled[0])
+                    unsettled.pop(0)
+                except Exception:
+                    logger.exception(
+                        "completion event not published; tried again in a second",
+                        extra={"event": "completion.publish_failed"},
+                    )
 
     async def _run_deadlines(self) -> None:
         while True:
@@ -399,6 +573,44 @@ class CompletionConsumer(NotificationConsumer):
                     await self._finish(rule, gid, group, status)
                 except Exception:
                     self._retry_soon(gid, group)
+
+    async def _sweep_claims(self) -> None:
+        while True:
+            await asyncio.sleep(CLAIMS_SWEEP_SECONDS)
+            try:
+                await self.remove_pruned_claims()
+            except Exception:
+                logger.exception(
+                    "claims not swept; tried again later",
+                    extra={"event": "completion.sweep_failed"},
+                )
+
+    async def remove_pruned_claims(self) -> int:
+        """Remove the published claims whose group's counted notifications are all gone
+        from the source's history (the claim's ``last`` sequence is pruned); how many. While
+        one of them is retained its claim stays, so its group's event cannot be published
+        again; once none is, a member published anew starts a new group."""
+        pruned = {
+            source: await self.context.history.pruned_through(source) for source in self.rules
+        }
+        if not any(pruned.values()):
+            return 0  # nothing pruned (or a backend that cannot tell): nothing to list
+        sources = {rule.event_type: source for source, rule in self.rules.items()}
+        removed = 0
+        for key in await self._state.keys("c."):
+            entry = await self._state.get(key)
+            if entry is None:
+                continue
+            event = json.loads(entry.value)
+            source = sources.get(event["event_type"])
+            if source is None or not event["published"]:
+                continue
+            last = max(event["payload"]["last"]["sequence"], event.get("retained_through", 0))
+            if last <= pruned[source]:
+                removed += await self._state.delete(key, entry.revision)
+        if removed:
+            self.context.metrics.count("claim_removed", removed)
+        return removed
 
     def _retry_soon(self, gid: str, group: Group) -> None:
         logger.exception(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aviso_plugins.auth import ConfigurationProblem
+from aviso_plugins.fields import InvalidValue
 from aviso_plugins.schema_keys import SchemaKey
 
 __all__ = ["DEFAULT_MAX_OPEN_GROUPS", "STATUSES", "CompletionKey", "CompletionRule", "rules_of"]
@@ -35,6 +36,8 @@ class CompletionRule:
     expected_values: tuple[Any, ...] | None
     deadline_seconds: float
     max_open_groups: int
+    expected_keys: frozenset[str] | None = None
+    """:func:`member_key` of each of ``expected_values``."""
 
     @classmethod
     def from_value(cls, source: str, value: Mapping[str, Any]) -> CompletionRule:
@@ -51,25 +54,26 @@ class CompletionRule:
             expected_values=expected,
             deadline_seconds=float(value["deadline_seconds"]),
             max_open_groups=int(value.get("max_open_groups", DEFAULT_MAX_OPEN_GROUPS)),
+            expected_keys=frozenset(map(member_key, expected)) if expected else None,
         )
 
     def counts(self, member: str) -> bool:
         """Whether ``member`` (as :func:`member_key` gives it) is one the rule waits for:
         with ``expected_values``, others are not kept (a group would otherwise grow with
         every value a publisher makes up, and never complete once it outgrew the store)."""
-        if self.expected_values is None:
-            return True
-        return member in {member_key(value) for value in self.expected_values}
+        return self.expected_keys is None or member in self.expected_keys
 
-    def missing(self, members: Sequence[str]) -> list[Any] | None:
+    def missing(self, members: Collection[str]) -> list[Any] | None:
         """The expected values not among ``members`` (``None`` without ``expected_values``)."""
         if self.expected_values is None:
             return None
-        seen = set(members)
+        seen = members if isinstance(members, (set, frozenset)) else set(members)
         return [value for value in self.expected_values if member_key(value) not in seen]
 
-    def complete(self, members: Sequence[str]) -> bool:
-        if self.expected_values is None:
+    def complete(self, members: Collection[str]) -> bool:
+        # Distinct members, so fewer than expected cannot be complete: the common case is
+        # answered without looking for the missing ones.
+        if len(members) < self.expected_count or self.expected_values is None:
             return len(members) >= self.expected_count
         return not self.missing(members)
 
@@ -140,6 +144,7 @@ class CompletionKey(SchemaKey):
         for index, expected in enumerate(value.get("expected_values", ())):
             if isinstance(expected, float) and not math.isfinite(expected):
                 raise ConfigurationProblem(("expected_values", index), "must be a finite number")
+        self._check_expected_values(member, identifier[member], value.get("expected_values", ()))
         derived_identifier: dict[str, Any] = {
             name: {**identifier[name], "required": False} for name in value["group_by"]
         }
@@ -159,6 +164,36 @@ class CompletionKey(SchemaKey):
         if isinstance(source_auth, Mapping) and source_auth.get("required"):
             derived["auth"] = derived_auth(source_auth)
         return {value["event_type"]: derived}
+
+    def _check_expected_values(
+        self, member: str, definition: Mapping[str, Any], expected: Sequence[Any]
+    ) -> None:
+        """Each of ``expected`` must be a value the member field's handler accepts, written
+        as the API shows it (members are compared as that text): otherwise the group could
+        never complete."""
+        handler_class = self.field_handlers.get(definition.get("type", ""))
+        if handler_class is None or handler_class.spatial or not expected:
+            return  # an unknown type is the host's error; coordinates are no members
+        try:
+            handler = handler_class(member, {"required": True, **definition})
+        except (ValueError, KeyError, TypeError):
+            return  # a broken field definition is reported by the host, naming the field
+        for index, value in enumerate(expected):
+            text = member_key(value)
+            try:
+                canonical = handler.canonicalise(text)
+            except InvalidValue as exc:
+                raise ConfigurationProblem(
+                    ("expected_values", index),
+                    f"{json.dumps(value)} is not a value of '{member}' "
+                    f"({handler_class.type_name}): {exc.message}",
+                ) from None
+            if canonical != text:
+                raise ConfigurationProblem(
+                    ("expected_values", index),
+                    f"'{member}' ({handler_class.type_name}) shows {json.dumps(value)} as "
+                    f"{json.dumps(canonical)}: write it so",
+                )
 
 
 def derived_auth(source_auth: Mapping[str, Any]) -> dict[str, Any]:

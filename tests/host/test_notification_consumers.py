@@ -203,3 +203,43 @@ def test_a_consumer_keeps_its_state_in_a_bucket_of_its_own() -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
     assert Claims.won[0] is not None and Claims.won[1] is None
+
+
+def test_a_checkpoint_follows_each_page_and_a_failed_one_is_called_again() -> None:
+    """What a page's ``consume()`` calls counted is handed to ``checkpoint()`` before the
+    position moves; one that raises is called again (the page is not consumed twice)."""
+
+    class Counting(NotificationConsumer):
+        name = "counting"
+        event_types: ClassVar[frozenset[str] | None] = frozenset({"step"})
+        consumed: ClassVar[list[int]] = []
+        checkpoints: ClassVar[list[tuple[int, ...]]] = []
+        failures: ClassVar[list[int]] = [1]
+
+        async def consume(self, notification: ConsumedNotification) -> None:
+            # Read lazily, as a watch delivers it.
+            cloudevent = json.loads(notification.cloudevent)
+            assert cloudevent["data"]["payload"] == notification.payload
+            assert cloudevent["data"]["identifier"] == notification.identifier
+            Counting.consumed.append(notification.record.sequence)
+
+        async def checkpoint(self) -> None:
+            Counting.checkpoints.append(tuple(Counting.consumed))
+            if Counting.failures:
+                Counting.failures.pop()
+                raise ConnectionError("the store did not answer")
+
+    class CountingPlugin:
+        @hookimpl
+        def aviso_notification_consumers(self) -> list[type[NotificationConsumer]]:
+            return [Counting]
+
+    with serve(CONFIG, plugins=[CountingPlugin()]) as aviso:
+        for member in (1, 2, 3):
+            assert aviso.notify("step", {"run": "r", "member": member}, {"n": member}).is_success
+        deadline = time.monotonic() + 30
+        while len(Counting.checkpoints) < 2 or Counting.checkpoints[-1] != (1, 2, 3):
+            assert time.monotonic() < deadline, Counting.checkpoints
+            time.sleep(0.05)
+    assert Counting.consumed == [1, 2, 3]
+    assert Counting.checkpoints[0] == Counting.checkpoints[1]  # the failed one, again

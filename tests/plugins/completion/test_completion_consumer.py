@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aviso_builtins.completion.consumer import CompletionConsumer
-from aviso_plugins.consumers import ConsumedNotification, ConsumerMetrics
+from aviso_plugins.consumers import ConsumedNotification, ConsumerHistory, ConsumerMetrics
 from aviso_plugins.state import ProcessLocalState, SharedState
 from aviso_plugins.storage import StoredNotification
 from tests.plugins.completion.support import config
@@ -53,6 +53,16 @@ class Counted(ConsumerMetrics):
         self.counts[event] = self.counts.get(event, 0) + amount
 
 
+class Pruned(ConsumerHistory):
+    """A history pruned through ``through`` (set by the test)."""
+
+    def __init__(self) -> None:
+        self.through = 0
+
+    async def pruned_through(self, event_type: str) -> int:
+        return self.through
+
+
 @dataclass
 class Context:
     publisher: Publisher
@@ -60,13 +70,23 @@ class Context:
     schemas: Mapping[str, Any]
     state: SharedState = field(default_factory=ProcessLocalState)
     metrics: Counted = field(default_factory=Counted)
+    history: ConsumerHistory = field(default_factory=ConsumerHistory)
 
 
 def consumer(
-    state: SharedState | None = None, publisher: Publisher | None = None, **rule: Any
+    state: SharedState | None = None,
+    publisher: Publisher | None = None,
+    history: ConsumerHistory | None = None,
+    **rule: Any,
 ) -> CompletionConsumer:
     schemas = config(**rule)["notification_schema"]
-    context = Context(publisher or Publisher(), ("ens",), schemas, state or ProcessLocalState())
+    context = Context(
+        publisher or Publisher(),
+        ("ens",),
+        schemas,
+        state or ProcessLocalState(),
+        history=history or ConsumerHistory(),
+    )
     return CompletionConsumer(context)  # type: ignore[arg-type]
 
 
@@ -146,6 +166,7 @@ def test_a_new_holder_carries_on_where_the_last_stopped() -> None:
         await first.start()
         for number in range(3):
             await first.consume(member(3, number, number + 1))
+        await first.checkpoint()  # the host moves the position past these three
         await first.close()
         second = consumer(state)
         await second.start()
@@ -154,6 +175,34 @@ def test_a_new_holder_carries_on_where_the_last_stopped() -> None:
         await second.close()
         assert first.context.publisher.events == []
         assert [event[1]["status"] for event in second.context.publisher.events] == ["complete"]
+
+    run(scenario())
+
+
+def test_what_was_counted_since_the_last_checkpoint_is_counted_again_by_the_next_holder() -> None:
+    """Groups are written at checkpoints only: a holder that stops between two hands its
+    page over again (the position did not move), and nothing is published twice."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        first = consumer(state)
+        await first.start()
+        for number in range(2):
+            await first.consume(member(3, number, number + 1))
+        await first.checkpoint()
+        for number in range(2, 5):
+            await first.consume(member(3, number, number + 1))
+        # Complete: published, though the page was not checkpointed before the holder died.
+        await first.close()
+        second = consumer(state)
+        await second.start()
+        for number in range(2, 5):  # the page handed over again
+            await second.consume(member(3, number, number + 1))
+        await second.checkpoint()
+        await second.close()
+        assert [event[1]["status"] for event in first.context.publisher.events] == ["complete"]
+        assert second.context.publisher.events == []
+        assert await state.keys("g.") == []
 
     run(scenario())
 
@@ -290,5 +339,115 @@ def test_values_the_rule_does_not_expect_are_not_kept() -> None:
         ((_, identifier, payload, _),) = completion.context.publisher.events
         assert identifier["status"] == "complete"
         assert payload["count"] == 5 and payload["missing"] == []
+
+    run(scenario())
+
+
+def test_a_claim_is_removed_once_every_notification_its_group_counted_is_pruned() -> None:
+    async def scenario() -> None:
+        history = Pruned()
+        completion = consumer(history=history)
+        state = completion.context.state
+        await completion.start()
+        for number in range(5):
+            await completion.consume(member(24, number, number + 1))
+        await completion.consume(member(7, 0, 6))  # another group, open
+        await completion.checkpoint()
+        assert await completion.remove_pruned_claims() == 0  # nothing pruned
+        history.through = 4  # member 4 (sequence 5) is still retained
+        assert await completion.remove_pruned_claims() == 0
+        await completion.consume(member(24, 2, 7))  # a late copy: still nothing
+        assert len(completion.context.publisher.events) == 1
+        history.through = 5
+        assert await completion.remove_pruned_claims() == 1
+        assert await state.keys("c.") == []
+        assert len(await state.keys("g.")) == 1  # open groups are not claims
+        assert completion.context.metrics.counts == {"claim_removed": 1}  # type: ignore[attr-defined]
+        await completion.close()
+
+    run(scenario())
+
+
+def test_an_evicted_group_keeps_its_incomplete_claim_while_its_later_members_are_retained() -> None:
+    """Members counted after a group's incomplete event extend its claim's life when the
+    group is then closed for ``max_open_groups``."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        completion = consumer(history=history, deadline_seconds=60, max_open_groups=1)
+        publisher = completion.context.publisher
+        await completion.start()
+        await completion.consume(member(1, 0, 1, HOUR_AGO_NS))
+        await publisher.next()  # its deadline passed: incomplete
+        await completion.consume(member(1, 1, 2))
+        await completion.consume(member(2, 0, 3))  # a second group: the first is closed
+        assert [event[1]["status"] for event in publisher.events] == ["incomplete"]
+        history.through = 1
+        assert await completion.remove_pruned_claims() == 0
+        history.through = 2
+        assert await completion.remove_pruned_claims() == 1
+        await completion.close()
+
+    run(scenario())
+
+
+def test_deadlines_pass_while_an_event_claimed_before_keeps_failing() -> None:
+    async def scenario() -> None:
+        state = ProcessLocalState()
+
+        class FailingComplete(Publisher):
+            async def publish(
+                self,
+                event_type: str,
+                identifier: Mapping[str, Any],
+                payload: Any = None,
+                message_id: str | None = None,
+            ) -> StoredNotification:
+                if identifier["status"] == "complete":
+                    raise ConnectionError("the store did not answer")
+                return await super().publish(event_type, identifier, payload, message_id)
+
+        first = consumer(state, FailingComplete(), deadline_seconds=60)
+        await first.start()
+        for number in range(4):
+            await first.consume(member(9, number, number + 1))
+        with pytest.raises(ConnectionError):
+            await first.consume(member(9, 4, 5))
+        await first.close()
+        publisher = FailingComplete()
+        second = consumer(state, publisher, deadline_seconds=60)
+        await second.start()  # the complete event fails again
+        await second.consume(member(12, 0, 6, HOUR_AGO_NS))
+        await publisher.next()
+        await second.close()
+        ((_, identifier, _, _),) = publisher.events
+        assert identifier == {"run": "r1", "step": 12, "status": "incomplete"}
+
+    run(scenario())
+
+
+def test_two_holders_at_once_keep_the_members_either_counted() -> None:
+    """A holder that lost its lease without knowing it yet may still checkpoint: its
+    compare-and-set fails, and the group written keeps both holders' members."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        old, new = consumer(state), consumer(state)
+        await old.start()
+        for number in (0, 1):
+            await old.consume(member(5, number, number + 1))
+        await old.checkpoint()
+        await new.start()  # takes the group over as written
+        await old.consume(member(5, 2, 3))
+        await old.checkpoint()
+        await new.consume(member(5, 3, 4))
+        await new.checkpoint()
+        ((key,),) = [await state.keys("g.")]
+        written = json.loads((await state.get(key)).value)  # type: ignore[union-attr]
+        assert written["members"] == ["0", "1", "2", "3"]
+        await new.consume(member(5, 4, 5))
+        assert [event[1]["status"] for event in new.context.publisher.events] == ["complete"]
+        await old.close()
+        await new.close()
 
     run(scenario())

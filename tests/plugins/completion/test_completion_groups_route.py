@@ -35,6 +35,7 @@ def test_callers_at_once_on_a_process_that_is_not_the_active_one_share_one_read(
         await active.start()
         for step in (1, 2, 3):
             await active.consume(member(step, 0, step))
+        await active.checkpoint()
         await active.close()
         # The last consumer constructed, never started: what a worker that is not the
         # active one serves the page from (the shared state).

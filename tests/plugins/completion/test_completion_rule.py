@@ -69,6 +69,16 @@ def test_the_rule_derives_its_event_type() -> None:
             {"expected_count": None, "expected_values": [0, float("nan")]},
             r"notification_schema.ens.completion.expected_values\[1\]: must be a finite number",
         ),
+        (
+            {"expected_count": None, "expected_values": [0, 1, "seven"]},
+            r"notification_schema.ens.completion.expected_values\[2\]: \"seven\" is not a value "
+            r"of 'member' \(IntHandler\): Field 'member' must be a valid integer",
+        ),
+        (
+            {"expected_count": None, "expected_values": [0, 1.5]},
+            r"notification_schema.ens.completion.expected_values\[1\]: 1.5 is not a value of "
+            r"'member' \(IntHandler\)",
+        ),
         ({"colour": "red"}, "notification_schema.ens.completion"),
     ],
 )
