@@ -178,6 +178,9 @@ class EdgeMiddleware:
                 observation.end()
             log_request(scope, status or failed, started)
             audit_var.reset(audit_token)
+            # The server's send is its request cycle's, which holds the scope: left here, each
+            # request would end as a reference cycle only the garbage collector frees.
+            scope.pop(RAW_SEND, None)
         # Not reset when the app raised: uvicorn logs the exception after this returns, in
         # the request's own task, and that line should carry the id too.
         request_id_var.reset(id_token)

@@ -358,6 +358,23 @@ def test_an_unusable_window_is_refused_naming_the_key(window: str, reason: str) 
 PAYLOAD = '"' + "x" * 998 + '"'
 
 
+@pytest.mark.parametrize(
+    ("topic", "payload", "metadata"),
+    [
+        ("alpha.0", PAYLOAD, {}),
+        ("alpha.0", '"x"', {"identifier": '{"k":"v"}', "actor": '"me"'}),
+        ("%C3%A9t%C3%A9.0", '"\u00e9t\u00e9 \u2603"', {"identifier": '{"k":"\u00e9"}'}),
+        ("alpha.0", '"snow \u2603 \U0001f600"', {"cl\u00e9": "\u00e9"}),
+    ],
+)
+def test_a_record_is_charged_its_utf8_bytes_and_the_overhead(
+    topic: str, payload: str, metadata: dict[str, str]
+) -> None:
+    texts = [topic, payload, *metadata, *metadata.values()]
+    expected = RECORD_OVERHEAD_BYTES + sum(len(text.encode("utf-8")) for text in texts)
+    assert record_bytes(StoredNotification(1, topic, payload, 0, metadata)) == expected
+
+
 def test_the_byte_budget_evicts_the_oldest_first_and_reports_the_gap() -> None:
     one = record_bytes(StoredNotification(1, "alpha.0", PAYLOAD, 0, {}))
 
