@@ -28,7 +28,15 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from benchmarks.results import spread, write_results
+from benchmarks.results import (
+    add_round_options,
+    load_average,
+    parse_rounds,
+    ratio_spread,
+    rotated,
+    spread,
+    write_results,
+)
 
 APPS = ("notify", "bare", "raw")
 ROUNDS = 5
@@ -129,29 +137,20 @@ def measure(name: str, requests: int, packages: Path | None) -> float:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=REQUESTS, help="calls per figure")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rotated rounds (3 or more)")
+    add_round_options(parser, ROUNDS, "rotated")
     parser.add_argument("--baseline", type=Path, help="checkout whose notify to compare with")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
-        "benchmarks/results)",
-    )
     parser.add_argument("--child", nargs=2, metavar=("APP", "REQUESTS"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_rounds(parser, argv)
     if args.child:
         name, requests = args.child
         import uvloop
 
         print(uvloop.run(child(name, int(requests))))
         return {}
-    if args.rounds < 3:
-        parser.error("--rounds: at least 3, for a median and a spread")
     names = APPS + (("baseline",) if args.baseline else ())
     print(
         f"notify at the ASGI level: {args.rounds} rotated rounds of {args.requests} calls per "
-        f"app, each in a fresh process; CPU us per call; load average "
-        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}",
+        f"app, each in a fresh process; CPU us per call; load average {load_average()}",
         flush=True,
     )
     cpu: dict[str, list[float]] = {name: [] for name in names}
@@ -163,9 +162,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
             packages = import_path_of(args.baseline, Path(folder))
         for round_number in range(args.rounds):
-            shift = round_number % len(names)
-            order = names[shift:] + names[:shift]
-            figure: dict[str, Any] = {"round": round_number + 1, "order": list(order)}
+            order = rotated(names, round_number)
+            figure: dict[str, Any] = {"round": round_number + 1, "order": order}
             for name in order:
                 app = "notify" if name == "baseline" else name
                 value = measure(app, args.requests, packages if name == "baseline" else None)
@@ -182,9 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name in names:
         summary[f"{name}_cpu_us"] = spread(cpu[name])
     for other in names[1:]:
-        summary[f"notify_{other}_cpu_ratio"] = spread(
-            [mine / theirs for mine, theirs in zip(cpu["notify"], cpu[other], strict=True)]
-        )
+        summary[f"notify_{other}_cpu_ratio"] = ratio_spread(cpu["notify"], cpu[other])
     path = write_results("notify_app", rounds, summary, args.results_dir)
     results = {key: value["median"] for key, value in summary.items() if isinstance(value, dict)}
     print(
