@@ -46,13 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 Asgi = Callable[..., Awaitable[None]]
 
 
-def notify_body(n: int) -> bytes:
-    """benchmarks.core's notification body for ``n``."""
-    return json.dumps(
-        {"event_type": "bench", "identifier": {"run": "rps", "step": n}, "payload": {"n": n}}
-    ).encode()
-
-
 async def call(app: Asgi, body: bytes) -> None:
     """One ``POST /api/v1/notification`` as uvicorn would hand it to the app."""
     scope = {
@@ -87,13 +80,14 @@ async def call(app: Asgi, body: bytes) -> None:
 
 async def child(name: str, requests: int) -> float:
     """CPU us per call of app ``name`` (this process's)."""
+    from benchmarks.core import CONFIG, notification_body
+
     if name == "notify":
         import yaml
 
         from aviso_host.app import create_app
         from aviso_host.config import settings_from_document
         from aviso_host.plugins import discover
-        from benchmarks.core import CONFIG
 
         registry = discover()
         aviso = create_app(settings_from_document(yaml.safe_load(CONFIG), registry), registry)
@@ -103,7 +97,7 @@ async def child(name: str, requests: int) -> float:
         from aviso_loadtests.bare_app import app
     else:
         from aviso_loadtests.raw_app import app
-    bodies = [notify_body(n) for n in range(requests)]
+    bodies = [json.dumps(notification_body("rps", n, {"n": n})).encode() for n in range(requests)]
     for body in bodies[: requests // 10]:  # warm-up: imports, caches, the allocator
         await call(app, body)
     start = time.process_time()
