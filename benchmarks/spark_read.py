@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -54,6 +53,7 @@ from benchmarks.spark_sink import (
     PAYLOAD_COLUMNS,
     config_document,
     row_values,
+    spark_session,
 )
 from tests.support.nats import nats_server
 from tests.support.process import aviso_process
@@ -108,27 +108,6 @@ async def publish(
     elapsed = time.perf_counter() - start
     await connection.close()
     return elapsed
-
-
-def spark_session() -> Any:
-    from pyspark.sql import SparkSession
-
-    from aviso_spark import register
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("aviso-spark-read-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
 
 
 def reader_options(url: str) -> dict[str, str]:
@@ -299,7 +278,7 @@ def main() -> None:
                 publish(nats_run.url, stored_messages(config_file, range(1, args.count)), None)
             )
             print(f"    stored in {elapsed:.0f} s", flush=True)
-            spark = spark_session()
+            spark = spark_session("aviso-spark-read-benchmark")
             try:
                 # Warm-up (Python workers, caches) that also checks the read is complete, and
                 # the same rows as parquet.

@@ -243,6 +243,30 @@ def raw_rate(
 # -- (b) Spark backend sink ------------------------------------------------------------------
 
 
+def spark_session(name: str, cores: int = 2) -> Any:
+    """A local Spark session on ``cores`` cores, on the loopback only, without the UI, the
+    console progress bars (the benchmarks print their own progress) or INFO logs; aviso's data
+    source registered."""
+    from pyspark.sql import SparkSession
+
+    from aviso_spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
 def sink_rate(
     nats_url: str,
     config_file: Path,
@@ -252,25 +276,10 @@ def sink_rate(
     batch: int,
     concurrency: int,
 ) -> tuple[float, dict[str, Any]]:
-    from pyspark.sql import SparkSession
-
-    from aviso_spark import register
     from aviso_spark.deadletter import SUMMARY_FILE
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
-        SparkSession.builder.master(f"local[{partitions}]")
-        .appName("aviso-spark-sink-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # the progress lines say more
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("aviso-spark-sink-benchmark", partitions)
     try:
-        register(spark)
         frame = spark.range(0, rows, numPartitions=partitions).selectExpr(*ROW_EXPRESSIONS)
         deadletter = folder / "deadletter"
         writer = (
