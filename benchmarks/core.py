@@ -50,9 +50,14 @@ notification_schema:
 """
 
 
+def notification_body(run: str, step: int, payload: object) -> dict[str, object]:
+    """The notify body of the ``bench`` schema (``CONFIG``) for ``run`` and ``step``."""
+    return {"event_type": "bench", "identifier": {"run": run, "step": step}, "payload": payload}
+
+
 def notification(run: str, step: int, payload: object) -> bytes:
-    body = {"event_type": "bench", "identifier": {"run": run, "step": step}, "payload": payload}
-    return request_bytes("/api/v1/notification", body)
+    """:func:`notification_body` as a whole ``POST /api/v1/notification`` request."""
+    return request_bytes("/api/v1/notification", notification_body(run, step, payload))
 
 
 def requests_per_second(port: int, count: int, connections: int) -> float:

@@ -42,7 +42,15 @@ from aviso_builtins.backends.jetstream.publisher import (
     dropped_as_duplicate,
     message_headers,
 )
-from benchmarks.results import spread, write_results
+from benchmarks.results import (
+    add_round_options,
+    load_average,
+    parse_rounds,
+    ratio_spread,
+    rotated,
+    spread,
+    write_results,
+)
 from tests.support.nats import nats_server
 
 IN_FLIGHT = 32
@@ -112,8 +120,8 @@ async def measured(nats_url: str, publishes: int, rounds: int) -> list[dict[str,
             await timed(publish, publishes // 10)
         figures: list[dict[str, Any]] = []
         for round_number in range(rounds):
-            order = tuple(ways)[:: -1 if round_number % 2 else 1]
-            figure: dict[str, Any] = {"round": round_number + 1, "order": list(order)}
+            order = rotated(tuple(ways), round_number)
+            figure: dict[str, Any] = {"round": round_number + 1, "order": order}
             for name in order:
                 cpu_us, rate = await timed(ways[name], publishes)
                 figure[name] = {"cpu_us_per_publish": cpu_us, "publishes_per_s": rate}
@@ -135,21 +143,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2,000 publishes a round")
     parser.add_argument("--publishes", type=int, help="publishes per round (default 10,000)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="alternated rounds (3+)")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
-        "benchmarks/results)",
-    )
-    args = parser.parse_args(argv)
-    if args.rounds < 3:
-        parser.error("--rounds: at least 3, for a median and a spread")
+    add_round_options(parser, ROUNDS, "alternated")
+    args = parse_rounds(parser, argv)
     publishes = args.publishes or (2_000 if args.quick else 10_000)
     print(
         f"acked JetStream publish of aviso's message, {args.rounds} alternated rounds of "
         f"{publishes} publishes, {IN_FLIGHT} in flight; client CPU us per publish; load average "
-        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}",
+        f"{load_average()}",
         flush=True,
     )
     with TemporaryDirectory() as folder, nats_server(Path(folder)) as server:
@@ -158,14 +158,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         name: [figure[name]["cpu_us_per_publish"] for figure in rounds]
         for name in ("ceiling", "js.publish")
     }
-    summary = {
+    summary: dict[str, Any] = {
         "publishes_per_round": publishes,
         "in_flight": IN_FLIGHT,
         "ceiling_cpu_us": spread(cpu["ceiling"]),
         "js_publish_cpu_us": spread(cpu["js.publish"]),
-        "ceiling_js_publish_cpu_ratio": spread(
-            [mine / theirs for mine, theirs in zip(cpu["ceiling"], cpu["js.publish"], strict=True)]
-        ),
+        "ceiling_js_publish_cpu_ratio": ratio_spread(cpu["ceiling"], cpu["js.publish"]),
     }
     path = write_results("jetstream_publish", rounds, summary, args.results_dir)
     results = {

@@ -28,7 +28,15 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from benchmarks.results import spread, write_results
+from benchmarks.results import (
+    add_round_options,
+    load_average,
+    parse_rounds,
+    ratio_spread,
+    rotated,
+    spread,
+    write_results,
+)
 
 APPS = ("notify", "bare", "raw")
 ROUNDS = 5
@@ -36,13 +44,6 @@ REQUESTS = 20_000
 ROOT = Path(__file__).resolve().parents[1]
 
 Asgi = Callable[..., Awaitable[None]]
-
-
-def notify_body(n: int) -> bytes:
-    """benchmarks.core's notification body for ``n``."""
-    return json.dumps(
-        {"event_type": "bench", "identifier": {"run": "rps", "step": n}, "payload": {"n": n}}
-    ).encode()
 
 
 async def call(app: Asgi, body: bytes) -> None:
@@ -79,13 +80,14 @@ async def call(app: Asgi, body: bytes) -> None:
 
 async def child(name: str, requests: int) -> float:
     """CPU us per call of app ``name`` (this process's)."""
+    from benchmarks.core import CONFIG, notification_body
+
     if name == "notify":
         import yaml
 
         from aviso_host.app import create_app
         from aviso_host.config import settings_from_document
         from aviso_host.plugins import discover
-        from benchmarks.core import CONFIG
 
         registry = discover()
         aviso = create_app(settings_from_document(yaml.safe_load(CONFIG), registry), registry)
@@ -95,7 +97,7 @@ async def child(name: str, requests: int) -> float:
         from aviso_loadtests.bare_app import app
     else:
         from aviso_loadtests.raw_app import app
-    bodies = [notify_body(n) for n in range(requests)]
+    bodies = [json.dumps(notification_body("rps", n, {"n": n})).encode() for n in range(requests)]
     for body in bodies[: requests // 10]:  # warm-up: imports, caches, the allocator
         await call(app, body)
     start = time.process_time()
@@ -129,29 +131,20 @@ def measure(name: str, requests: int, packages: Path | None) -> float:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=REQUESTS, help="calls per figure")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rotated rounds (3 or more)")
+    add_round_options(parser, ROUNDS, "rotated")
     parser.add_argument("--baseline", type=Path, help="checkout whose notify to compare with")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
-        "benchmarks/results)",
-    )
     parser.add_argument("--child", nargs=2, metavar=("APP", "REQUESTS"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_rounds(parser, argv)
     if args.child:
         name, requests = args.child
         import uvloop
 
         print(uvloop.run(child(name, int(requests))))
         return {}
-    if args.rounds < 3:
-        parser.error("--rounds: at least 3, for a median and a spread")
     names = APPS + (("baseline",) if args.baseline else ())
     print(
         f"notify at the ASGI level: {args.rounds} rotated rounds of {args.requests} calls per "
-        f"app, each in a fresh process; CPU us per call; load average "
-        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}",
+        f"app, each in a fresh process; CPU us per call; load average {load_average()}",
         flush=True,
     )
     cpu: dict[str, list[float]] = {name: [] for name in names}
@@ -163,9 +156,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
             packages = import_path_of(args.baseline, Path(folder))
         for round_number in range(args.rounds):
-            shift = round_number % len(names)
-            order = names[shift:] + names[:shift]
-            figure: dict[str, Any] = {"round": round_number + 1, "order": list(order)}
+            order = rotated(names, round_number)
+            figure: dict[str, Any] = {"round": round_number + 1, "order": order}
             for name in order:
                 app = "notify" if name == "baseline" else name
                 value = measure(app, args.requests, packages if name == "baseline" else None)
@@ -182,9 +174,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name in names:
         summary[f"{name}_cpu_us"] = spread(cpu[name])
     for other in names[1:]:
-        summary[f"notify_{other}_cpu_ratio"] = spread(
-            [mine / theirs for mine, theirs in zip(cpu["notify"], cpu[other], strict=True)]
-        )
+        summary[f"notify_{other}_cpu_ratio"] = ratio_spread(cpu["notify"], cpu[other])
     path = write_results("notify_app", rounds, summary, args.results_dir)
     results = {key: value["median"] for key, value in summary.items() if isinstance(value, dict)}
     print(

@@ -42,7 +42,15 @@ import psutil
 
 from aviso_loadtests.servers import aviso_server, baseline_process
 from benchmarks.core import CONFIG, requests_per_second
-from benchmarks.results import spread, write_results
+from benchmarks.results import (
+    add_round_options,
+    load_average,
+    parse_rounds,
+    ratio_spread,
+    rotated,
+    spread,
+    write_results,
+)
 from benchmarks.watchers import import_path_of
 from tests.support.process import aviso_process, with_pythonpath
 
@@ -86,25 +94,13 @@ def measure(port: int, process: psutil.Process, requests: int) -> tuple[float, f
     return rate, (cpu_seconds(process) - before) / requests * 1e6
 
 
-def load_average() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     parser.add_argument("--requests", type=int, help="POSTs per server and round")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="rotated rounds (3 or more)")
+    add_round_options(parser, ROUNDS, "rotated")
     parser.add_argument("--baseline", type=Path, help="checkout whose notify to compare with")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where the raw rounds are written (default: $AVISO_BENCHMARK_RESULTS or "
-        "benchmarks/results)",
-    )
-    args = parser.parse_args(argv)
-    if args.rounds < 3:
-        parser.error("--rounds: at least 3, for a median and a spread")
+    args = parse_rounds(parser, argv)
     requests = args.requests or (5_000 if args.quick else 30_000)
     names = SERVERS + (("baseline",) if args.baseline else ())
     cpu: dict[str, list[float]] = {name: [] for name in names}
@@ -125,9 +121,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for name in names:  # warm-up: imports, caches, the allocator
             requests_per_second(servers[name][0], requests // 10, CONNECTIONS)
         for round_number in range(args.rounds):
-            shift = round_number % len(names)
-            order = names[shift:] + names[:shift]
-            figures: dict[str, Any] = {"round": round_number + 1, "order": list(order)}
+            order = rotated(names, round_number)
+            figures: dict[str, Any] = {"round": round_number + 1, "order": order}
             for name in order:
                 rate, cpu_us = measure(*servers[name], requests)
                 cpu[name].append(cpu_us)
@@ -151,9 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name in names:
         summary[f"{name}_cpu_us"] = spread(cpu[name])
     for other in ("bare", "raw", *(("baseline",) if args.baseline else ())):
-        summary[f"notify_{other}_cpu_ratio"] = spread(
-            [mine / theirs for mine, theirs in zip(cpu["notify"], cpu[other], strict=True)]
-        )
+        summary[f"notify_{other}_cpu_ratio"] = ratio_spread(cpu["notify"], cpu[other])
     labels = [
         ("raw", "raw ASGI JSON POST"),
         ("bare", "bare Starlette JSON POST"),

@@ -3,10 +3,15 @@ re-check what docs/performance.md quotes: every round of every point, the median
 computed from them, and the machine they ran on.
 
   path = write_results("notify_path", rounds, {"ratio": 0.93})
+
+It also holds what the benchmarks that compare several things round by round share: the
+``--rounds``/``--results-dir`` options, the rotated order, the ratios' spread and the load
+average as printed.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -32,6 +37,44 @@ def spread(values: Sequence[float]) -> dict[str, float]:
         "max": max(values),
         "rounds": len(values),
     }
+
+
+def ratio_spread(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, float]:
+    """The spread of ``mine / theirs``, round by round (each round's two figures together)."""
+    return spread([one / other for one, other in zip(mine, theirs, strict=True)])
+
+
+def rotated(names: Sequence[str], round_number: int) -> list[str]:
+    """The order of round ``round_number`` (from 0): each round starts one name further on, so
+    that no name is always measured first, on a machine still settling, or always last."""
+    shift = round_number % len(names)
+    return [*names[shift:], *names[:shift]]
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as the benchmarks print them."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def add_round_options(parser: argparse.ArgumentParser, rounds: int, order: str) -> None:
+    """``--rounds`` (default ``rounds``; ``order``: how the things compared take turns) and
+    ``--results-dir``; :func:`parse_rounds` refuses fewer than three rounds."""
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"{order} rounds (3 or more)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        help=f"where the raw rounds are written (default: ${RESULTS_DIR_VARIABLE} or "
+        "benchmarks/results)",
+    )
+
+
+def parse_rounds(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser``'s arguments; fewer than three rounds is a usage error (exit status 2): a
+    median and a spread need three."""
+    args = parser.parse_args(argv)
+    if args.rounds < 3:
+        parser.error("--rounds: at least 3, for a median and a spread")
+    return args
 
 
 def machine() -> dict[str, Any]:

@@ -32,7 +32,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -51,9 +50,10 @@ from benchmarks.results import spread, write_results
 from benchmarks.spark_sink import (
     EVENT_TYPE,
     IDENTIFIER_COLUMNS,
-    PAYLOAD_COLUMNS,
     config_document,
     row_values,
+    spark_session,
+    stored_messages,
 )
 from tests.support.nats import nats_server
 from tests.support.process import aviso_process
@@ -66,26 +66,6 @@ FILTERED_DESTINATION = "ecpds3"
 BACKLOG_LIMIT = 1000
 ANY = {"destination": "*", "class": "*"}
 """The schema's required fields, unconstrained: a replay of everything."""
-
-
-def stored_messages(config_file: Path, rows: range) -> list[tuple[str, bytes, dict[str, str]]]:
-    """What the server would store for generated rows ``rows`` (its planner, its headers)."""
-    from pyspark.sql import Row
-
-    from aviso_plugins.types import MESSAGE_ID_METADATA
-    from aviso_spark.rows import RowMapping
-    from aviso_spark.runtime import host_runtime
-
-    planner = host_runtime(str(config_file)).planner
-    identifier = tuple((column, column) for column in IDENTIFIER_COLUMNS.split(","))
-    mapping = RowMapping(EVENT_TYPE, identifier, PAYLOAD_COLUMNS)
-    messages = []
-    for row_id in rows:
-        item = mapping.notification(Row(**row_values(row_id)), planner)
-        assert item.planned is not None and item.message_id is not None
-        headers = {**item.planned.metadata, MESSAGE_ID_METADATA: item.message_id}
-        messages.append((item.planned.topic, item.planned.payload.encode(), headers))
-    return messages
 
 
 async def publish(
@@ -108,27 +88,6 @@ async def publish(
     elapsed = time.perf_counter() - start
     await connection.close()
     return elapsed
-
-
-def spark_session() -> Any:
-    from pyspark.sql import SparkSession
-
-    from aviso_spark import register
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("aviso-spark-read-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
 
 
 def reader_options(url: str) -> dict[str, str]:
@@ -299,7 +258,7 @@ def main() -> None:
                 publish(nats_run.url, stored_messages(config_file, range(1, args.count)), None)
             )
             print(f"    stored in {elapsed:.0f} s", flush=True)
-            spark = spark_session()
+            spark = spark_session("aviso-spark-read-benchmark")
             try:
                 # Warm-up (Python workers, caches) that also checks the read is complete, and
                 # the same rows as parquet.

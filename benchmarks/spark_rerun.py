@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import threading
 import time
 import tracemalloc
@@ -47,6 +46,7 @@ from aviso_builtins.sinks.common import publish_all
 from aviso_plugins.types import MESSAGE_ID_METADATA, BackendContext, SinkOutcome, StorageBackend
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, PAYLOAD_COLUMNS, dissemination_rows
 from benchmarks.results import spread, write_results
+from benchmarks.spark_sink import spark_session
 from tests.support.nats import nats_server
 from tests.support.server import running_server
 
@@ -258,21 +258,7 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=5.0)
     arguments = parser.parse_args()
 
-    from pyspark.sql import SparkSession
-
-    from aviso_spark import register
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = spark_session("aviso-spark-rerun-benchmark")
     rounds: list[dict[str, Any]] = []
     with TemporaryDirectory() as folder:
         work = Path(folder)

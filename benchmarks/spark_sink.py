@@ -139,9 +139,9 @@ def progress(nats_url: str, stream: str, label: str, total: int) -> Iterator[Non
 # -- (a) raw nats-py -----------------------------------------------------------------------
 
 
-def raw_messages(config_file: Path, rows: range) -> list[RawMessage]:
-    """The sink's messages for ``rows`` (the writer's own row mapping and message ids),
-    re-based on ``RAW_BASE``."""
+def stored_messages(config_file: Path, rows: range) -> list[RawMessage]:
+    """What the server would store for generated rows ``rows`` (its planner, its headers):
+    the sink's messages, with the writer's own row mapping and message ids."""
     from pyspark.sql import Row
 
     from aviso_spark.rows import RowMapping
@@ -152,13 +152,19 @@ def raw_messages(config_file: Path, rows: range) -> list[RawMessage]:
     mapping = RowMapping(EVENT_TYPE, identifier, PAYLOAD_COLUMNS)
     messages = []
     for row_id in rows:
-        notification = mapping.notification(Row(**row_values(row_id)), planner)
-        assert notification.planned is not None and notification.message_id is not None
-        planned = notification.planned
-        headers = {**planned.metadata, MESSAGE_ID_METADATA: notification.message_id}
-        subject = f"{RAW_BASE}.{planned.topic.split('.', 1)[1]}"
-        messages.append((subject, planned.payload.encode(), headers))
+        item = mapping.notification(Row(**row_values(row_id)), planner)
+        assert item.planned is not None and item.message_id is not None
+        headers = {**item.planned.metadata, MESSAGE_ID_METADATA: item.message_id}
+        messages.append((item.planned.topic, item.planned.payload.encode(), headers))
     return messages
+
+
+def raw_messages(config_file: Path, rows: range) -> list[RawMessage]:
+    """:func:`stored_messages`, re-based on ``RAW_BASE``."""
+    return [
+        (f"{RAW_BASE}.{topic.split('.', 1)[1]}", payload, headers)
+        for topic, payload, headers in stored_messages(config_file, rows)
+    ]
 
 
 def raw_partition(
@@ -243,6 +249,30 @@ def raw_rate(
 # -- (b) Spark backend sink ------------------------------------------------------------------
 
 
+def spark_session(name: str, cores: int = 2) -> Any:
+    """A local Spark session on ``cores`` cores, on the loopback only, without the UI, the
+    console progress bars (the benchmarks print their own progress) or INFO logs; aviso's data
+    source registered."""
+    from pyspark.sql import SparkSession
+
+    from aviso_spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
 def sink_rate(
     nats_url: str,
     config_file: Path,
@@ -252,25 +282,10 @@ def sink_rate(
     batch: int,
     concurrency: int,
 ) -> tuple[float, dict[str, Any]]:
-    from pyspark.sql import SparkSession
-
-    from aviso_spark import register
     from aviso_spark.deadletter import SUMMARY_FILE
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = (
-        SparkSession.builder.master(f"local[{partitions}]")
-        .appName("aviso-spark-sink-benchmark")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # the progress lines say more
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("aviso-spark-sink-benchmark", partitions)
     try:
-        register(spark)
         frame = spark.range(0, rows, numPartitions=partitions).selectExpr(*ROW_EXPRESSIONS)
         deadletter = folder / "deadletter"
         writer = (

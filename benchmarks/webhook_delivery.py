@@ -130,6 +130,16 @@ def reset(receiver_url: str) -> None:
     httpx.post(f"{receiver_url}/reset", timeout=30).raise_for_status()
 
 
+def subscribe(url: str, name: str, run: str, target: str) -> None:
+    """Subscription ``name``: the notifications of ``run``, delivered to ``target``."""
+    body = {
+        "event_type": "bench",
+        "identifier": {"run": run},
+        "delivery": {"kind": "webhook", "url": target},
+    }
+    httpx.put(f"{url}/api/v1/subscriptions/{name}", json=body).raise_for_status()
+
+
 def aviso_round(
     receiver_url: str, folder: Path, subscriptions: int, notifications: int, paced: int, rate: float
 ) -> dict[str, float]:
@@ -138,12 +148,7 @@ def aviso_round(
     with aviso_process(config, folder / "aviso.log") as (url, process):
         server = psutil.Process(process.pid)
         for n in range(subscriptions):
-            body = {
-                "event_type": "bench",
-                "identifier": {"run": "hook"},
-                "delivery": {"kind": "webhook", "url": f"{receiver_url}/e/{n}"},
-            }
-            httpx.put(f"{url}/api/v1/subscriptions/s{n}", json=body).raise_for_status()
+            subscribe(url, f"s{n}", "hook", f"{receiver_url}/e/{n}")
         reset(receiver_url)
         cpu = sum(server.cpu_times()[:2])
         start = time.time()
@@ -168,12 +173,7 @@ def retry_lateness(url: str, receiver_url: str) -> dict[str, float]:
     """How late retries come after their scheduled delay (``RETRY_DELAY`` each), as a
     fraction of it: FLAKY subscriptions whose receiver answers 503 twice per notification."""
     for n in range(FLAKY):
-        body = {
-            "event_type": "bench",
-            "identifier": {"run": "flaky"},
-            "delivery": {"kind": "webhook", "url": f"{receiver_url}/flaky/{n}"},
-        }
-        httpx.put(f"{url}/api/v1/subscriptions/flaky{n}", json=body).raise_for_status()
+        subscribe(url, f"flaky{n}", "flaky", f"{receiver_url}/flaky/{n}")
     reset(receiver_url)
     with httpx.Client(base_url=url, timeout=30) as client:
         for step in range(FLAKY_NOTIFICATIONS):

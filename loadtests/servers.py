@@ -27,6 +27,8 @@ from aviso_loadtests.pipelined import post_many
 
 START_TIMEOUT = 30.0
 STOP_GRACE = 30.0
+KILL_WAIT = 10.0
+"""How long a killed process may take to be reaped."""
 
 
 def free_port() -> int:
@@ -39,15 +41,15 @@ def raw_post(path: str, body: str) -> bytes:
     return f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, a grace period, then SIGKILL; always reaps the process."""
+def stop(process: subprocess.Popen[bytes], grace: float = STOP_GRACE) -> None:
+    """SIGTERM, ``grace`` seconds to exit, then SIGKILL; always reaps the process."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(STOP_GRACE)
+            process.wait(grace)
         except subprocess.TimeoutExpired:
             process.kill()
-    process.wait(10)
+    process.wait(KILL_WAIT)
 
 
 def wait_until(ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str) -> None:
@@ -92,7 +94,7 @@ def aviso_server(config: Path, log: Path) -> Iterator[tuple[str, subprocess.Pope
             )
             yield url, process
         finally:
-            _stop(process)
+            stop(process)
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def nats_server(store_dir: Path) -> Iterator[NatsProcess]:
         )
         yield NatsProcess(f"nats://127.0.0.1:{port}", process)
     finally:
-        _stop(process)
+        stop(process)
 
 
 @contextmanager
@@ -148,4 +150,4 @@ def baseline_process(
         wait_until(answers, process, f"python -m {module}")
         yield port, process
     finally:
-        _stop(process)
+        stop(process)

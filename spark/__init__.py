@@ -41,18 +41,18 @@ def default_partitions(spark: SparkSession) -> int:
     """See :func:`register`."""
     configured = _setting(spark, PARTITIONS_CONF)
     if configured is not None:
-        return _count(configured, PARTITIONS_CONF)
+        return positive_integer(configured, PARTITIONS_CONF)
     try:
         return int(spark.sparkContext.defaultParallelism)
     except Exception:  # Spark Connect: no context on the client
         pass
     parallelism = _setting(spark, "spark.default.parallelism")
     if parallelism is not None:
-        return _count(parallelism, "spark.default.parallelism")
+        return positive_integer(parallelism, "spark.default.parallelism")
     master = _setting(spark, "spark.master") or ""
     if master.startswith("local[") and master.endswith("]"):
         cores = master[len("local[") : -1].split(",")[0]
-        return os.cpu_count() or 1 if cores == "*" else _count(cores, "spark.master")
+        return os.cpu_count() or 1 if cores == "*" else positive_integer(cores, "spark.master")
     return 1
 
 
@@ -64,7 +64,8 @@ def _setting(spark: SparkSession, key: str) -> str | None:
     return value or None
 
 
-def _count(text: str, key: str) -> int:
+def positive_integer(text: str, key: str) -> int:
+    """``text`` as an integer of 1 or more; else a ValueError naming ``key``."""
     try:
         value = int(text)
     except ValueError:
@@ -74,4 +75,4 @@ def _count(text: str, key: str) -> int:
     return value
 
 
-__all__ = ["default_partitions", "register"]
+__all__ = ["default_partitions", "positive_integer", "register"]

@@ -69,6 +69,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from aviso_spark import positive_integer
 from aviso_spark.fields import FieldSpec, UnreadableValue, converter, merged_fields
 from aviso_spark.partitioning import SequenceRange, split
 from aviso_spark.pushdown import Pushed, push
@@ -175,15 +176,7 @@ def _filter_value(option: str, value: str) -> Any:
 
 def positive_option(options: Mapping[str, str], key: str, default: int) -> int:
     text = options.get(key)
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{key} must be a positive integer, got {text!r}")
-    return value
+    return positive_integer(text, key) if text else default
 
 
 def identifier_column(field: str) -> str:

@@ -33,3 +33,16 @@ def run_benchmark(module: str, *args: str, timeout: int = 300) -> subprocess.Com
 def figures(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The figures a benchmark prints as JSON on its last line."""
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def notify_figures(done: subprocess.CompletedProcess[str], rounds: int) -> dict[str, Any]:
+    """The figures of a run comparing notify with the bare and raw apps (``notify_app``,
+    ``notify_path``), checked: the run succeeded, printed each of its ``rounds`` and the load
+    average, a CPU figure for every app and the notify/bare and notify/raw ratios."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = figures(done)
+    for app in ("notify", "bare", "raw"):
+        assert printed[f"{app}_cpu_us"] > 0, printed
+    assert {"notify_bare_cpu_ratio", "notify_raw_cpu_ratio"} <= set(printed)
+    assert done.stdout.count("    round ") == rounds and "load average" in done.stdout
+    return printed

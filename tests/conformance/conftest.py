@@ -5,12 +5,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conformance.config_support import Sandbox, sandbox_at
-from tests.support.configs import API_EXAMPLE, BACKENDS, ForBackend, jetstream_variant
+from tests.support.configs import (
+    API_EXAMPLE,
+    BACKENDS,
+    ForBackend,
+    jetstream_variant,
+    with_changes,
+)
 from tests.support.server import RunningServer, running_server
 
 
@@ -62,6 +69,29 @@ def api_server(for_backend: ForBackend) -> Iterator[RunningServer]:
 @pytest.fixture
 def client(api_server: RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=api_server.url, timeout=10.0) as http:
+        yield http
+
+
+@pytest.fixture
+def watch_settings() -> dict[str, Any]:
+    """The ``watch_endpoint`` overrides of ``custom_server``: none unless a module's own
+    fixture or a test's parametrisation gives some."""
+    return {}
+
+
+@pytest.fixture
+def custom_server(
+    watch_settings: dict[str, Any], for_backend: ForBackend
+) -> Iterator[RunningServer]:
+    """A server with the example schema and this test's ``watch_endpoint`` overrides."""
+    document = with_changes(API_EXAMPLE, watch_endpoint=watch_settings)
+    with running_server(for_backend(document)) as server:
+        yield server
+
+
+@pytest.fixture
+def custom(custom_server: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=custom_server.url, timeout=10.0) as http:
         yield http
 
 

@@ -31,6 +31,29 @@ SSE_SETUP_ERROR_KEYS = ERROR_KEYS | {"topic"}
 UNKNOWN_EVENT_TYPE_KEYS = {"code", "configured_event_types", "error", "message", "request_id"}
 ADMIN_KEYS = ["success", "message", "notification_id", "request_id"]
 WIPE_KEYS = ["success", "message", "request_id"]
+REPLAY_STARTED_KEYS = {
+    "batch_size",
+    "end_sequence",
+    "from_date",
+    "from_sequence",
+    "request_id",
+    "timestamp",
+    "topic",
+    "type",
+}
+"""The fields of a ``replay-control/replay_started`` event."""
+CLOUDEVENT_KEYS = [
+    "data",
+    "datacontenttype",
+    "dataschema",
+    "id",
+    "sequence",
+    "source",
+    "specversion",
+    "time",
+    "type",
+]
+"""The fields of a notification's CloudEvent, in the order they are sent (sorted)."""
 
 NOTIFY = "/api/v1/notification"
 WATCH = "/api/v1/watch"

@@ -16,6 +16,7 @@ from aviso_host.streaming.stream import RESOLVE_TIMEOUT_SECONDS
 from tests.conformance.helpers import (
     NOTIFY,
     REPLAY,
+    REPLAY_STARTED_KEYS,
     WATCH,
     assert_error,
     gauge,
@@ -33,16 +34,6 @@ from tests.support.server import RunningServer, running_server
 
 AGGREGATE = "/api/v1/aggregate"
 U64_MAX = 2**64 - 1
-STARTED_KEYS = {
-    "batch_size",
-    "end_sequence",
-    "from_date",
-    "from_sequence",
-    "request_id",
-    "timestamp",
-    "topic",
-    "type",
-}
 BOUNDED = [
     "replay-control/replay_started",
     "replay-control/replay_completed",
@@ -85,7 +76,7 @@ def test_to_id_ends_the_replay_inclusively(client: httpx.Client) -> None:
     _ends_normally(result)
     assert _replayed(result) == sequences[1:4]
     started = result.events[0].data
-    assert set(started) == STARTED_KEYS
+    assert set(started) == REPLAY_STARTED_KEYS
     assert started["end_sequence"] == sequences[3]
     assert started["from_sequence"] == sequences[1]
     assert started["request_id"] == request_id_header(result.response)
@@ -201,7 +192,7 @@ def test_end_sequence_is_null_without_an_end_point(client: httpx.Client) -> None
     with open_stream(client, WATCH, _body(basin, from_id="0")) as stream:
         started = stream.next()
     assert started is not None and started.kind == "replay-control/replay_started"
-    assert set(started.data) == STARTED_KEYS
+    assert set(started.data) == REPLAY_STARTED_KEYS
     assert started.data["end_sequence"] is None
 
 
@@ -364,21 +355,10 @@ def test_a_stalled_bound_resolution_opens_within_the_clients_deadline(
 
 
 @pytest.fixture
-def cap_settings() -> dict[str, Any]:
+def watch_settings() -> dict[str, Any]:
+    """The per-request replay cap of ``custom`` (the conformance conftest's server); a
+    test's parametrisation replaces it."""
     return {"max_historical_notifications": 2}
-
-
-@pytest.fixture
-def capped_server(cap_settings: dict[str, Any], for_backend: ForBackend) -> Iterator[RunningServer]:
-    document = with_changes(API_EXAMPLE, watch_endpoint=cap_settings)
-    with running_server(for_backend(document)) as server:
-        yield server
-
-
-@pytest.fixture
-def capped(capped_server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=capped_server.url, timeout=10.0) as http:
-        yield http
 
 
 def _limited(result: Any, replayed: int) -> None:
@@ -398,83 +378,83 @@ def _limited(result: Any, replayed: int) -> None:
 
 
 @pytest.mark.parametrize("path", [REPLAY, WATCH])
-def test_cap_with_one_more_match_flags_and_ends(capped: httpx.Client, path: str) -> None:
+def test_cap_with_one_more_match_flags_and_ends(custom: httpx.Client, path: str) -> None:
     basin = unique_basin()
     for level in range(3):
-        gauge(capped, basin, level)
-    result = read_stream(capped, path, _body(basin, from_id="0"))
+        gauge(custom, basin, level)
+    result = read_stream(custom, path, _body(basin, from_id="0"))
     _limited(result, 2)
 
 
 @pytest.mark.parametrize(
-    "cap_settings",
+    "watch_settings",
     [{"max_historical_notifications": 2, "replay_batch_size": 1}],
     ids=["batch-of-one"],
 )
-def test_cap_counts_delivered_matches_after_filtering(capped: httpx.Client) -> None:
+def test_cap_counts_delivered_matches_after_filtering(custom: httpx.Client) -> None:
     basin = unique_basin()
     for level in (1, 2, 1, 2, 2, 2):
-        gauge(capped, basin, level)
+        gauge(custom, basin, level)
     body = {"event_type": "river_gauge", "identifier": {"basin": basin, "level": 1}}
-    result = read_stream(capped, REPLAY, {**body, "from_id": "0"})
+    result = read_stream(custom, REPLAY, {**body, "from_id": "0"})
     # Two matches among six records: the cap is filled, and the look-ahead through the
     # (non-matching) rest finds no third one, so the replay completes.
     _ends_normally(result)
     assert len(result.notifications()) == 2
-    gauge(capped, basin, 1)
-    _limited(read_stream(capped, REPLAY, {**body, "from_id": "0"}), 2)
+    gauge(custom, basin, 1)
+    _limited(read_stream(custom, REPLAY, {**body, "from_id": "0"}), 2)
 
 
-def test_cap_exactly_filled_inside_the_window_completes(capped: httpx.Client) -> None:
-    basin, sequences = _stored(capped, 2)
+def test_cap_exactly_filled_inside_the_window_completes(custom: httpx.Client) -> None:
+    basin, sequences = _stored(custom, 2)
     for level in range(3):
-        gauge(capped, basin, level)
+        gauge(custom, basin, level)
     body = _body(basin, from_id=str(sequences[0]), to_id=str(sequences[1]))
-    result = read_stream(capped, REPLAY, body)
+    result = read_stream(custom, REPLAY, body)
     _ends_normally(result)
     assert _replayed(result) == sequences
     assert result.events[0].data["end_sequence"] == sequences[1]
 
 
-def test_cap_is_per_request(capped: httpx.Client) -> None:
-    basin, sequences = _stored(capped, 2)
+def test_cap_is_per_request(custom: httpx.Client) -> None:
+    basin, sequences = _stored(custom, 2)
     for _ in range(2):
-        result = read_stream(capped, REPLAY, _body(basin, from_id="0"))
+        result = read_stream(custom, REPLAY, _body(basin, from_id="0"))
         _ends_normally(result)
         assert _replayed(result) == sequences
 
 
-def test_a_live_only_watch_is_not_capped(capped: httpx.Client) -> None:
+def test_a_live_only_watch_is_not_capped(custom: httpx.Client) -> None:
     basin = unique_basin()
-    with open_stream(capped, WATCH, _body(basin)) as stream:
+    with open_stream(custom, WATCH, _body(basin)) as stream:
         stream.until_kind("live-notification/connection_established")
         for level in range(4):
-            gauge(capped, basin, level)
+            gauge(custom, basin, level)
         for _ in range(4):
             stream.until_kind("live-notification")
 
 
-def test_a_watch_starting_beyond_history_goes_live(capped: httpx.Client) -> None:
-    basin, sequences = _stored(capped, 1)
-    with open_stream(capped, WATCH, _body(basin, from_id=str(U64_MAX))) as stream:
+def test_a_watch_starting_beyond_history_goes_live(custom: httpx.Client) -> None:
+    basin, sequences = _stored(custom, 1)
+    with open_stream(custom, WATCH, _body(basin, from_id=str(U64_MAX))) as stream:
         stream.until_kind("replay-control/replay_completed")
-        gauge(capped, basin, 7)
+        gauge(custom, basin, 7)
         live = stream.until_kind("live-notification")
     assert live.data["data"]["identifier"]["level"] == "7"
     assert live.data["sequence"] > sequences[-1]
 
 
 @pytest.mark.parametrize(
-    "cap_settings",
+    "watch_settings",
     [{"max_queue_bytes": 2048, "replay_batch_size": 1, "replay_batch_delay_ms": 200}],
     ids=["tiny-live-buffer"],
 )
-def test_a_live_buffer_overflow_during_the_replay_loses_nothing(capped: httpx.Client) -> None:
+def test_a_live_buffer_overflow_during_the_replay_loses_nothing(custom: httpx.Client) -> None:
     """Records stored above ``H`` while a watch replays wait in its live buffer; when that
     overflows, the replay reads what the buffer dropped before the watch goes live."""
     basin = unique_basin()
     for n in range(2):
-        gauge(capped, basin, 1, payload={"n": n})
+        gauge(custom, basin, 1, payload={"n": n})
     numbers: list[int] = []
 
     def notifications(count: int) -> Any:
@@ -486,13 +466,13 @@ def test_a_live_buffer_overflow_during_the_replay_loses_nothing(capped: httpx.Cl
         return seen
 
     body = {**_body(basin, from_id="0"), "identifier": {"basin": basin, "level": 1}}
-    with open_stream(capped, WATCH, body) as stream:
+    with open_stream(custom, WATCH, body) as stream:
         stream.until_kind("replay-control/replay_started")
         # Each record costs over 512 bytes of the 2048-byte buffer: most of these overflow.
         for n in range(2, 12):
-            gauge(capped, basin, 1, payload={"n": n})
+            gauge(custom, basin, 1, payload={"n": n})
         stream.until(notifications(12))
-        gauge(capped, basin, 1, payload={"n": 12})
+        gauge(custom, basin, 1, payload={"n": 12})
         stream.until(notifications(13))
     assert numbers == list(range(13)), "every notification once, in order"
     kinds = [event.kind for event in stream.events if event.name != "heartbeat"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,10 +11,12 @@ import httpx
 import pytest
 
 from tests.conformance.helpers import (
+    CLOUDEVENT_KEYS,
     CLOUDEVENT_TIME_RE,
     POLYGON_AROUND_ZURICH,
     POLYGON_ELSEWHERE,
     REPLAY,
+    REPLAY_STARTED_KEYS,
     SECOND_TS_RE,
     WATCH,
     gauge,
@@ -29,8 +30,7 @@ from tests.conformance.helpers import (
     unique_basin,
     unique_date,
 )
-from tests.support.configs import API_EXAMPLE, ForBackend, with_changes
-from tests.support.server import RunningServer, running_server
+from tests.support.configs import API_EXAMPLE
 
 BASE_URL = API_EXAMPLE["application"]["base_url"]
 LIMIT_MESSAGE = (
@@ -45,27 +45,6 @@ def _live(basin: str, **identifier: Any) -> dict[str, Any]:
 
 def _from(basin: str, **cursor: Any) -> dict[str, Any]:
     return {"event_type": "river_gauge", "identifier": {"basin": basin}, **cursor}
-
-
-@pytest.fixture
-def watch_settings() -> dict[str, Any]:
-    return {}
-
-
-@pytest.fixture
-def custom_server(
-    watch_settings: dict[str, Any], for_backend: ForBackend
-) -> Iterator[RunningServer]:
-    """A server with the example schema and this test's ``watch_endpoint`` overrides."""
-    document = with_changes(API_EXAMPLE, watch_endpoint=watch_settings)
-    with running_server(for_backend(document)) as server:
-        yield server
-
-
-@pytest.fixture
-def custom(custom_server: RunningServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=custom_server.url, timeout=10.0) as http:
-        yield http
 
 
 def _settings(**values: Any) -> Any:
@@ -166,17 +145,7 @@ def test_live_only_watch_and_cloudevent_envelope(client: httpx.Client) -> None:
     assert cloudevent["data"]["payload"] == {"when": "after"}, "the earlier one is not delivered"
     sequence = cloudevent["sequence"]
     assert isinstance(sequence, int) and not isinstance(sequence, bool)
-    assert set(cloudevent) == {
-        "data",
-        "datacontenttype",
-        "dataschema",
-        "id",
-        "sequence",
-        "source",
-        "specversion",
-        "time",
-        "type",
-    }
+    assert set(cloudevent) == set(CLOUDEVENT_KEYS)
     assert cloudevent["specversion"] == "1.0"
     assert cloudevent["type"] == "int.ecmwf.aviso.river_gauge"
     assert cloudevent["source"] == BASE_URL
@@ -219,16 +188,7 @@ def test_replay_transcript(client: httpx.Client) -> None:
     ]
     request_id = request_id_header(result.response)
     started = result.events[0].data
-    assert set(started) == {
-        "batch_size",
-        "end_sequence",
-        "from_date",
-        "from_sequence",
-        "request_id",
-        "timestamp",
-        "topic",
-        "type",
-    }
+    assert set(started) == REPLAY_STARTED_KEYS
     assert started["request_id"] == request_id
     assert started["batch_size"] == 100
     assert started["from_sequence"] == first

@@ -40,6 +40,8 @@ from tests.hostile.support import (
     status_and_body,
 )
 from tests.support.configs import API_EXAMPLE, with_changes
+from tests.support.pipelined import request_bytes
+from tests.support.raw_http import unread_connection
 from tests.support.server import RunningServer, running_server
 
 NOTIFY = "/api/v1/notification"
@@ -318,14 +320,8 @@ def test_a_never_reading_watcher_cut_off_is_disconnected() -> None:
     """Cut off as a slow consumer, its connection is reset: the server holds no
     descriptor, socket or send queue for it, though the client never reads nor closes."""
     with running_server(SLOW_CONSUMER) as server:
-        watcher = socket.socket()
-        watcher.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        watcher.connect(("127.0.0.1", server_port(server)))
-        body = json.dumps({"event_type": "river_gauge", "identifier": {"basin": "slow"}})
-        watcher.sendall(
-            b"POST /api/v1/watch HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-            % (len(body), body.encode())
-        )
+        body = {"event_type": "river_gauge", "identifier": {"basin": "slow"}}
+        watcher = unread_connection(server_port(server), request_bytes("/api/v1/watch", body))
         client_port = watcher.getsockname()[1]
 
         def watcher_connected() -> bool:

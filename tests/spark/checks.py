@@ -7,19 +7,44 @@ import json
 import os
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from aviso_spark.example_data import write
+from aviso_spark.example_data import IDENTIFIER_COLUMNS, write
 from tests.spark.conftest import AvisoSetup
 from tests.support.sse import DEFAULT_TIMEOUT, Stream
 
 EVENT_TYPE = "dissemination"
 DESTINATIONS = 5  # dissemination_rows spreads rows over <prefix>0 .. <prefix>4
 WAIT_SECONDS = 60.0
+
+
+def notify_body(row: dict[str, Any], destination: str | None = None) -> dict[str, Any]:
+    """The notification of an example row: its identifier columns (``destination`` in place
+    of the row's own, when given), its path and size as the payload."""
+    identifier = {name: row[name] for name in IDENTIFIER_COLUMNS}
+    if destination is not None:
+        identifier["destination"] = destination
+    return {
+        "event_type": EVENT_TYPE,
+        "identifier": identifier,
+        "payload": {"path": row["path"], "size": row["size"]},
+    }
+
+
+def notify_rows(
+    client: httpx.Client, rows: Iterable[dict[str, Any]], destination: str | None = None
+) -> None:
+    """Notify every row (:func:`notify_body`), one after the other; each must be stored."""
+    for row in rows:
+        response = client.post(
+            "/api/v1/notification", content=json.dumps(notify_body(row, destination))
+        )
+        assert response.status_code == 200, response.text
 
 
 def row_id(cloud_event: dict[str, Any]) -> int:

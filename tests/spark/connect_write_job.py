@@ -18,19 +18,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from aviso_spark import register
+from aviso_spark.example_data import COLUMNS, IDENTIFIER_COLUMNS, PAYLOAD_COLUMNS
 
-IDENTIFIER_COLUMNS = [
-    "destination",
-    "target",
-    "class",
-    "expver",
-    "domain",
-    "date",
-    "time",
-    "stream",
-    "step",
-]
-COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, "path", "size")
 SCHEMA = ", ".join(f"`{column}` string" for column in COLUMNS)
 
 
@@ -44,7 +33,7 @@ def publish(df: DataFrame, settings: dict[str, Any], dead: Path, **options: str)
         event_type="dissemination",
         config=settings["config"],
         identifier_columns=",".join(IDENTIFIER_COLUMNS),
-        payload_columns="path,size",
+        payload_columns=",".join(PAYLOAD_COLUMNS),
         deadletter_path=str(dead),
         sink=settings["sink"],
         **{"sink.url": settings["url"]},

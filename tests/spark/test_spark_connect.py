@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
-from tests.spark.checks import EVENT_TYPE
+from aviso_spark.example_data import dissemination_rows
+from tests.spark.checks import EVENT_TYPE, notify_rows
 from tests.spark.conftest import dissemination_document
 from tests.support.process import CLI_TIMEOUT, clean_environment
 from tests.support.server import running_server
@@ -35,14 +35,7 @@ def test_reads_pushdown_partitions_and_admission_control_on_spark_connect(
     rows = dissemination_rows(ROWS, 0.0, seed=17, destination_prefix="c").rows
     with running_server(document) as server:
         with httpx.Client(base_url=server.url) as client:
-            for row in rows:
-                body = {
-                    "event_type": EVENT_TYPE,
-                    "identifier": {name: row[name] for name in IDENTIFIER_COLUMNS},
-                    "payload": {"path": row["path"], "size": row["size"]},
-                }
-                response = client.post("/api/v1/notification", content=json.dumps(body))
-                assert response.status_code == 200, response.text
+            notify_rows(client, rows)
         settings = {
             "url": server.url,
             "event_type": EVENT_TYPE,

@@ -4,7 +4,6 @@ on both backends, bounded by ids or dates, and while notifications keep arriving
 from __future__ import annotations
 
 import datetime
-import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -14,24 +13,14 @@ import httpx
 import pytest
 from pyspark.sql import SparkSession
 
-from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
-from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS
+from aviso_spark.example_data import dissemination_rows
+from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS, notify_rows
 from tests.spark.conftest import dissemination_document
 from tests.support.server import RunningServer, running_server
 from tests.support.sse import DEFAULT_TIMEOUT, Stream
 
 REPLAY_LIMIT = 7  # a range holds more than this: each partition pages past the server's cap
 ROWS = 60  # 30 on the destination read, more than the partitions times the cap
-
-
-def notify_body(row: dict[str, Any], destination: str) -> dict[str, Any]:
-    identifier = {name: row[name] for name in IDENTIFIER_COLUMNS}
-    identifier["destination"] = destination
-    return {
-        "event_type": EVENT_TYPE,
-        "identifier": identifier,
-        "payload": {"path": row["path"], "size": row["size"]},
-    }
 
 
 def backend_document(backend: str, request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -56,10 +45,8 @@ class History:
         self.destination = f"{prefix}0"
 
     def publish(self, rows: list[dict[str, Any]], client: httpx.Client) -> None:
-        for row in rows:
-            body = notify_body(row, f"{self.prefix}{row['row_id'] % 2}")
-            response = client.post("/api/v1/notification", content=json.dumps(body))
-            assert response.status_code == 200, response.text
+        alternating = [{**row, "destination": f"{self.prefix}{row['row_id'] % 2}"} for row in rows]
+        notify_rows(client, alternating)
 
     def replayed(self, **bounds: str) -> list[dict[str, Any]]:
         """The CloudEvents of one plain replay of the destination (paged), for comparison."""

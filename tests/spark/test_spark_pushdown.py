@@ -5,7 +5,6 @@ result is what Spark's own filter over the whole history gives."""
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,9 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
 
 from aviso_spark import PUSHDOWN_CONF
-from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
+from aviso_spark.example_data import dissemination_rows
 from tests.conformance.metrics_support import Metered, metered
-from tests.spark.checks import EVENT_TYPE
+from tests.spark.checks import EVENT_TYPE, notify_rows
 from tests.spark.conftest import dissemination_document
 
 ROWS = 60
@@ -30,14 +29,7 @@ def server() -> Iterator[Metered]:
     document = dissemination_document("nats://127.0.0.1:1")
     document["notification_backend"] = {"kind": "in_memory"}
     with metered(document) as running, httpx.Client(base_url=running.url) as client:
-        for row in dissemination_rows(ROWS, 0.0, seed=3, destination_prefix="d").rows:
-            body = {
-                "event_type": EVENT_TYPE,
-                "identifier": {name: row[name] for name in IDENTIFIER_COLUMNS},
-                "payload": {"path": row["path"], "size": row["size"]},
-            }
-            response = client.post("/api/v1/notification", content=json.dumps(body))
-            assert response.status_code == 200, response.text
+        notify_rows(client, dissemination_rows(ROWS, 0.0, seed=3, destination_prefix="d").rows)
         yield running
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows
 from aviso_spark.reader import identifier_column
-from tests.spark.checks import EVENT_TYPE
+from tests.spark.checks import EVENT_TYPE, notify_rows
 from tests.spark.conftest import dissemination_document
 from tests.support.nats import NatsServer
 from tests.support.server import RunningServer, running_server
@@ -30,15 +30,10 @@ def server(nats_session: NatsServer) -> Iterator[RunningServer]:
     document = dissemination_document(nats_session.url)
     document["watch_endpoint"]["max_historical_notifications"] = REPLAY_LIMIT
     with running_server(document) as running, httpx.Client(base_url=running.url) as client:
-        for row in dissemination_rows(40, 0.0, seed=5, destination_prefix=PREFIX).rows:
-            row["destination"] = f"{PREFIX}{row['row_id'] % 2}"
-            body = {
-                "event_type": EVENT_TYPE,
-                "identifier": {name: row[name] for name in IDENTIFIER_COLUMNS},
-                "payload": {"path": row["path"], "size": row["size"]},
-            }
-            response = client.post("/api/v1/notification", content=json.dumps(body))
-            assert response.status_code == 200, response.text
+        rows = dissemination_rows(40, 0.0, seed=5, destination_prefix=PREFIX).rows
+        notify_rows(
+            client, [{**row, "destination": f"{PREFIX}{row['row_id'] % 2}"} for row in rows]
+        )
         yield running
 
 

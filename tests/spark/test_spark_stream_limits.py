@@ -14,9 +14,8 @@ from pyspark.sql import SparkSession
 
 from aviso_spark.example_data import dissemination_rows
 from aviso_spark.stream_source import source_lag
-from tests.spark.checks import EVENT_TYPE
+from tests.spark.checks import EVENT_TYPE, notify_rows
 from tests.spark.conftest import ROOT, AvisoSetup, dissemination_document
-from tests.spark.test_spark_partitioned_read import notify_body
 from tests.support.server import running_server
 
 BACKLOG = 95
@@ -29,11 +28,8 @@ def test_available_now_reads_a_backlog_in_batches_no_larger_than_the_limit(
     spark: SparkSession, aviso: AvisoSetup, tmp_path: Path
 ) -> None:
     with httpx.Client(base_url=aviso.server.url) as client:
-        for row in dissemination_rows(BACKLOG, 0.0, seed=9, destination_prefix=aviso.prefix).rows:
-            response = client.post(
-                "/api/v1/notification", content=json.dumps(notify_body(row, aviso.prefix))
-            )
-            assert response.status_code == 200, response.text
+        rows = dissemination_rows(BACKLOG, 0.0, seed=9, destination_prefix=aviso.prefix).rows
+        notify_rows(client, rows, aviso.prefix)
     sizes: list[int] = []
 
     def batch(frame: object, batch_id: int) -> None:
@@ -67,11 +63,7 @@ def test_several_event_types_in_one_query_share_the_limit(
     document["notification_schema"]["mars"] = shipped["notification_schema"]["mars"]
     mars = {"class": "od", "expver": "1", "domain": "g", "date": "20260401", "time": "00"}
     with running_server(document) as server, httpx.Client(base_url=server.url) as client:
-        for row in dissemination_rows(30, 0.0, seed=4, destination_prefix="m").rows:
-            response = client.post(
-                "/api/v1/notification", content=json.dumps(notify_body(row, "m"))
-            )
-            assert response.status_code == 200, response.text
+        notify_rows(client, dissemination_rows(30, 0.0, seed=4, destination_prefix="m").rows, "m")
         for step in range(12):
             body = {"event_type": "mars", "identifier": {**mars, "stream": "oper", "step": step}}
             response = client.post("/api/v1/notification", content=json.dumps(body))

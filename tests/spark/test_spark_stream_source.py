@@ -17,9 +17,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from aviso_spark.example_data import dissemination_rows
 from aviso_spark.replay import ReplayRequest, latest_sequence
-from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS, replayed_row_ids
+from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS, notify_body, replayed_row_ids
 from tests.spark.conftest import AvisoSetup, dissemination_document
-from tests.spark.test_spark_partitioned_read import notify_body
 from tests.support.server import RunningServer, running_server
 
 ROWS = 300

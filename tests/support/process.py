@@ -4,7 +4,6 @@ signals, RSS or a fresh process, and short commands such as ``aviso-server plugi
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,10 +14,12 @@ from pathlib import Path
 import httpx
 import psutil
 
-from aviso_loadtests.servers import free_port
+# The load runs' process handling, re-exported: the tests start and stop processes alike.
+from aviso_loadtests.servers import KILL_WAIT as KILL_WAIT
+from aviso_loadtests.servers import free_port as free_port
+from aviso_loadtests.servers import stop as stop
 
 START_TIMEOUT = 20.0
-KILL_WAIT = 10.0
 CLI_TIMEOUT = 60.0
 
 
@@ -44,17 +45,6 @@ def run_aviso(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Co
         timeout=CLI_TIMEOUT,
         check=False,
     )
-
-
-def stop(process: subprocess.Popen[bytes], grace: float) -> None:
-    """SIGTERM, ``grace`` seconds to exit, then SIGKILL; always reaps the process."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait(KILL_WAIT)
 
 
 def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:

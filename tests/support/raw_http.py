@@ -1,5 +1,5 @@
 """One HTTP/1.1 request written byte for byte, for headers no polite client will send
-(padded, empty or non-ASCII ``Authorization`` values)."""
+(padded, empty or non-ASCII ``Authorization`` values), and a client that stops reading."""
 
 from __future__ import annotations
 
@@ -49,6 +49,18 @@ def raw_request(
     if any(name.lower() == "transfer-encoding" for name, _ in received):
         rest = _dechunk(rest)
     return RawResponse(int(status_line.split()[1]), received, rest)  # type: ignore[arg-type]
+
+
+def unread_connection(port: int, request: bytes, timeout: float | None = None) -> socket.socket:
+    """A connection to 127.0.0.1:``port`` that has sent ``request`` and reads nothing until
+    its caller does. Its receive window is small (4 KiB), so a stream the client does not
+    read soon fills the server's send buffer and holds the server back."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.settimeout(timeout)
+    client.connect(("127.0.0.1", port))
+    client.sendall(request)
+    return client
 
 
 def _dechunk(data: bytes) -> bytes:

@@ -13,6 +13,7 @@ import httpx
 import nats
 import pytest
 
+from tests.conformance.helpers import CLOUDEVENT_KEYS
 from tests.support.configs import jetstream_variant
 from tests.support.nats import NatsServer
 from tests.support.server import running_server
@@ -36,17 +37,6 @@ CONFIG: dict[str, Any] = {
         }
     },
 }
-CLOUDEVENT_KEYS = [
-    "data",
-    "datacontenttype",
-    "dataschema",
-    "id",
-    "sequence",
-    "source",
-    "specversion",
-    "time",
-    "type",
-]
 SPOOFING_HEADERS = {
     "aviso_actor": '"mallory"',
     "publisher": "mallory",

@@ -17,6 +17,7 @@ from aviso_plugins._shared.sse import SSEParser
 from aviso_plugins.testing import EventStream
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
+from tests.support.raw_http import unread_connection
 from tests.support.sse import collect
 
 pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
@@ -45,21 +46,13 @@ WATCH = {"event_type": "feed", "identifier": {"name": "x"}}
 
 
 def _notification(n: int) -> bytes:
-    body = {"event_type": "feed", "identifier": {"name": "x"}, "payload": {"n": n, "pad": PAD}}
+    body = {**WATCH, "payload": {"n": n, "pad": PAD}}
     return request_bytes("/api/v1/notification", body)
 
 
 def _frozen_watch(port: int) -> socket.socket:
     """A watch whose client reads nothing until told to."""
-    body = json.dumps(WATCH).encode()
-    client = socket.socket()
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    client.connect(("127.0.0.1", port))
-    client.sendall(
-        b"POST /api/v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    )
-    return client
+    return unread_connection(port, request_bytes("/api/v1/watch", WATCH))
 
 
 async def _publish_until_logged(port: int, log: Path, marker: str) -> int:
@@ -246,10 +239,8 @@ def test_a_frozen_subscription_reader_is_cut_off_and_resumes_from_its_cursor(
     with aviso_process(config, log) as (url, _), httpx.Client(base_url=url) as client:
         port = int(url.rsplit(":", 1)[1])
         assert client.put("/api/v1/subscriptions/frozen", json=WATCH).status_code == 201
-        frozen = socket.socket()
-        frozen.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        frozen.connect(("127.0.0.1", port))
-        frozen.sendall(f"GET {events_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        request = f"GET {events_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+        frozen = unread_connection(port, request)
         try:
             total = asyncio.run(_publish_until_logged(port, log, "stream.backpressure.disconnect"))
             frozen.settimeout(10)

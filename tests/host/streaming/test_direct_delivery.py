@@ -13,9 +13,7 @@ backend's live feed.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import socket
 import uuid
 from typing import Any
 
@@ -24,6 +22,7 @@ import pytest
 from aviso_host.metrics import WATCH_ROUTE
 from tests.support.configs import BACKENDS, jetstream_variant
 from tests.support.pipelined import post_many, request_bytes
+from tests.support.raw_http import unread_connection
 from tests.support.server import RunningServer, running_server
 
 WATCH = {"event_type": "feed", "identifier": {"name": "x"}}
@@ -68,16 +67,7 @@ class ChunkedWatch:
     """A watch on a raw socket that reads its response as HTTP chunks."""
 
     def __init__(self, port: int) -> None:
-        self.socket = socket.socket()
-        # A small receive window: a client that stops reading soon holds the server back.
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.socket.settimeout(READ_TIMEOUT)
-        self.socket.connect(("127.0.0.1", port))
-        body = json.dumps(WATCH).encode()
-        self.socket.sendall(
-            b"POST /api/v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        self.socket = unread_connection(port, request_bytes("/api/v1/watch", WATCH), READ_TIMEOUT)
         self._buffer = b""
         self._head = False
         self.chunks: list[bytes] = []

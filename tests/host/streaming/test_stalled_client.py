@@ -9,8 +9,6 @@ the bound, 50,000 notifications of ~2 KiB queued for the stalled client would ad
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 from pathlib import Path
 
 import psutil
@@ -18,6 +16,7 @@ import pytest
 
 from tests.support.pipelined import post_many, request_bytes
 from tests.support.process import aviso_process
+from tests.support.raw_http import unread_connection
 
 pytestmark = pytest.mark.heavy  # child processes: see tests/conftest.py
 
@@ -36,23 +35,12 @@ notification_schema:
     identifier:
       name: {type: StringHandler, required: true}
 """
+WATCH = {"event_type": "feed", "identifier": {"name": "x"}}
 
 
 def _notification(n: int) -> bytes:
-    body = {"event_type": "feed", "identifier": {"name": "x"}, "payload": {"n": n, "pad": PAD}}
+    body = {**WATCH, "payload": {"n": n, "pad": PAD}}
     return request_bytes("/api/v1/notification", body)
-
-
-def _stalled_watch(port: int) -> socket.socket:
-    body = json.dumps({"event_type": "feed", "identifier": {"name": "x"}}).encode()
-    client = socket.socket()
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    client.connect(("127.0.0.1", port))
-    client.sendall(
-        b"POST /api/v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-    )
-    return client
 
 
 def test_stalled_watch_is_disconnected_and_memory_stays_bounded(tmp_path: Path) -> None:
@@ -64,7 +52,7 @@ def test_stalled_watch_is_disconnected_and_memory_stays_bounded(tmp_path: Path) 
         server = psutil.Process(process.pid)
         warm_up = asyncio.run(post_many(port, 2_000, _notification))
         assert warm_up == {200: 2_000}
-        stalled = _stalled_watch(port)
+        stalled = unread_connection(port, request_bytes("/api/v1/watch", WATCH))
         try:
             baseline = server.memory_info().rss
             statuses = asyncio.run(post_many(port, NOTIFICATIONS, _notification))
