@@ -8,12 +8,14 @@ hook here lacks a docstring or a section in ``docs/plugins.md``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from aviso_plugins import hookspec
+from aviso_plugins.process import LogSetup, SettingsSection
 from aviso_plugins.schema_keys import SchemaKey
 from aviso_plugins.types import (
     AuthProvider,
@@ -29,6 +31,7 @@ from aviso_plugins.types import (
 if TYPE_CHECKING:
     # Annotations only: discovering plugins (`aviso-server --help`) imports this module,
     # and Starlette is not needed to answer it.
+    from prometheus_client.registry import Collector
     from starlette.routing import BaseRoute
 
 __all__ = [
@@ -38,8 +41,11 @@ __all__ = [
     "aviso_delivery_kinds",
     "aviso_extra_routes",
     "aviso_field_handlers",
+    "aviso_log_handlers",
+    "aviso_metrics",
     "aviso_notification_consumers",
     "aviso_schema_keys",
+    "aviso_settings_sections",
     "aviso_sinks",
     "aviso_storage_backends",
     "aviso_stream_authorisers",
@@ -149,6 +155,47 @@ def aviso_delivery_kinds() -> Iterable[type[DeliveryKind]]:
 @hookspec
 def aviso_extra_routes() -> Iterable[BaseRoute]:
     """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``)."""
+
+
+# -- the server process ------------------------------------------------------------------
+
+
+@hookspec
+def aviso_settings_sections() -> Iterable[SettingsSection]:
+    """Return the configuration sections the plugin owns outside its plugin kind's own
+    (``logging.otlp``: the built-in OTLP export's), each a :class:`SettingsSection`.
+
+    Called once, when plugins are discovered. The host validates each section, whether
+    written or not, wherever the configuration is read (``serve``, each worker,
+    ``config check``), and runs its ``check``. A path the host declares (``logging.level``)
+    or another plugin claims fails startup.
+    """
+
+
+@hookspec
+def aviso_log_handlers(setup: LogSetup) -> Iterable[logging.Handler]:
+    """Return ``logging.Handler`` objects that also receive every log record of the process
+    (none: return an empty list), e.g. to export them.
+
+    Called once per server process (``serve`` and each of its workers), after logging is
+    configured and before the app is built, with the validated configuration and the host's
+    JSON line formatter (:class:`~aviso_plugins.process.LogSetup`). The host adds each
+    handler to the root logger; when the process stops serving it removes it and calls its
+    ``close()``, which must return within a few seconds (flush what leaves in time, drop
+    the rest). A handler must never block the thread that logs.
+    """
+
+
+@hookspec
+def aviso_metrics() -> Iterable[Collector]:
+    """Return Prometheus collectors (``prometheus_client`` metrics created with
+    ``registry=None``, or custom collectors) to serve on ``/metrics`` beside the host's.
+
+    Called once per service, when its metrics are set up: each collector is registered in
+    that service's registry. Return the same process-wide objects on every call (several
+    services may share a process); under ``serve --workers`` counters are summed over the
+    workers. A metric name the host or another plugin registers fails startup.
+    """
 
 
 # -- the command line --------------------------------------------------------------------

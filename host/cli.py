@@ -152,7 +152,6 @@ def _serve(
     from aviso_host.config.loader import packaged_example
     from aviso_host.lifecycle import raise_if_stopped
     from aviso_host.logs import configure_logging, log_event
-    from aviso_host.otlp import require_otlp_sdk
     from aviso_host.plugins import PluginError, discover
     from aviso_host.supervisor import (
         Supervisor,
@@ -163,7 +162,7 @@ def _serve(
         stop_extensions,
         worker_count,
     )
-    from aviso_host.worker import otlp_export, run_server
+    from aviso_host.worker import plugin_log_handlers, run_server
 
     # Nothing configures the server (e.g. installed from a wheel, run in an empty folder):
     # it serves the example shipped in the package (service.started names the files read).
@@ -185,14 +184,13 @@ def _serve(
     try:
         registry = discover()
         settings = load_settings(registry)
-        require_otlp_sdk(settings.logging.otlp)
         count = worker_count(settings.application.workers)
         refuse_process_local_backend(settings, registry, count)
         extensions = service_extensions(settings, registry, count)
     except (ConfigError, PluginError) as exc:
         raise click.ClickException(str(exc)) from exc
     configure_logging(settings.logging.level, settings.logging.format)
-    with otlp_export(settings):
+    with plugin_log_handlers(settings, registry):
         for warning in (*registry.warnings, *settings.warnings):
             log_event("config.warning", warning, logging.WARNING)
         address = (
@@ -318,7 +316,6 @@ def check(path: str | None, strict: bool, show: bool | None, defaults: bool) -> 
     from aviso_host.config.build import with_declared_defaults
     from aviso_host.config.loader import config_files, environment_overrides, packaged_example
     from aviso_host.logs import configure_logging
-    from aviso_host.otlp import require_otlp_sdk
     from aviso_host.plugins import PluginError, discover
 
     environ = dict(os.environ) if path is None else {**os.environ, CONFIG_ENV: path}
@@ -329,7 +326,6 @@ def check(path: str | None, strict: bool, show: bool | None, defaults: bool) -> 
         registry = discover()
         files = config_files(environ, Path.cwd(), Path.home())
         settings = load_settings(registry, environ=environ)
-        require_otlp_sdk(settings.logging.otlp)
         # As serve: what plugins log while being constructed is a masked JSON line.
         configure_logging(settings.logging.level, settings.logging.format)
         create_app(settings, registry)
@@ -345,7 +341,9 @@ def check(path: str | None, strict: bool, show: bool | None, defaults: bool) -> 
     if strict and settings.unknown:
         sys.exit(1)
     if defaults or (show if show is not None else path is not None):
-        document = with_declared_defaults(settings.document) if defaults else settings.document
+        document = (
+            with_declared_defaults(settings.document, registry) if defaults else settings.document
+        )
         click.echo(
             yaml.safe_dump(
                 redact(document, settings.secret_paths, settings.plugin_sections),

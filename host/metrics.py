@@ -40,7 +40,6 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
-from aviso_host.otlp import TALLIES
 from aviso_host.request_id import RequestIdMiddleware
 from aviso_host.subscriptions import ACTIVE, DISABLED, PULL
 from aviso_plugins._shared.idempotency import EVICTION_REASONS
@@ -583,9 +582,6 @@ class Metrics:
         self.authorisers = {
             cls.name: AuthoriserRecorder(cls, families, registry) for cls in authorisers
         }
-        # Process-wide counters, in every service's registry.
-        registry.register(TALLIES.export_failures)
-        registry.register(TALLIES.suppressed_records)
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()

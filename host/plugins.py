@@ -123,6 +123,13 @@ _PROVIDES = {
 }
 
 
+# hook name -> kind shown by `aviso-server plugins`, for hooks that name nothing
+_PROCESS_KINDS = {
+    "aviso_settings_sections": "settings",
+    "aviso_log_handlers": "log-handlers",
+    "aviso_metrics": "metrics",
+}
+
 _NOUNS = {
     "field_handlers": "field handler",
     "backends": "storage backend",
@@ -407,4 +414,11 @@ class _Survey:
             # Not called here: routes are built once, by create_app.
             if impl.plugin is plugin:
                 kinds["routes"] = []
+        for hook_name, kind in _PROCESS_KINDS.items():
+            # Not called here: their results depend on the configuration read later.
+            if any(
+                impl.plugin is plugin
+                for impl in getattr(self.manager.hook, hook_name).get_hookimpls()
+            ):
+                kinds[kind] = []
         return kinds, claims

@@ -75,6 +75,10 @@ class Service:
             event_types=self.catalog.event_types,
             authorisers=registry.authorisers.values(),
         )
+        if registry.manager is not None:  # plugins' process-wide collectors (aviso_otlp_*)
+            for collectors in registry.manager.hook.aviso_metrics():
+                for collector in collectors or ():
+                    self.metrics.registry.register(collector)
         # Secret option values never reach a log line, whoever writes it.
         register_secrets(settings.secrets)
         kind = settings.backend.kind

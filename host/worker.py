@@ -98,7 +98,7 @@ def worker_main(
     except (ConfigError, PluginError, OSError) as exc:
         log_event("worker.failed", f"worker {os.getpid()} cannot start: {exc}", logging.ERROR)
         sys.exit(1)
-    with otlp_export(settings):
+    with plugin_log_handlers(settings, registry):
         try:
             started = run_server(
                 settings,
@@ -123,14 +123,24 @@ def _tell(supervisor: int) -> None:
 
 
 @contextmanager
-def otlp_export(settings: Settings) -> Iterator[None]:
-    """This process's log records also exported over OTLP, if ``logging.otlp`` says so."""
-    from aviso_host.otlp import start_otlp_export
+def plugin_log_handlers(settings: Settings, registry: PluginRegistry) -> Iterator[None]:
+    """This process's log records also handled by the handlers plugins contribute (the OTLP
+    export), from now until the block ends."""
+    from aviso_host.logs import JsonLineFormatter
     from aviso_host.service import server_version
+    from aviso_plugins.process import LogSetup
 
-    otlp = start_otlp_export(settings.logging.otlp, server_version())
+    handlers: list[logging.Handler] = []
+    if registry.manager is not None:
+        setup = LogSetup(settings.document, JsonLineFormatter(), server_version())
+        for contributed in registry.manager.hook.aviso_log_handlers(setup=setup):
+            handlers += contributed or ()
+    root = logging.getLogger()
+    for handler in handlers:
+        root.addHandler(handler)
     try:
         yield
     finally:
-        if otlp is not None:
-            otlp.close()
+        for handler in reversed(handlers):
+            root.removeHandler(handler)
+            handler.close()

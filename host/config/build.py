@@ -11,8 +11,8 @@ from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.derived_schemas import with_derived_schemas
 from aviso_host.config.document_schema import document_schema
 from aviso_host.config.errors import ConfigError, KeyPath, at
-from aviso_host.config.ops_rules import otlp_endpoint
 from aviso_host.config.plugin_options import (
+    declared_sections,
     deprecation_warnings,
     fill_defaults,
     secret_locations,
@@ -99,7 +99,7 @@ def _settings(
     return Settings(
         application=_typed(ApplicationSettings, effective["application"], "application"),
         backend=_backend(effective["notification_backend"]),
-        logging=_logging(effective.get("logging", {})),
+        logging=_typed(LoggingSettings, effective.get("logging", {}), "logging"),
         auth=replace(
             _typed(AuthSettings, auth, "auth"),
             mode_options=auth.get(auth.get("mode", "direct"), {}),
@@ -125,12 +125,20 @@ def _settings(
     )
 
 
-def with_declared_defaults(document: Mapping[str, Any]) -> dict[str, Any]:
-    """``document`` with the declared default of every host setting it does not write: the
-    values the server runs with."""
+def with_declared_defaults(
+    document: Mapping[str, Any], registry: PluginRegistry | None = None
+) -> dict[str, Any]:
+    """``document`` with the declared default of every host setting it does not write, and
+    of every section ``registry``'s plugins declare: the values the server runs with."""
     result = dict(document)
     for name, cls in SECTIONS.items():
         result[name] = fill_defaults(result.get(name, {}), shape_schema(cls))
+    for section in declared_sections(registry) if registry is not None else ():
+        parent = result
+        for key in section.path[:-1]:
+            child = parent.get(key)
+            parent[key] = parent = dict(child) if isinstance(child, Mapping) else {}
+        parent[section.path[-1]] = fill_defaults(parent.get(section.path[-1], {}), section.schema)
     return result
 
 
@@ -148,13 +156,6 @@ def _typed(cls: type[T], values: Mapping[str, Any], *path: str) -> T:
         return read_shape(cls, values)
     except ShapeError as exc:
         raise at((*path, *exc.path), exc.reason) from None
-
-
-def _logging(section: Mapping[str, Any]) -> LoggingSettings:
-    settings = _typed(LoggingSettings, section, "logging")
-    otlp = settings.otlp
-    endpoint = otlp_endpoint(otlp.endpoint, otlp.protocol) if otlp.endpoint.strip() else ""
-    return replace(settings, otlp=replace(otlp, endpoint=endpoint))
 
 
 def _backend(section: Mapping[str, Any]) -> BackendSettings:

@@ -19,6 +19,7 @@ from typing import Any
 from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
 from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
+from aviso_host.config.plugin_options import declared_sections, place_sections
 from aviso_host.config.settings import SECTIONS, EventSchemaBlock
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.schema_keys import SchemaKey
@@ -60,6 +61,7 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     }
     properties["notification_schema_strict"] = _BOOLEAN
     properties.update(claimed_sections(registry, properties))
+    place_sections(properties, declared_sections(registry))
     return {
         "type": "object",
         "required": ["application", "notification_backend"],

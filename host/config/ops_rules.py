@@ -1,5 +1,5 @@
-"""The aviso-server 0.13 operations keys: ``application.homepage``, ``logging.otlp`` and the
-replay caps; and ``logging.format``."""
+"""The aviso-server 0.13 operations keys: ``application.homepage`` and the replay caps; and
+``logging.format``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from urllib.parse import urlsplit
 from aviso_host.config.errors import at
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.config.unknown_keys import nearest
-
-_OTLP_HTTP_PATH = "/v1/logs"
 
 
 def check_homepage(application: Mapping[str, Any]) -> None:
@@ -42,12 +40,6 @@ def _is_public_http_url(value: str) -> bool:
     )
 
 
-def check_otlp(logging_section: Mapping[str, Any]) -> None:
-    otlp = logging_section.get("otlp", {})
-    if otlp.get("enabled", False) and not str(otlp.get("endpoint", "")).strip():
-        raise at(("logging", "otlp", "endpoint"), "is required when logging.otlp.enabled is true")
-
-
 LOG_FORMATS = ("json", "text")
 
 
@@ -60,17 +52,6 @@ def log_format_warnings(logging_section: Mapping[str, Any]) -> list[str]:
     close = nearest(str(value), LOG_FORMATS)
     hint = f"did you mean {close!r}?" if close else "use 'json' or 'text'"
     return [f"logging.format: {value!r} is not a log format ({hint}); logs stay JSON lines"]
-
-
-def otlp_endpoint(endpoint: str, protocol: str) -> str:
-    """The URL the exporter is given: ``http://`` when no scheme is written, and the OTLP/HTTP
-    logs path for ``http`` (as aviso-server does)."""
-    url = endpoint.strip()
-    if "://" not in url:
-        url = f"http://{url}"
-    if protocol == "http" and not url.rstrip("/").endswith(_OTLP_HTTP_PATH):
-        url = url.rstrip("/") + _OTLP_HTTP_PATH
-    return url
 
 
 def replay_cap_warnings(watch: Mapping[str, Any]) -> list[str]:

@@ -12,22 +12,26 @@ Where each kind's section lives (:func:`selected_sections`):
 - storage backend ``notification_backend.kind``: ``notification_backend.<kind>``;
 - stream authoriser listed in a stream's ``auth.plugins``: the top-level section ``<name>``;
 - sink (no configuration file section): its options, through :func:`apply_options_schema`;
-- field handler: every field definition (always written) gets its ``options`` defaults.
+- field handler: every field definition (always written) gets its ``options`` defaults;
+- a section declared through ``aviso_settings_sections`` (``logging.otlp``): at its path,
+  always (:func:`declared_sections`).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aviso_host.auth.request_view import DEPRECATED_SIGNATURE, takes_authorization_header
 from aviso_host.config.coerce import coerce_text
-from aviso_host.config.errors import ConfigError, KeyPath
+from aviso_host.config.errors import ConfigError, KeyPath, at
 from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.shape import validate_shape
-from aviso_host.plugins import PluginRegistry
+from aviso_host.plugins import PluginError, PluginRegistry
+from aviso_plugins.process import SettingsSection
+from aviso_plugins.types import ConfigurationProblem
 
 SECRET_ANNOTATION = "writeOnly"
 """A property whose schema has ``"writeOnly": true`` holds a secret (JSON Schema's own
@@ -181,6 +185,61 @@ def secret_locations(value: Any, schema: Any, path: KeyPath = ()) -> Iterator[tu
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from secret_locations(item, schema.get("items"), (*path, index))
+
+
+def declared_sections(registry: PluginRegistry) -> tuple[SettingsSection, ...]:
+    """The sections plugins declare through ``aviso_settings_sections``, each claimed once."""
+    if registry.manager is None:
+        return ()
+    owners: dict[str, str] = {}
+    sections: list[SettingsSection] = []
+    for impl in registry.manager.hook.aviso_settings_sections.get_hookimpls():
+        try:
+            declared = list(cast("Iterable[SettingsSection]", impl.function() or ()))
+        except Exception as exc:
+            raise PluginError(
+                f"plugin '{impl.plugin_name}': aviso_settings_sections() raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        for section in declared:
+            previous = owners.setdefault(section.key, impl.plugin_name)
+            if previous != impl.plugin_name:
+                raise PluginError(
+                    f"plugins '{previous}' and '{impl.plugin_name}' both declare the "
+                    f"configuration section '{section.key}'"
+                )
+            sections.append(section)
+    return tuple(sections)
+
+
+def place_sections(properties: dict[str, Any], sections: tuple[SettingsSection, ...]) -> None:
+    """Each declared section's schema at its path in the document schema's ``properties``;
+    never over a key the host declares."""
+    for section in sections:
+        node = properties
+        for key in section.path[:-1]:
+            parent = node.setdefault(key, {"type": "object", "properties": {}})
+            node = parent.setdefault("properties", {})
+        if section.path[-1] in node:
+            raise PluginError(
+                f"a plugin declares the configuration section '{section.key}', which the host owns"
+            )
+        node[section.path[-1]] = dict(section.schema)
+
+
+def section_warnings(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
+    """Each declared section's ``check``: a :class:`ConfigurationProblem` raised fails, one
+    returned is a warning."""
+    warnings: list[str] = []
+    for section in declared_sections(registry):
+        if section.check is None:
+            continue
+        try:
+            found = section.check(section.options(document))
+        except ConfigurationProblem as problem:
+            raise at(problem.path, problem.message) from problem
+        warnings += [str(at(problem.path, problem.message)) for problem in found]
+    return warnings
 
 
 def deprecation_warnings(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:

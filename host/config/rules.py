@@ -21,11 +21,11 @@ from aviso_host.config.construct import construct
 from aviso_host.config.errors import at
 from aviso_host.config.ops_rules import (
     check_homepage,
-    check_otlp,
     check_workqueue,
     log_format_warnings,
     replay_cap_warnings,
 )
+from aviso_host.config.plugin_options import section_warnings
 from aviso_host.config.schema_rules import check_schemas
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.types import ConfigurationProblem, StorageBackend
@@ -34,11 +34,11 @@ from aviso_plugins.types import ConfigurationProblem, StorageBackend
 def check_rules(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
     """Fail on the first violated rule; return warnings worth logging at startup."""
     check_homepage(document["application"])
-    check_otlp(document.get("logging", {}))
+    sections = section_warnings(document, registry)
     backend = _selected_backend(document["notification_backend"], registry)
     check_workqueue(document)
     schemas = document.get("notification_schema", {})
-    warnings = check_schemas(
+    warnings = sections + check_schemas(
         schemas,
         registry.field_handlers,
         backend,

@@ -68,17 +68,6 @@ class ApplicationSettings:
 
 @shape()
 @dataclass(frozen=True, slots=True)
-class OtlpSettings:
-    """``logging.otlp``: log records also exported over OTLP (aviso-server 0.8.1)."""
-
-    enabled: bool = False
-    endpoint: str = ""
-    """The collector URL as the exporter uses it: scheme added, ``/v1/logs`` for http."""
-    protocol: Literal["grpc", "http"] = "grpc"
-
-
-@shape()
-@dataclass(frozen=True, slots=True)
 class LoggingSettings:
     # Unconstrained: an unusable level means info, never a failure.
     level: Annotated[str, BeforeValidator(_log_level), WithJsonSchema({})] = "info"
@@ -86,7 +75,6 @@ class LoggingSettings:
     # Any value is accepted (aviso-server files carry others): it warns and keeps JSON.
     format: Annotated[str, BeforeValidator(_log_format), WithJsonSchema({})] = "json"
     """``text``: one readable line per record; ``json`` (anything else became it): JSON lines."""
-    otlp: OtlpSettings = OtlpSettings()
 
 
 @shape(closed=True)

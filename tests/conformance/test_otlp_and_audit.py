@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aviso_host.otlp import MAX_QUEUE_SIZE
+from aviso_builtins.otlp.export import MAX_QUEUE_SIZE
 from tests.conformance.config_support import Sandbox, config_text, notify, notify_ok
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
 from tests.support.fake_otlp import LOGS_PATH, otlp_grpc_receiver, otlp_receiver

@@ -16,8 +16,8 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
 from aviso_builtins.backends.in_memory import InMemoryBackend
+from aviso_builtins.otlp.sdk import OtlpHandler
 from aviso_host.logs import JsonLineFormatter, register_secrets
-from aviso_host.otlp_sdk import OtlpHandler
 from aviso_host.streaming.frames import BATCH_FAILED_MESSAGE
 from aviso_plugins import hookimpl
 from aviso_plugins._shared.sse import SSEParser
@@ -311,7 +311,7 @@ def test_the_otlp_export_masks_and_caps_as_the_json_log() -> None:
     provider.add_log_record_processor(SimpleLogRecordProcessor(exported))
     record = logging.LogRecord("aviso", logging.ERROR, __file__, 1, "%s", (secret,), None)
     record.fields = {"event_name": "x", "details": f"{secret} {'y' * 10_000}"}
-    OtlpHandler(provider.get_logger("test")).emit(record)
+    OtlpHandler(provider.get_logger("test"), JsonLineFormatter()).emit(record)
     (emitted,) = exported.get_finished_logs()
     assert emitted.log_record.body == "[REDACTED]"
     attributes = dict(emitted.log_record.attributes or {})

@@ -1,5 +1,5 @@
-"""The aviso-server 0.13 operations keys as settings: OTLP endpoint normalisation, homepage
-defaults, the per-schema replay cap reaching the watch settings."""
+"""The aviso-server 0.13 operations keys as settings: homepage defaults, the per-schema replay
+cap reaching the watch settings (``logging.otlp``: tests/plugins/otlp)."""
 
 from __future__ import annotations
 
@@ -20,38 +20,6 @@ def document(**sections: Any) -> dict[str, Any]:
         "notification_backend": {"kind": "in_memory"},
         **sections,
     }
-
-
-@pytest.mark.parametrize(
-    ("endpoint", "protocol", "expected"),
-    [
-        ("collector:4317", "grpc", "http://collector:4317"),
-        ("https://collector:4317", "grpc", "https://collector:4317"),
-        ("collector:4318", "http", "http://collector:4318/v1/logs"),
-        ("https://collector:4318/", "http", "https://collector:4318/v1/logs"),
-        ("http://collector:4318/v1/logs", "http", "http://collector:4318/v1/logs"),
-    ],
-)
-def test_otlp_endpoint_gets_a_scheme_and_the_http_logs_path(
-    endpoint: str, protocol: str, expected: str
-) -> None:
-    otlp = {"enabled": True, "endpoint": endpoint, "protocol": protocol}
-    settings = settings_from_document(document(logging={"otlp": otlp}), REGISTRY)
-    assert settings.logging.otlp.endpoint == expected
-
-
-def test_otlp_defaults_are_off_and_grpc() -> None:
-    otlp = settings_from_document(document(), REGISTRY).logging.otlp
-    assert (otlp.enabled, otlp.protocol) == (False, "grpc")
-
-
-def test_an_otlp_block_switched_off_needs_no_endpoint() -> None:
-    settings_from_document(document(logging={"otlp": {"enabled": False}}), REGISTRY)
-
-
-def test_enabled_text_from_the_environment_is_a_boolean() -> None:
-    with pytest.raises(ConfigError, match=r"^logging\.otlp\.endpoint: is required"):
-        settings_from_document(document(logging={"otlp": {"enabled": "true"}}), REGISTRY)
 
 
 def test_homepage_defaults_and_partial_override() -> None:

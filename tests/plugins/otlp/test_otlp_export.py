@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -19,13 +18,11 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from prometheus_client import CollectorRegistry
 
+from aviso_builtins.otlp.export import MAX_QUEUE_SIZE, TALLIES, OtlpSettings, start_otlp_export
+from aviso_builtins.otlp.sdk import OtlpLogExport
 from aviso_host import logs
-from aviso_host.config import ConfigError
 from aviso_host.config.redact import REDACTED
-from aviso_host.config.settings import OtlpSettings
 from aviso_host.logs import LINE_TEXT_LIMIT, JsonLineFormatter, log_event, register_secrets
-from aviso_host.otlp import MAX_QUEUE_SIZE, TALLIES, start_otlp_export
-from aviso_host.otlp_sdk import OtlpLogExport
 from tests.support.fake_otlp import OtlpReceiver, otlp_grpc_receiver
 
 SECRET = "s3cret-value-for-otlp"
@@ -59,7 +56,7 @@ def aviso_logger(monkeypatch: pytest.MonkeyPatch) -> Iterator[logging.Logger]:
 
 def exporting(logger: logging.Logger, receiver: OtlpReceiver) -> OtlpLogExport:
     settings = OtlpSettings(enabled=True, endpoint=receiver.url)
-    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE)
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE, JsonLineFormatter())
     logger.addHandler(export.handler)
     return export
 
@@ -185,7 +182,7 @@ def test_records_beyond_the_bound_are_dropped_and_counted(aviso_logger: logging.
     limit, beyond = 4, 3
     held = HeldExporter()
     settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
-    export = OtlpLogExport(settings, "1.2.3", TALLIES, limit, exporter=held)
+    export = OtlpLogExport(settings, "1.2.3", TALLIES, limit, JsonLineFormatter(), exporter=held)
     aviso_logger.addHandler(export.handler)
     before = suppressed()
     try:
@@ -208,7 +205,9 @@ def test_closing_gives_up_on_a_collector_that_never_answers(
     export it was held in ends, and close returns (else this test would hang)."""
     held = HeldExporter()  # this test never releases it
     settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
-    export = OtlpLogExport(settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE, exporter=held)
+    export = OtlpLogExport(
+        settings, "1.2.3", TALLIES, MAX_QUEUE_SIZE, JsonLineFormatter(), exporter=held
+    )
     aviso_logger.addHandler(export.handler)
     try:
         log_event("test.held", "held")
@@ -219,13 +218,5 @@ def test_closing_gives_up_on_a_collector_that_never_answers(
     assert held.release.is_set(), "the exporter was not told to stop"
 
 
-def test_export_enabled_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)  # as if not installed
-    settings = OtlpSettings(enabled=True, endpoint="http://127.0.0.1:9")
-    with pytest.raises(ConfigError) as refused:
-        start_otlp_export(settings, "1.2.3")
-    assert str(refused.value) == (
-        "logging.otlp.enabled needs the otlp extra, which is not installed: "
-        "pip install 'aviso-py[otlp]'"
-    )
-    assert start_otlp_export(OtlpSettings(enabled=False), "1.2.3") is None
+def test_export_disabled_starts_nothing() -> None:
+    assert start_otlp_export(OtlpSettings(enabled=False), "1.2.3", JsonLineFormatter()) is None

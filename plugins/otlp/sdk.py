@@ -16,11 +16,12 @@ the pages. What aviso adds around it:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from opentelemetry._logs import Logger, SeverityNumber
@@ -44,9 +45,8 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.util.types import AttributeValue
 
-from aviso_host.config.settings import OtlpSettings
-from aviso_host.encoding import dumps
-from aviso_host.logs import JsonLineFormatter, log_event
+if TYPE_CHECKING:
+    from aviso_builtins.otlp.export import OtlpSettings
 
 SCOPE_NAME = "aviso"
 EXPORT_TIMEOUT_SECONDS = 5.0
@@ -75,6 +75,10 @@ _INT64 = range(-(2**63), 2**63)
 # larger than its queue).
 _SDK_QUEUE_SIZE = 1 << 16
 _UNKNOWN_REASON = "no reason given: see the opentelemetry log lines before this one"
+# An attribute that is no scalar is the JSON text the log line holds (compact, as written).
+_JSON_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# The host writes a record of this logger with ``fields`` as a named event's JSON line.
+_EVENTS = logging.getLogger("aviso")
 
 
 class Tallies(Protocol):
@@ -167,12 +171,11 @@ class WatchedExporter(LogRecordExporter):
         if not self._failing:  # once per failing streak: the counter tells the rest
             self._failing = True
             reason = _EXPORTING.reason or _UNKNOWN_REASON
-            log_event(
-                "otlp.export.failed",
-                f"OTLP log export failed ({reason}); a batch that fails is dropped, "
+            _EVENTS.warning(
+                "OTLP log export failed (%s); a batch that fails is dropped, "
                 "aviso_otlp_export_failures_total counts them",
-                logging.WARNING,
-                reason=reason,
+                reason,
+                extra={"fields": {"event_name": "otlp.export.failed", "reason": reason}},
             )
 
     def shutdown(self) -> None:
@@ -211,14 +214,26 @@ class BoundedProcessor(LogRecordProcessor):
 
 
 class OtlpHandler(logging.Handler):
-    """Emits each standard-library record as the JSON log writes it (secrets masked, text
-    capped): the body is the line's message, the attributes its other members (``logger``,
-    request id, audit fields and the event's own fields)."""
+    """Emits each standard-library record as the JSON log writes it (``json_formatter``:
+    the host's, secrets masked, text capped): the body is the line's message, the attributes
+    its other members (``logger``, request id, audit fields and the event's own fields).
+    Closing it stops ``on_close`` (the export behind it)."""
 
-    def __init__(self, logger: Logger) -> None:
+    def __init__(
+        self,
+        logger: Logger,
+        json_formatter: logging.Formatter,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__()
         self._logger = logger
-        self.setFormatter(JsonLineFormatter())
+        self._on_close = on_close
+        self.setFormatter(json_formatter)
+
+    def close(self) -> None:
+        super().close()
+        if self._on_close is not None:
+            self._on_close()
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.name.startswith(_OWN_LOGGERS) or _EXPORTING.active:
@@ -251,7 +266,7 @@ def _attribute(value: Any) -> AttributeValue:
     if isinstance(value, str | bool | float) or (isinstance(value, int) and value in _INT64):
         scalar: AttributeValue = value
         return scalar
-    return dumps(value, sort_keys=False)
+    return _JSON_TEXT.encode(value)
 
 
 def exporter_for(settings: OtlpSettings) -> LogRecordExporter:
@@ -271,9 +286,12 @@ class OtlpLogExport:
         version: str,
         tallies: Tallies,
         queue_limit: int,
+        json_formatter: logging.Formatter,
         exporter: LogRecordExporter | None = None,
     ) -> None:
         waiting = Waiting(queue_limit)
+        self._closing = threading.Lock()
+        self._closed = False
         self._exporter = WatchedExporter(exporter or exporter_for(settings), waiting, tallies)
         # OTEL_RESOURCE_ATTRIBUTES first, the service's own name and version over them.
         resource = Resource.create({"service.name": "aviso-server", "service.version": version})
@@ -281,10 +299,17 @@ class OtlpLogExport:
         self._provider.add_log_record_processor(BoundedProcessor(self._exporter, waiting, tallies))
         self._diagnostics = _ExportDiagnostics()
         logging.getLogger(_OWN_LOGGERS[0]).addHandler(self._diagnostics)
-        self.handler = OtlpHandler(self._provider.get_logger(SCOPE_NAME, version))
+        self.handler = OtlpHandler(
+            self._provider.get_logger(SCOPE_NAME, version), json_formatter, self.close
+        )
 
     def close(self) -> None:
-        """Flush what leaves within ``SHUTDOWN_WAIT_SECONDS``; never wait longer."""
+        """Flush what leaves within ``SHUTDOWN_WAIT_SECONDS``; never wait longer. Once: the
+        handler's ``close`` calls it, and so does ``logging.shutdown`` at exit."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
         logging.getLogger().removeHandler(self.handler)
         # The SDK's shutdown exports what is queued, then waits for its worker; a daemon
         # thread runs it so that a collector that hangs holds nothing past the wait.
