@@ -1,6 +1,7 @@
 """Spark reads from an aviso server beside a parquet read of the same rows, in one run.
 
   python -m benchmarks.spark_read [--count 100000] [--rounds 3] [--seconds 30] [--backlog 10000]
+                                 [--partitions 1,2,4] [--reads-only]
 
 Starts its own nats-server (file storage) and ``aviso-server serve`` (JetStream; replays paced
 as shipped, 100 per 100 ms, except for ``watch_endpoint.bulk_readers: ["*"]``, which is every
@@ -10,9 +11,11 @@ stream, the rest published with nats-py in the server's own format), then measur
 point ``--rounds`` times:
 
 (a) raw: a nats-py ordered consumer over the stream (no HTTP, no Spark);
-(b) ``spark.read.format("aviso")`` with ``numPartitions=1`` and (c) with 4, into Spark's
-    ``noop`` sink, after a warm-up read that checks every notification is read; the server's
-    CPU share (of one core) during the read;
+(b) ``spark.read.format("aviso")`` with ``numPartitions`` = each of ``--partitions``, into
+    Spark's ``noop`` sink, after a warm-up read that checks every notification is read; the
+    CPU seconds each part of the read used meanwhile (the aviso server, the nats-server, the
+    Spark JVM, its Python workers) and the machine's idle CPU seconds, which together say
+    whether more partitions had a core to run on;
 (p) a parquet scan of the same rows (written once from the read) into ``noop``;
 (f) ``.where(col("destination") == "ecpds3")`` against the same filter as the option
     ``identifier.destination``: time, rows, and the notifications the server sent meanwhile
@@ -23,7 +26,8 @@ point ``--rounds`` times:
     ``Trigger.AvailableNow``: the largest micro-batch and the total.
 
 Spark runs ``local[2]`` (this machine has 2 cores, shared). Prints the figures and writes
-every round under ``benchmarks/results/`` (``benchmarks/results.py``).
+every round under ``benchmarks/results/`` (``benchmarks/results.py``). ``--reads-only``
+measures (a), (b) and (p) alone.
 """
 
 from __future__ import annotations
@@ -100,10 +104,73 @@ def history(spark: Any, url: str, partitions: int, **options: str) -> Any:
     return frame.option("numPartitions", str(partitions)).load()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _process_table() -> dict[int, tuple[int, float]]:
+    """Every process's parent and CPU seconds so far, its reaped children's included (Linux
+    ``/proc``): a Python worker that exits between two looks still counts, in its parent."""
+    table: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        cpu = sum(int(value) for value in fields[11:15]) / tick
+        table[int(entry.name)] = (int(fields[1]), cpu)
+    return table
+
+
+def _descendants(table: dict[int, tuple[int, float]], root: int) -> set[int]:
+    found = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (parent, _) in table.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
+
+
+def idle_cpu_seconds() -> float:
+    """The machine's idle CPU seconds so far, over every core (``/proc/stat``)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_parts(server_pid: int, nats_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the read's parts: the aviso server, the nats-server, the Spark
+    JVM (every other descendant of this process but its Python workers), the Python
+    workers (the JVM's descendants), and this driver process; and the machine's idle time."""
+    table = _process_table()
+    server = _descendants(table, server_pid)
+    nats_tree = _descendants(table, nats_pid)
+    mine = os.getpid()
+    jvms = [
+        pid
+        for pid, (parent, _) in table.items()
+        if parent == mine and pid not in server | nats_tree
+    ]
+    workers: set[int] = set()
+    for jvm in jvms:
+        workers |= _descendants(table, jvm) - {jvm}
+
+    def total(pids: set[int]) -> float:
+        return sum(table[pid][1] for pid in pids if pid in table)
+
+    return {
+        "server": total(server),
+        "nats": total(nats_tree),
+        "jvm": total(set(jvms)),
+        "python_workers": total(workers),
+        "driver": table[mine][1] if mine in table else 0.0,
+        "idle": idle_cpu_seconds(),
+    }
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {part: after[part] - before[part] for part in before}
 
 
 def timed_noop(frame: Any) -> float:
@@ -228,6 +295,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=30, help="streaming at 1/s: how long")
     parser.add_argument("--backlog", type=int, default=10_000)
+    parser.add_argument(
+        "--partitions",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=[1, 2, 4],
+        help="the partition counts to read with, comma-separated",
+    )
+    parser.add_argument("--reads-only", action="store_true", help="(a), (b) and (p) only")
     args = parser.parse_args()
     rounds: list[dict[str, Any]] = []
     figures: dict[str, Any] = {"count": args.count}
@@ -243,6 +317,8 @@ def main() -> None:
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         config_file = folder / "aviso.yaml"
         config_file.write_text(yaml.safe_dump(document))
+        assert nats_run.process is not None
+        nats_pid = nats_run.process.pid
         with aviso_process(config_file, folder / "server.log") as (url, server):
             first = row_values(0)
             body = {
@@ -273,55 +349,65 @@ def main() -> None:
                     point["raw_per_second"] = asyncio.run(
                         raw_ordered_read_rate(nats_run.url, SUBJECTS, args.count)
                     )
-                    for partitions in (1, 4):
-                        busy = cpu_seconds(server.pid)
+                    for partitions in args.partitions:
+                        before = cpu_parts(server.pid, nats_pid)
                         seconds = timed_noop(history(spark, url, partitions))
+                        used = cpu_used(before, cpu_parts(server.pid, nats_pid))
                         point[f"partitions_{partitions}_per_second"] = args.count / seconds
-                        point[f"partitions_{partitions}_server_cpu"] = (
-                            cpu_seconds(server.pid) - busy
-                        ) / seconds
+                        point[f"partitions_{partitions}_seconds"] = seconds
+                        point[f"partitions_{partitions}_cpu_seconds"] = used
+                        point[f"partitions_{partitions}_server_cpu"] = used["server"] / seconds
                     parquet = timed_noop(spark.read.parquet(str(folder / "rows.parquet")))
                     point["parquet_per_second"] = args.count / parquet
-                    # Alternated: neither always runs on the other's warm caches.
-                    for how in ("where", "option") if number % 2 else ("option", "where"):
-                        point[f"filter_{how}"] = filtered_read(spark, url, metrics_url, how)
                     rounds.append(point)
-                print(f"(d) streaming source, 1/s for {args.seconds} s", flush=True)
-                figures["streaming"] = streaming(
-                    spark, url, nats_run.url, config_file, args.count, args.seconds
-                )
-                print(f"(e) backlog of {args.backlog:,}, AvailableNow", flush=True)
-                figures["backlog"] = backlog(
-                    spark,
-                    url,
-                    nats_run.url,
-                    config_file,
-                    args.count + args.seconds,
-                    args.backlog,
-                    folder,
-                )
+                    print(json.dumps(point), flush=True)
+                    if not args.reads_only:
+                        # Alternated: neither always runs on the other's warm caches.
+                        for how in ("where", "option") if number % 2 else ("option", "where"):
+                            point[f"filter_{how}"] = filtered_read(spark, url, metrics_url, how)
+                if not args.reads_only:
+                    print(f"(d) streaming source, 1/s for {args.seconds} s", flush=True)
+                    figures["streaming"] = streaming(
+                        spark, url, nats_run.url, config_file, args.count, args.seconds
+                    )
+                    print(f"(e) backlog of {args.backlog:,}, AvailableNow", flush=True)
+                    figures["backlog"] = backlog(
+                        spark,
+                        url,
+                        nats_run.url,
+                        config_file,
+                        args.count + args.seconds,
+                        args.backlog,
+                        folder,
+                    )
             finally:
                 spark.stop()
-    summary = summarise(rounds, figures)
+    summary = summarise(rounds, figures, args.partitions)
     path = write_results("spark_read", rounds, summary)
     print(json.dumps(summary, indent=1, sort_keys=True))
     print(f"written to {path}", flush=True)
 
 
-def summarise(rounds: list[dict[str, Any]], figures: dict[str, Any]) -> dict[str, Any]:
+def summarise(
+    rounds: list[dict[str, Any]], figures: dict[str, Any], partitions: list[int]
+) -> dict[str, Any]:
     summary: dict[str, Any] = dict(figures)
-    for key in (
-        "raw_per_second",
-        "partitions_1_per_second",
-        "partitions_4_per_second",
-        "partitions_1_server_cpu",
-        "partitions_4_server_cpu",
-        "parquet_per_second",
-    ):
+    keys = ["raw_per_second", "parquet_per_second"]
+    for count in partitions:
+        keys += [f"partitions_{count}_per_second", f"partitions_{count}_server_cpu"]
+    for key in keys:
         summary[key] = spread([point[key] for point in rounds])
-    summary["ratio_4_over_1"] = spread(
-        [p["partitions_4_per_second"] / p["partitions_1_per_second"] for p in rounds]
-    )
+    for count in partitions:
+        parts = [point[f"partitions_{count}_cpu_seconds"] for point in rounds]
+        summary[f"partitions_{count}_cpu_seconds"] = {
+            part: spread([used[part] for used in parts]) for part in parts[0]
+        }
+        if count != 1 and 1 in partitions:
+            summary[f"ratio_{count}_over_1"] = spread(
+                [p[f"partitions_{count}_per_second"] / p["partitions_1_per_second"] for p in rounds]
+            )
+    if any("filter_where" not in point for point in rounds):
+        return summary
     summary["ratio_where_over_option_time"] = spread(
         [p["filter_where"]["seconds"] / p["filter_option"]["seconds"] for p in rounds]
     )

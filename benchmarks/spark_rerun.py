@@ -17,7 +17,9 @@ the window ended, as the goal's does. Measures, ``--rounds`` rounds each:
     JetStream and in-memory backends, index on and off in alternating rounds (ABBA), in
     notifications per second; and the in-memory index's memory per retained keyed record.
 (c) a down JetStream: a ``backend``-sink job whose nats-server is stopped mid-job, the
-    seconds from the stop to the job's failure.
+    seconds from the stop to the job's failure, and where they went: to the first task
+    attempt's end (its last progress file), to the abort's ``_summary.json``, and to
+    ``save()`` raising. ``--outage-only`` measures (c) alone.
 
 Writes every round with ``benchmarks.results.write_results`` and prints the summary as one
 JSON line.
@@ -210,6 +212,7 @@ def outage_round(spark: Any, work: Path, rows: int) -> dict[str, Any]:
         config.write_text(yaml.safe_dump(document(nats_down.url)))
         data = dissemination_rows(rows, 0.0, seed=7, destination_prefix="out").rows
         outcome: dict[str, Any] = {}
+        dead = work / f"outage-{uuid.uuid4().hex[:6]}"
 
         def job() -> None:
             try:
@@ -219,7 +222,7 @@ def outage_round(spark: Any, work: Path, rows: int) -> dict[str, Any]:
                     {
                         "config": str(config),
                         "sink": "backend",
-                        "deadletter_path": str(work / f"outage-{uuid.uuid4().hex[:6]}"),
+                        "deadletter_path": str(dead),
                         "batch_size": "100",
                     },
                 )
@@ -235,11 +238,18 @@ def outage_round(spark: Any, work: Path, rows: int) -> dict[str, Any]:
         while asyncio.run(_stored_or_zero(nats_down.url)) < 200 and thread.is_alive():
             time.sleep(0.2)
         stopped = time.perf_counter()
+        stopped_at = time.time()
         nats_down.stop()
         thread.join(300)
+    # File times (the wall clock) say when each step ended.
+    progress = sorted(path.stat().st_mtime for path in (dead / "_progress").glob("part-*"))
+    summary = dead / "_summary.json"
     return {
         "failed": outcome.get("failed"),
         "seconds_to_fail": outcome["ended"] - stopped,
+        "first_task_ended_after": progress[0] - stopped_at if progress else None,
+        "last_task_ended_after": progress[-1] - stopped_at if progress else None,
+        "summary_written_after": summary.stat().st_mtime - stopped_at if summary.exists() else None,
         "reason": outcome.get("reason", ""),
     }
 
@@ -251,46 +261,34 @@ async def _stored_or_zero(nats_url: str) -> int:
         return 0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=4000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--wait", type=float, default=5.0)
-    arguments = parser.parse_args()
-
-    spark = spark_session("aviso-spark-rerun-benchmark")
-    rounds: list[dict[str, Any]] = []
-    with TemporaryDirectory() as folder:
-        work = Path(folder)
-        with nats_server(work / "nats") as nats_up:
-            config = work / "aviso.yaml"
-            config.write_text(yaml.safe_dump(document(nats_up.url)))
-            control = work / "aviso-window-only.yaml"
-            control.write_text(yaml.safe_dump(document(nats_up.url, index=False)))
-            with running_server(document(nats_up.url)) as server:
-                for number in range(arguments.rounds):
-                    for sink in ("backend", "http"):
-                        options = {"config": str(config), "sink": sink, "sink.url": server.url}
-                        measured = rerun_round(
-                            spark, nats_up.url, options, arguments.rows, arguments.wait, work
-                        )
-                        rounds.append({"part": "rerun", "sink": sink, "round": number, **measured})
-                        print(json.dumps(rounds[-1]), flush=True)
+def reruns_and_index(
+    spark: Any, work: Path, arguments: argparse.Namespace, rounds: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Parts (a) and (b): their rounds appended to ``rounds``, their summary returned."""
+    with nats_server(work / "nats") as nats_up:
+        config = work / "aviso.yaml"
+        config.write_text(yaml.safe_dump(document(nats_up.url)))
+        control = work / "aviso-window-only.yaml"
+        control.write_text(yaml.safe_dump(document(nats_up.url, index=False)))
+        with running_server(document(nats_up.url)) as server:
             for number in range(arguments.rounds):
-                options = {"config": str(control), "sink": "backend"}
-                measured = rerun_round(
-                    spark, nats_up.url, options, arguments.rows, arguments.wait, work
-                )
-                rounds.append({"part": "control", "sink": "backend", "round": number, **measured})
-                print(json.dumps(rounds[-1]), flush=True)
-            for entry in index_cost(nats_up.url, max(arguments.rounds, 4)):
-                rounds.append({"part": "index_cost", **entry})
-                print(json.dumps(rounds[-1]), flush=True)
-        memory = index_memory()
+                for sink in ("backend", "http"):
+                    options = {"config": str(config), "sink": sink, "sink.url": server.url}
+                    measured = rerun_round(
+                        spark, nats_up.url, options, arguments.rows, arguments.wait, work
+                    )
+                    rounds.append({"part": "rerun", "sink": sink, "round": number, **measured})
+                    print(json.dumps(rounds[-1]), flush=True)
         for number in range(arguments.rounds):
-            rounds.append({"part": "outage", "round": number, **outage_round(spark, work, 40_000)})
+            options = {"config": str(control), "sink": "backend"}
+            measured = rerun_round(
+                spark, nats_up.url, options, arguments.rows, arguments.wait, work
+            )
+            rounds.append({"part": "control", "sink": "backend", "round": number, **measured})
             print(json.dumps(rounds[-1]), flush=True)
-    spark.stop()
+        for entry in index_cost(nats_up.url, max(arguments.rounds, 4)):
+            rounds.append({"part": "index_cost", **entry})
+            print(json.dumps(rounds[-1]), flush=True)
 
     def of(part: str, **match: Any) -> list[dict[str, Any]]:
         return [
@@ -299,7 +297,7 @@ def main() -> None:
             if entry["part"] == part and all(entry.get(k) == v for k, v in match.items())
         ]
 
-    summary: dict[str, Any] = {"load_average": os.getloadavg(), "memory": memory}
+    summary: dict[str, Any] = {"memory": index_memory()}
     for sink in ("backend", "http"):
         entries = of("rerun", sink=sink)
         summary[f"rerun_{sink}"] = {
@@ -321,7 +319,32 @@ def main() -> None:
                 "ratio": spread(on)["median"] / spread(off)["median"],
             }
         summary[f"index_cost_{backend}"] = figures
-    summary["outage_seconds_to_fail"] = spread([entry["seconds_to_fail"] for entry in of("outage")])
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--wait", type=float, default=5.0)
+    parser.add_argument("--outage-only", action="store_true", help="(c) alone")
+    arguments = parser.parse_args()
+
+    spark = spark_session("aviso-spark-rerun-benchmark")
+    rounds: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"load_average": os.getloadavg()}
+    with TemporaryDirectory() as folder:
+        work = Path(folder)
+        if not arguments.outage_only:
+            summary.update(reruns_and_index(spark, work, arguments, rounds))
+        for number in range(arguments.rounds):
+            rounds.append({"part": "outage", "round": number, **outage_round(spark, work, 40_000)})
+            print(json.dumps(rounds[-1]), flush=True)
+    spark.stop()
+    outages = [entry for entry in rounds if entry["part"] == "outage"]
+    for key in ("seconds_to_fail", "first_task_ended_after", "summary_written_after"):
+        values = [entry[key] for entry in outages if entry[key] is not None]
+        summary[f"outage_{key}"] = spread(values) if values else None
     path = write_results("spark_rerun", rounds, summary)
     print(json.dumps({"results": str(path), **summary}))
 

@@ -2,7 +2,7 @@
 
 ``register(spark)`` makes ``df.write.format("aviso")``, ``df.writeStream.format("aviso")``,
 ``spark.read.format("aviso")`` and ``spark.readStream.format("aviso")`` available in a
-session; see ``aviso_spark.datasource``, ``aviso_spark.reader`` and
+session; see ``aviso_spark.writer``, ``aviso_spark.reader`` and
 ``aviso_spark.stream_source`` for the options. Importing this package does not import pyspark
 (``aviso-server serve`` loads the ``aviso-server spark`` commands without it).
 """

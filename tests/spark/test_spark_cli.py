@@ -22,9 +22,14 @@ from pyspark.sql import SparkSession
 from aviso_host.cli import main
 from aviso_spark import deadletter
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, dissemination_rows, write
-from tests.spark.checks import EVENT_TYPE, WAIT_SECONDS, LiveWatch, drop_file, replayed_row_ids
+from tests.spark.checks import EVENT_TYPE, LiveWatch, drop_file, replayed_row_ids
 from tests.spark.conftest import AvisoSetup
 from tests.support.process import KILL_WAIT, aviso_command, clean_environment, stop
+
+# How long a child's Spark may take to start, run a micro-batch or stop: a JVM and Python
+# workers of its own, which at a load average of 20+ on two cores took over a minute for the
+# first batch. A bound for a child that hangs, not an expectation of speed.
+CHILD_SPARK_SECONDS = 600.0
 
 # The child's own Spark driver: loopback only, no UI port.
 CHILD_SPARK_ENVIRONMENT = {
@@ -203,19 +208,24 @@ class StderrLines:
             self._changed.notify_all()
 
     def wait_for(self, text: str) -> None:
+        """Until a line has ``text`` or the child closes its stderr (exits)."""
         with self._changed:
             found = self._changed.wait_for(
-                lambda: self._ended or any(text in line for line in self.lines), WAIT_SECONDS
+                lambda: self._ended or any(text in line for line in self.lines),
+                CHILD_SPARK_SECONDS,
             )
             assert found and any(text in line for line in self.lines), "\n".join(self.lines)
 
     def joined(self) -> list[str]:
-        """Every line, once the child closed its stderr."""
-        self._thread.join(KILL_WAIT)
+        """Every line, once the child closed its stderr (its JVM, which shares it, may end
+        after the child)."""
+        self._thread.join(CHILD_SPARK_SECONDS)
         assert not self._thread.is_alive()
         return self.lines
 
 
+# Bounds the child's three waits together (start and first batch, second batch, stop).
+@pytest.mark.timeout(int(4 * CHILD_SPARK_SECONDS))
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_follow_publishes_dropped_files_until_a_signal_stops_it_cleanly(
     aviso: AvisoSetup, tmp_path: Path, stop_signal: signal.Signals
@@ -260,7 +270,7 @@ def test_follow_publishes_dropped_files_until_a_signal_stops_it_cleanly(
             stderr.wait_for("batch 1 finished: 100 input rows")
             assert watch.wait_for(200) == Counter(range(200))
             process.send_signal(stop_signal)
-            process.wait(WAIT_SECONDS)
+            process.wait(CHILD_SPARK_SECONDS)
             lines = stderr.joined()
             assert process.stdout is not None
             stdout = process.stdout.read()

@@ -6,23 +6,29 @@ as ``stored``, ``already_stored`` or ``rejected``."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from pyspark.sql import DataFrame, SparkSession
 
-from aviso_spark import deadletter
+from aviso_spark import deadletter, jobreport
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, PAYLOAD_COLUMNS, dissemination_rows
 from tests.spark.checks import EVENT_TYPE, replayed_row_ids
-from tests.spark.conftest import AvisoSetup
+from tests.spark.conftest import AvisoSetup, dissemination_document
+from tests.support.nats import nats_server
 from tests.support.sse import DEFAULT_TIMEOUT, Stream
 
 PAST_THE_WINDOW = 2.5
 """Seconds a re-run waits: the ``aviso_short`` store's 1 s window has passed by then (a
 lower bound; a loaded machine only makes it longer)."""
+JOB_SECONDS = 300.0
+"""A bound on a write job's start (Spark's Python workers) and on its end once the store is
+down, for a loaded machine; not an expectation of speed."""
 COLUMNS = ("row_id", *IDENTIFIER_COLUMNS, *PAYLOAD_COLUMNS)
 SCHEMA = ", ".join(f"`{column}` string" for column in COLUMNS)
 
@@ -170,3 +176,60 @@ def test_a_null_takes_the_schema_default_or_fill_null_else_the_row_is_rejected(
     assert stored[rows[0]["path"]]["expver"] == "0001"
     assert stored[rows[1]["path"]]["stream"] == "wave"
     assert len(stored) == 2
+
+
+def test_a_store_going_down_mid_job_fails_it_with_the_counts_so_far(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    dead = tmp_path / "dead"
+    # Far more rows than are published before the store is stopped: the job is under way.
+    frame = spark.range(0, 1_000_000, numPartitions=2).selectExpr(
+        "'down' AS destination",
+        "'t' AS target",
+        "'od' AS class",
+        "'1' AS expver",
+        "'g' AS domain",
+        "'20260101' AS date",
+        "'00' AS time",
+        "'oper' AS stream",
+        "CAST(id % 100000 AS STRING) AS step",
+        "concat('/down/', id, '.grib') AS path",
+    )
+    stored_at_stop: list[int] = []
+    with nats_server(tmp_path / "nats") as store:
+        config = tmp_path / "aviso.yaml"
+        config.write_text(yaml.safe_dump(dissemination_document(store.url)))
+        writer = frame.write.format("aviso").mode("append")
+        writer = writer.options(
+            event_type=EVENT_TYPE,
+            config=str(config),
+            identifier_columns=",".join(IDENTIFIER_COLUMNS),
+            payload_columns="path",
+            deadletter_path=str(dead),
+            sink="backend",
+            batch_size="100",
+        )
+
+        def stop_once_under_way() -> None:
+            deadline = time.monotonic() + JOB_SECONDS
+            while stored_so_far(dead) == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            stored_at_stop.append(stored_so_far(dead))
+            store.stop()
+
+        stopper = threading.Thread(target=stop_once_under_way, name="store-stopper")
+        stopper.start()
+        try:
+            with pytest.raises(Exception, match="SinkUnavailable"):
+                writer.save()
+        finally:
+            stopper.join(JOB_SECONDS)
+    assert stored_at_stop[0] > 0
+    summary = summary_of(dead)
+    assert summary["status"] == "aborted"
+    assert summary["stored"] >= stored_at_stop[0]
+
+
+def stored_so_far(dead: Path) -> int:
+    """Rows stored so far, from the task attempts' progress files."""
+    return jobreport.job_counts(dead).stored if dead.exists() else 0

@@ -7,16 +7,22 @@ dead-letter folder with their error codes, and a re-run (or a retried task) adds
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
 
 from aviso_spark import deadletter
+from aviso_spark.datasource import AvisoDataSource
 from aviso_spark.example_data import IDENTIFIER_COLUMNS, ExampleData, dissemination_rows
 from tests.spark.checks import EVENT_TYPE, replayed_row_ids
 from tests.spark.conftest import AvisoSetup
+from tests.support.process import CLI_TIMEOUT
 
 
 def frame(spark: SparkSession, data: ExampleData, partitions: int = 4) -> DataFrame:
@@ -113,3 +119,25 @@ def test_too_many_rejected_rows_fail_the_job(
     assert summary["status"] == "failed"
     assert summary["rejected"] == 20
     assert len(deadletter.read(tmp_path / "dead")) == 20
+
+
+def test_the_writer_unpickles_without_the_host_or_pyarrow(tmp_path: Path) -> None:
+    # Spark runs a job's commit and abort in a fresh Python worker of the driver, which
+    # unpickles the writer first: under load, importing the host and pyarrow there kept a
+    # failed job waiting for its abort for over ten seconds.
+    schema = StructType([StructField(name, StringType()) for name in ("destination", "path")])
+    options = {"event_type": EVENT_TYPE, "deadletter_path": str(tmp_path / "dead")}
+    writer = AvisoDataSource(options).writer(schema, overwrite=False)
+    probe = (
+        "import pickle, sys; pickle.loads(sys.stdin.buffer.read()); "
+        "print(','.join(name for name in ('aviso_host', 'aviso_builtins', 'pyarrow') "
+        "if name in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=pickle.dumps(writer),
+        capture_output=True,
+        timeout=CLI_TIMEOUT,
+        check=True,
+    )
+    assert loaded.stdout.decode().strip() == ""
