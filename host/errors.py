@@ -35,10 +35,8 @@ class Endpoint(Enum):
 class ApiError(ApiRefusal):
     """A failure answered with the aviso error object (keys sorted on the wire)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Set by internal_failure, which has logged the failure already.
-        self.logged = False
+    logged = False
+    """Set by internal_failure, which has logged the failure already."""
 
     @classmethod
     def of(cls, refusal: ApiRefusal) -> ApiError:
