@@ -9,7 +9,7 @@ hook here lacks a docstring or a section in ``docs/plugins.md``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,7 +34,10 @@ if TYPE_CHECKING:
     from prometheus_client.registry import Collector
     from starlette.routing import BaseRoute
 
+    from aviso_plugins.service import ServiceAccess
+
 __all__ = [
+    "aviso_api_routes",
     "aviso_auth_providers",
     "aviso_backend_shared_resources",
     "aviso_commands",
@@ -46,7 +49,9 @@ __all__ = [
     "aviso_notification_consumers",
     "aviso_schema_keys",
     "aviso_settings_sections",
+    "aviso_shutdown",
     "aviso_sinks",
+    "aviso_startup",
     "aviso_storage_backends",
     "aviso_stream_authorisers",
 ]
@@ -155,6 +160,44 @@ def aviso_delivery_kinds() -> Iterable[type[DeliveryKind]]:
 @hookspec
 def aviso_extra_routes() -> Iterable[BaseRoute]:
     """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``)."""
+
+
+@hookspec
+def aviso_api_routes(service: ServiceAccess) -> Iterable[BaseRoute]:
+    """Return Starlette routes to serve under ``/api/v1``, beside the host's.
+
+    Called once per app, when it is built, with the service it serves (the same ``service``
+    its ``aviso_startup`` and ``aviso_shutdown`` get); return none to serve none. Wrap each
+    endpoint with ``service.api_endpoint`` (``service.stream_endpoint`` for an event stream),
+    so that it answers as the API does: authenticated by the auth middleware, refusals
+    (:class:`~aviso_plugins.service.ApiRefusal`) as the aviso error object. A path the
+    host or another plugin serves fails startup.
+    """
+
+
+# -- the service's lifetime --------------------------------------------------------------
+
+
+@hookspec
+def aviso_startup(service: ServiceAccess) -> Awaitable[None] | None:
+    """Start what the plugin runs for the service's lifetime (a task, a connection).
+
+    Called once per service, in each worker process, after the backend, the auth provider
+    and the notification consumers started and before the first request is served; an
+    awaitable returned is awaited (on the serving event loop) before the next plugin's.
+    Raising fails the startup: every plugin's ``aviso_shutdown`` is called.
+    """
+
+
+@hookspec
+def aviso_shutdown(service: ServiceAccess) -> Awaitable[None] | None:
+    """Stop what ``aviso_startup`` started; an awaitable returned is awaited.
+
+    Called once, when the service closes (after its streams were closed), in the reverse
+    order of ``aviso_startup``, before the notification consumers and the backend stop; also
+    when another plugin's ``aviso_startup`` failed, so a startup that never ran must be
+    accepted. A failure is logged and the next plugin shut down.
+    """
 
 
 # -- the server process ------------------------------------------------------------------

@@ -19,10 +19,10 @@ from aviso_host.config.settings import Settings
 from aviso_host.edge import EdgeMiddleware
 from aviso_host.errors import internal_error, json_response
 from aviso_host.metrics import HttpMetrics
+from aviso_host.plugin_service import PluginService
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.routes import admin, aggregate, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
-from aviso_host.routes.subscriptions import admit_entry, subscription_routes
 from aviso_host.service import Service, server_version
 
 
@@ -127,11 +127,19 @@ def create_app(
     registry = registry or discover()
     settings = settings or load_settings(registry)
     service = Service(settings, registry)
-    service.admit_entry = admit_entry
+    service.plugin_access = access = PluginService(service)
+    hook = registry.manager.hook if registry.manager else None
     extra_routes = (
-        [route for routes in registry.manager.hook.aviso_extra_routes() for route in routes]
-        if registry.manager
+        [route for routes in hook.aviso_extra_routes() for route in routes] if hook else []
+    )
+    plugin_api_routes = (
+        [route for routes in hook.aviso_api_routes(service=access) for route in routes]
+        if hook
         else []
+    )
+    subscriptions = any(
+        isinstance(route, Route) and route.path == "/api/v1/subscriptions"
+        for route in plugin_api_routes
     )
 
     @asynccontextmanager
@@ -145,13 +153,13 @@ def create_app(
 
     routes = [
         *api_routes(),
-        *(subscription_routes() if service.subscriptions is not None else []),
+        *plugin_api_routes,
         *ops_routes(
             settings.application.static_files_path,
             server_version(),
             settings.application.homepage,
             service.catalog,
-            subscriptions=service.subscriptions is not None,
+            subscriptions=subscriptions,
             limits=settings.limits,
             subscription_limits=settings.subscriptions,
         ),

@@ -26,6 +26,7 @@ from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import EventSchema, SchemaCatalog
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
+from aviso_plugins.service import Wakeup
 from aviso_plugins.state import DeferredState, SharedState, key_segment
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import (
@@ -144,23 +145,6 @@ class BackendHistory(ConsumerHistory):
     async def pruned_through(self, event_type: str) -> int:
         schema = self._catalog.get(event_type)
         return 0 if schema is None else await self._backend.pruned_through(schema.base)
-
-
-class Wakeup:
-    """``LiveSink`` that only says something was stored (the record is read from history)."""
-
-    __slots__ = ("ended", "event")
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.ended = False
-
-    def deliver(self, record: StoredNotification) -> None:
-        self.event.set()
-
-    def end(self, reason: str) -> None:
-        self.ended = True
-        self.event.set()
 
 
 def keeps_shared_state(backend: StorageBackend) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -12,7 +11,9 @@ from starlette.types import Receive, Scope, Send
 
 from aviso_host.config.unknown_keys import nearest
 from aviso_host.encoding import dumps, dumps_texts
-from aviso_host.logs import echoed, log_event, masked
+from aviso_host.logs import echoed, masked
+from aviso_plugins.service import ApiRefusal
+from aviso_plugins.service import log_failure as log_failure
 
 
 class Endpoint(Enum):
@@ -31,35 +32,30 @@ class Endpoint(Enum):
         self.validation_code = validation_code
 
 
-class ApiError(Exception):
+class ApiError(ApiRefusal):
     """A failure answered with the aviso error object (keys sorted on the wire)."""
 
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        error: str,
-        message: str,
-        *,
-        details: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-        with_details: bool = True,
-        event_name: str = "api.request.validation.failed",
-        headers: Sequence[tuple[str, str]] = (),
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.error = error
-        self.message = message
-        self.details = details if details is not None else message
-        self.extra = dict(extra or {})
-        self.with_details = with_details
-        self.event_name = event_name
-        # Extra response header fields; a name may repeat (``WWW-Authenticate``).
-        self.headers = tuple(headers)
-        # Set by internal_failure, which has logged the failure already.
-        self.logged = False
+    logged = False
+    """Set by internal_failure, which has logged the failure already."""
+
+    @classmethod
+    def of(cls, refusal: ApiRefusal) -> ApiError:
+        """A plugin's refusal, as the host answers it."""
+        if isinstance(refusal, ApiError):
+            return refusal
+        error = cls(
+            refusal.status,
+            refusal.code,
+            refusal.error,
+            refusal.message,
+            details=refusal.details,
+            extra=refusal.extra,
+            with_details=refusal.with_details,
+            event_name=refusal.event_name,
+            headers=refusal.headers,
+        )
+        error.__cause__ = refusal
+        return error
 
     def body(self, request_id: str) -> dict[str, Any]:
         """The error object; configured secrets in its texts are masked as in the log, and
@@ -317,18 +313,6 @@ def internal_error() -> ApiError:
         "Internal server error",
         with_details=False,
         event_name="api.request.unhandled",
-    )
-
-
-def log_failure(event_name: str, message: str, exc: BaseException, **log_fields: Any) -> None:
-    """Log an internal failure once, at error level, with the exception's text and
-    traceback (secrets masked by the formatter); what the client gets says none of it."""
-    log_event(
-        event_name,
-        f"{message}: {type(exc).__name__}: {exc}",
-        logging.ERROR,
-        exc_info=exc,
-        **log_fields,
     )
 
 

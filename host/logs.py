@@ -12,6 +12,9 @@ from typing import Any
 
 from aviso_host.config.redact import mask_secrets
 from aviso_host.encoding import dumps
+from aviso_plugins.service import ECHO_LIMIT as ECHO_LIMIT
+from aviso_plugins.service import echoed as echoed
+from aviso_plugins.service import log_event as log_event
 
 request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "aviso_request_id", default=None
@@ -35,21 +38,11 @@ LEVELS = {
 
 logger = logging.getLogger("aviso")
 
-ECHO_LIMIT = 200
-"""Characters of client input a log line may repeat (``echoed``)."""
 LINE_TEXT_LIMIT = 4_096
 """Backstop for any one text member of a log line, whoever logged it."""
 
 # The level names of the error telemetry table (``warn``, not Python's ``warning``).
 _LEVEL_NAMES = {logging.WARNING: "warn"}
-
-
-def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
-    """``text`` (which may repeat client input) cut to ``limit`` characters, with a marker
-    saying how much was left out, so a huge input never makes a huge log line."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [{len(text) - limit} more characters]"
 
 
 _secrets: frozenset[str] = frozenset()
@@ -129,20 +122,6 @@ def configure_logging(level: str, log_format: str = "json") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
-
-
-def log_event(
-    event_name: str,
-    message: str,
-    level: int = logging.INFO,
-    exc_info: BaseException | None = None,
-    **fields: Any,
-) -> None:
-    """Log a named event; ``fields`` (event_type, topic, ...) become top-level JSON keys,
-    ``exc_info`` an ``exception`` member with its traceback."""
-    logger.log(
-        level, message, exc_info=exc_info, extra={"fields": {"event_name": event_name, **fields}}
-    )
 
 
 def audit_fields() -> dict[str, str]:

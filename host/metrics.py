@@ -31,7 +31,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -41,7 +41,6 @@ from starlette.types import Scope
 
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, ApiError
 from aviso_host.request_id import RequestIdMiddleware
-from aviso_host.subscriptions import ACTIVE, DISABLED, PULL
 from aviso_plugins._shared.idempotency import EVICTION_REASONS
 from aviso_plugins.types import (
     AuthError,
@@ -59,7 +58,6 @@ ERROR_ROUTE = "error"
 WATCH_ROUTE = "/api/v1/watch"
 REPLAY_ROUTE = "/api/v1/replay"
 AGGREGATE_ROUTE = "/api/v1/aggregate"
-SUBSCRIPTION_EVENTS_ROUTE = "/api/v1/subscriptions/{name}/events"
 SSE_ROUTES = (WATCH_ROUTE, REPLAY_ROUTE)
 
 GENERIC_LABEL = "generic"
@@ -82,9 +80,6 @@ AUTHORISER_DECISIONS = ("allow", "deny", "unauthenticated", "unavailable", "erro
 _DECISION_BY_STATUS = {401: "unauthenticated", 403: "deny", 503: "unavailable"}
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-DELIVERY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 7200, 36000)
-DELIVERY_OUTCOMES = ("delivered", "retry", "gone", "dead_lettered")
-"""Outcomes of push delivery attempts (``dead_lettered``: a notification given up)."""
 CONNECTION_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400)
 
 # How a gauge of several worker processes (``serve --workers``) is aggregated; counters and
@@ -110,46 +105,6 @@ class _WithoutCreated:
             if len(samples) != len(metric.samples):
                 metric.samples = samples
             yield metric
-
-
-SubscriptionCensus = Callable[[], Iterable[tuple[str, str, int | None]]]
-"""Each subscription held: its delivery kind, its status, and the storage time (ns) of the
-notification its push delivery holds undelivered (``None``: none)."""
-
-
-class SubscriptionCollector:
-    """``aviso_subscriptions`` and ``aviso_subscription_max_lag_seconds``, worked out at each
-    scrape from what the subscriptions hold in memory: one pass over them, no read of the
-    history (the exact ``pending`` and ``lag_seconds`` of one subscription are its state's)."""
-
-    def __init__(self, census: SubscriptionCensus, kinds: Iterable[str]) -> None:
-        self._census = census
-        self._kinds = tuple(kinds)
-
-    def collect(self) -> Iterator[Metric]:
-        held: Tally[tuple[str, str]] = Tally({(PULL, ACTIVE): 0})
-        lag = dict.fromkeys(self._kinds, 0.0)
-        for kind in self._kinds:
-            held[kind, ACTIVE] = held[kind, DISABLED] = 0
-        now = time.time()
-        for kind, status, holding_ns in self._census():
-            held[kind, status] += 1
-            if holding_ns is not None:
-                lag[kind] = max(lag.get(kind, 0.0), now - holding_ns / 1e9)
-        subscriptions = GaugeMetricFamily(
-            "aviso_subscriptions", "Subscriptions held", labels=["kind", "status"]
-        )
-        for (kind, status), count in sorted(held.items()):
-            subscriptions.add_metric([kind, status], count)
-        yield subscriptions
-        oldest = GaugeMetricFamily(
-            "aviso_subscription_max_lag_seconds",
-            "Age of the oldest notification a push subscription is delivering or retrying",
-            labels=["kind"],
-        )
-        for kind, seconds in sorted(lag.items()):
-            oldest.add_metric([kind], max(0.0, seconds))
-        yield oldest
 
 
 class AuthoriserFamilies:
@@ -557,24 +512,10 @@ class Metrics:
             ["backend", "reason"],
             registry=registry,
         )
-        # Push deliveries, by delivery kind (the registered kinds, a bounded set).
         self.consumer_events = Counter(
             "aviso_consumer_events",
             "What notification consumers count themselves",
             ["consumer", "event"],
-            registry=registry,
-        )
-        self.webhook_deliveries = Counter(
-            "aviso_webhook_deliveries",
-            "Push delivery attempts by outcome, plus one dead_lettered per notification given up",
-            ["kind", "outcome"],
-            registry=registry,
-        )
-        self.webhook_latency = Histogram(
-            "aviso_webhook_delivery_latency_seconds",
-            "From a notification's storage to its delivery's 2xx (retries included)",
-            ["kind"],
-            buckets=DELIVERY_BUCKETS,
             registry=registry,
         )
         self.backend_recorder = BackendRecorder(self)
@@ -585,11 +526,6 @@ class Metrics:
         # Per route, open streams per authenticated user name.
         self.sse_users: defaultdict[str, Tally[str]] = defaultdict(Tally)
         self._pre_initialise()
-
-    def track_subscriptions(self, census: SubscriptionCensus, kinds: Iterable[str]) -> None:
-        """Export the subscriptions ``census`` lists, by delivery kind (``kinds``: the push
-        ones, at 0 from startup)."""
-        self.registry.register(SubscriptionCollector(census, kinds))
 
     def _pre_initialise(self) -> None:
         """The series present at zero before any traffic (and the new SSE counters)."""

@@ -410,9 +410,9 @@ class _Survey:
                         )
                     claims.append((attribute, claimed, provided_object))
                     names.append(claimed)
-        for impl in self.manager.hook.aviso_extra_routes.get_hookimpls():
+        for hook in (self.manager.hook.aviso_extra_routes, self.manager.hook.aviso_api_routes):
             # Not called here: routes are built once, by create_app.
-            if impl.plugin is plugin:
+            if any(impl.plugin is plugin for impl in hook.get_hookimpls()):
                 kinds["routes"] = []
         for hook_name, kind in _PROCESS_KINDS.items():
             # Not called here: their results depend on the configuration read later.

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 from aviso_host.auth.gate import AuthGate
 from aviso_host.cloudevents import CloudEventRenderer
 from aviso_host.config.construct import construct, start
 from aviso_host.config.settings import Settings
-from aviso_host.consumers import LEASES_BUCKET, ConsumerRunner, keeps_shared_state
-from aviso_host.deliveries import DeliveryRunner
-from aviso_host.filtering import StreamFilter
+from aviso_host.consumers import ConsumerRunner
+from aviso_host.errors import log_failure
 from aviso_host.logs import log_event, register_secrets
 from aviso_host.metrics import Metrics
 from aviso_host.plugins import PluginRegistry
 from aviso_host.schemas import SchemaCatalog
 from aviso_host.status import NotificationRate, StatusBoard
 from aviso_host.streaming.control import StreamRegistry
-from aviso_host.subscriptions import BUCKET, SubscriptionEntry, SubscriptionStore
-from aviso_plugins.leases import DEFAULT_LEASE_SECONDS
-from aviso_plugins.state import DeferredState
+from aviso_plugins.service import ServiceAccess
 from aviso_plugins.types import BackendContext, BackendMetrics, StorageBackend
 
 # How long open streams get to write their closing event before they are cut off.
@@ -53,20 +49,10 @@ def build_backend(
     return registry.backends[settings.backend.kind](context)
 
 
-AdmitEntry = Callable[["Service", SubscriptionEntry], Awaitable[StreamFilter]]
-
-
-async def _admitted_by_nobody(service: Service, entry: SubscriptionEntry) -> StreamFilter:
-    raise RuntimeError("no subscription routes: nothing admits a push subscription")
-
-
 class Service:
     def __init__(self, settings: Settings, registry: PluginRegistry) -> None:
         self.settings = settings
         self.registry = registry
-        self.admit_entry: AdmitEntry = _admitted_by_nobody
-        """Checks a push subscription's owner again before delivering; set by the app to the
-        subscription routes' check (which imports this module)."""
         self.catalog = SchemaCatalog(settings, registry.field_handlers)
         self.renderer = CloudEventRenderer(self.catalog, settings.application.base_url)
         self.metrics = Metrics(
@@ -92,22 +78,12 @@ class Service:
             self.metrics.instrument_backend(self.backend)
         self.auth = AuthGate.build(settings, registry, self.metrics)  # None when auth is off
         self.streams = StreamRegistry()
-        # Kept in the backend's shared state: offered wherever it keeps some.
-        self.subscriptions: SubscriptionStore | None = (
-            SubscriptionStore(DeferredState(partial(self.backend.shared_state, BUCKET)))
-            if settings.subscriptions.enabled and keeps_shared_state(self.backend)
-            else None
-        )
+        self.plugin_access: ServiceAccess | None = None
+        """What the hooks that receive the service get (``aviso_api_routes``, ...); set by
+        the app serving it (a service no app serves starts no plugin)."""
         self.consumers = ConsumerRunner(
             settings, registry, self.catalog, self.backend, self.renderer, self.metrics
         )
-        self.deliveries: DeliveryRunner | None = (
-            DeliveryRunner(settings, registry, self.backend, self.renderer, self.metrics)
-            if self.subscriptions is not None
-            else None
-        )
-        if self.deliveries is not None:
-            self.metrics.track_subscriptions(self.deliveries.census, self.deliveries.kinds)
         self.notification_rate = NotificationRate()
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
@@ -134,7 +110,7 @@ class Service:
                     try:
                         await self.consumers.start()
                         try:
-                            await self._start_deliveries()
+                            await self._start_plugins()
                         except BaseException:
                             await self.consumers.close()
                             raise
@@ -154,19 +130,36 @@ class Service:
                     event_types=self.catalog.event_types,
                     config_files=list(files),
                 )
-                if self.settings.subscriptions.enabled and self.subscriptions is None:
-                    log_event(
-                        "subscriptions.unavailable",
-                        f"subscriptions need a backend that keeps shared state; '{kind}' "
-                        "keeps none: their routes are not served",
-                    )
 
-    async def _start_deliveries(self) -> None:
-        if self.deliveries is None or self.subscriptions is None:
+    async def _start_plugins(self) -> None:
+        """``aviso_startup`` of every plugin; one failing shuts the others down again."""
+        if self.registry.manager is None or self.plugin_access is None:
             return
-        leases = await self.backend.shared_state(LEASES_BUCKET, DEFAULT_LEASE_SECONDS)
-        assert leases is not None  # the store exists only where shared state does
-        await self.deliveries.start(self.subscriptions, leases, partial(self.admit_entry, self))
+        waiting = list(self.registry.manager.hook.aviso_startup(service=self.plugin_access))
+        try:
+            while waiting:
+                result = waiting.pop(0)
+                if inspect.isawaitable(result):
+                    await result
+        except BaseException:
+            for result in waiting:  # never started: nothing to await
+                if inspect.iscoroutine(result):
+                    result.close()
+            await self._stop_plugins()
+            raise
+
+    async def _stop_plugins(self) -> None:
+        """``aviso_shutdown`` of every plugin, each failure logged."""
+        if self.registry.manager is None or self.plugin_access is None:
+            return
+        hook = self.registry.manager.hook.aviso_shutdown
+        for impl in hook.get_hookimpls():
+            try:
+                result = impl.function(service=self.plugin_access)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                log_failure("plugin.shutdown_failed", f"plugin '{impl.plugin_name}'", exc)
 
     async def begin_shutdown(self) -> None:
         """Close every open stream with ``server_shutdown``; cut off those that cannot write."""
@@ -187,8 +180,7 @@ class Service:
     async def close(self) -> None:
         if self._started:
             self._started = False
-            if self.deliveries is not None:
-                await self.deliveries.close()
+            await self._stop_plugins()
             await self.consumers.close()
             if self.auth is not None:
                 await self.auth.close()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from typing import Any, ClassVar
 
+from aviso_builtins.subscriptions import served
 from aviso_plugins import hookimpl
 from aviso_plugins.testing import AvisoClient, serve
 from aviso_plugins.types import DeliveryAttempt, DeliveryKind, DeliveryResult, PreparedDelivery
@@ -71,6 +72,14 @@ def notify(aviso: AvisoClient, basin: str, count: int) -> None:
     for level in range(count):
         identifier = {"basin": basin, "date": "20260402", "level": level % 10}
         assert aviso.notify("river_gauge", identifier, {"n": level}).status_code == 200
+
+
+def tally_of(client: AvisoClient) -> DeliveryKind:
+    """The instance of ``Tally`` the server of ``client`` delivers with."""
+    assert client.app is not None
+    subscriptions = served(client.app.state.service.plugin_access)
+    assert subscriptions is not None
+    return subscriptions.runner.kinds["tally"]
 
 
 def unique_name() -> str:
@@ -172,19 +181,13 @@ def test_one_instance_delivers_a_push_subscription_and_the_other_takes_over(
         (holder,) = {instance for instance, _, _ in batch}
         wait_for(lambda: one.get(f"{SUBSCRIPTIONS}/{name}").json()["acknowledged_sequence"] == 10)
         # The delivering instance stops; the other delivers what follows, from the cursor.
-        kinds = {
-            id(client.app.state.service.deliveries.kinds["tally"]): stack
-            for client, stack in ((one, first), (two, second))
-            if client.app is not None
-        }
+        kinds = {id(tally_of(client)): stack for client, stack in ((one, first), (two, second))}
         staying = two if kinds[holder] is first else one
         kinds[holder].close()
         notify(staying, "rhine", 10)
         batch = delivered(10)
         assert [sequence for _, _, sequence in batch] == list(range(11, 21))
-        assert {instance for instance, _, _ in batch} == {
-            id(staying.app.state.service.deliveries.kinds["tally"])  # type: ignore[union-attr]
-        }
+        assert {instance for instance, _, _ in batch} == {id(tally_of(staying))}
         wait_for(  # recorded once the attempt returned
             lambda: staying.get(f"{SUBSCRIPTIONS}/{name}").json()["deliveries"]["delivered"] == 20
         )

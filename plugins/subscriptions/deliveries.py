@@ -25,17 +25,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
-from aviso_host.config.plugin_options import fill_defaults
-from aviso_host.config.settings import Settings
-from aviso_host.consumers import Wakeup, consumed_notification
-from aviso_host.cursors import now_whole_seconds as now
-from aviso_host.errors import ApiError, log_failure
-from aviso_host.filtering import StreamFilter
-from aviso_host.logs import log_event
-from aviso_host.metrics import DELIVERY_OUTCOMES, Metrics
-from aviso_host.plugins import PluginRegistry
-from aviso_host.subscriptions import (
+from aviso_builtins.subscriptions.metrics import DeliveryMetrics
+from aviso_builtins.subscriptions.store import (
     ACTIVE,
     DISABLED,
     FORBIDDEN,
@@ -45,9 +36,18 @@ from aviso_host.subscriptions import (
     SubscriptionStore,
     generation_key,
     indexed_entry_key,
+    now,
     push_index_prefix,
 )
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS, Lease, LeaseKeeper, holder_id
+from aviso_plugins.service import (
+    ApiRefusal,
+    ServiceAccess,
+    StreamSelection,
+    Wakeup,
+    log_event,
+    log_failure,
+)
 from aviso_plugins.state import SharedState
 from aviso_plugins.types import (
     AuthError,
@@ -56,7 +56,6 @@ from aviso_plugins.types import (
     DeliveryKind,
     DeliveryResult,
     StartCursor,
-    StorageBackend,
     StoredNotification,
     TopicPattern,
 )
@@ -168,7 +167,7 @@ class PushState:
 
     kind: DeliveryKind
     entry: SubscriptionEntry
-    stream_filter: StreamFilter | None = None
+    stream_filter: StreamSelection | None = None
     """Set when its owner was last admitted."""
     admitted_at: float = 0.0
     admitted_caller: dict[str, Any] | None = None
@@ -185,7 +184,7 @@ class PushState:
         return push
 
     @property
-    def filter(self) -> StreamFilter:
+    def filter(self) -> StreamSelection:
         assert self.stream_filter is not None  # admitted before anything is read
         return self.stream_filter
 
@@ -194,16 +193,9 @@ class PushState:
         return self.entry.push is not None and self.entry.push["status"] == ACTIVE
 
 
-def kind_options(settings: Settings, cls: type[DeliveryKind]) -> dict[str, Any]:
-    """``subscriptions.<kind>`` over its schema's defaults (checked with the document)."""
-    section = settings.document.get("subscriptions", {}).get(cls.kind, {})
-    given = dict(section) if isinstance(section, Mapping) else {}
-    return dict(fill_defaults(given, cls.options_schema))
-
-
-Admit = Callable[[SubscriptionEntry], Awaitable[StreamFilter]]
+Admit = Callable[[SubscriptionEntry], Awaitable[StreamSelection]]
 """The subscription's filter, its owner (as last seen) checked again against the stream's
-roles and authorisers: raises ``AuthError`` (or ``ApiError``) when refused."""
+roles and authorisers: raises ``AuthError`` (or ``ApiRefusal``) when refused."""
 
 
 @dataclass(slots=True, eq=False)
@@ -248,25 +240,14 @@ class DeliveryRunner:
     """Constructs the delivery kinds, and delivers every active push subscription of the
     shards whose lease this process holds (one holder per shard across the deployment)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        registry: PluginRegistry,
-        backend: StorageBackend,
-        renderer: CloudEventRenderer,
-        metrics: Metrics,
-    ) -> None:
-        self._backend = backend
-        self._renderer = renderer
-        self._metrics = metrics
+    def __init__(self, service: ServiceAccess) -> None:
+        self._service = service
+        self._backend = service.backend
         self.kinds: dict[str, DeliveryKind] = {
-            kind: cls(kind_options(settings, cls))
-            for kind, cls in sorted(registry.delivery_kinds.items())
+            kind: cls(dict(service.options("subscriptions", kind, cls.options_schema)))
+            for kind, cls in sorted(service.delivery_kinds.items())
         }
-        for kind in self.kinds:  # at 0 from startup, for dashboards' rates
-            for outcome in DELIVERY_OUTCOMES:
-                metrics.webhook_deliveries.labels(kind, outcome)
-            metrics.webhook_latency.labels(kind)
+        self._metrics = DeliveryMetrics(service.metrics_registry, self.kinds)
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_DELIVERIES)
         self._started: list[DeliveryKind] = []
         self._keepers: list[LeaseKeeper] = []
@@ -519,7 +500,7 @@ class DeliveryRunner:
             push.stream_filter = await self._admit(push.entry)
             push.admitted_at, push.admitted_caller = time.monotonic(), caller
             return True
-        except (AuthError, ApiError) as exc:
+        except (AuthError, ApiRefusal) as exc:
             if isinstance(exc, AuthError) and exc.status not in (401, 403):
                 log_failure("delivery.admission_failed", "owner not checked", exc)
                 return False
@@ -657,8 +638,8 @@ class DeliveryRunner:
         the cursor past it unless the receiver is gone."""
         event_type = push.entry.definition["event_type"]
         try:
-            notification = consumed_notification(self._renderer, event_type, record)
-        except (CloudEventError, ValueError) as exc:
+            notification = self._service.consumed_notification(event_type, record)
+        except ValueError as exc:
             log_event(
                 "delivery.unreadable",
                 f"notification passed over: {exc}",
@@ -684,7 +665,7 @@ class DeliveryRunner:
         kind = push.kind
         entry = push.entry
         delays = tuple(kind.retry_delays)
-        counter = self._metrics.webhook_deliveries
+        counter = self._metrics.attempts
         # A redriven dead letter is behind the cursor: it moves nothing.
         sequence = None if redriven else record.sequence
         attempt = 1
@@ -696,7 +677,7 @@ class DeliveryRunner:
             counter.labels(kind.kind, result.outcome).inc()
             if result.outcome == "delivered":
                 latency = max(0.0, time.time() - record.time_ns / 1e9)
-                self._metrics.webhook_latency.labels(kind.kind).observe(latency)
+                self._metrics.latency.labels(kind.kind).observe(latency)
                 await self._save(push, sequence, _delivered)
                 return
             error = None if result.error is None else result.error[:ERROR_CHARACTERS]

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aviso_host.subscriptions import valid_name
+from aviso_builtins.subscriptions.store import valid_name
 from aviso_plugins.testing import AvisoClient, ConfigError, EventStream, build_app, serve
 from tests.conformance.auth_support import document as auth_document
 from tests.support.configs import API_EXAMPLE, with_changes

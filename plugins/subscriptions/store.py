@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import re
 import time
 import uuid
@@ -25,10 +26,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aviso_host.encoding import dumps, loads
-from aviso_host.streaming.control import StreamControl
+from aviso_plugins.service import StreamControl
 from aviso_plugins.state import SharedState, key_segment
 from aviso_plugins.types import Caller
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON with sorted keys: what is stored, compared and measured."""
+    return _ENCODER.encode(value)
+
+
+def loads(data: bytes | str) -> Any:
+    return json.loads(data)
+
+
+def now() -> str:
+    """The current time, to the second, as the API writes it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
 
 NAME_RULE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 """Letters, digits, ``-``, ``_`` and ``.``, at most 64 characters (``.`` and ``..`` excepted:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aviso_host.deliveries import (
+from aviso_builtins.subscriptions.deliveries import (
     DEAD_LETTERS_KEPT,
     DeadLetter,
     disable_letters,

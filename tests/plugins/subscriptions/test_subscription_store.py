@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aviso_host.subscriptions import RECOUNT_SECONDS, SubscriptionEntry, SubscriptionStore
+from aviso_builtins.subscriptions.store import RECOUNT_SECONDS, SubscriptionEntry, SubscriptionStore
 from aviso_plugins.state import ProcessLocalState
 
 
