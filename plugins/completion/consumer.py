@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
 from aviso_plugins.consumers import ConsumedNotification, ConsumerContext, NotificationConsumer
-from aviso_plugins.state import SharedState
+from aviso_plugins.state import SharedState, StateEntry
 from aviso_plugins.storage import StoredNotification
 
 __all__ = ["CompletionConsumer"]
@@ -63,6 +63,11 @@ PAGE_READS = 1_000
 """Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
 """Compare-and-set attempts before a group write gives up (another holder keeps writing)."""
+READ_RETRY_SECONDS = 1.0
+"""Wait before reading the shared state again when a read a member's counting needs failed."""
+SWEEP_YIELD_EVERY = 100
+"""Claims the sweep examines between two turns it gives the event loop (a process-local
+state answers without suspending, so a long list would otherwise hold the loop)."""
 
 
 def group_id(source: str, values: Mapping[str, Any]) -> str:
@@ -201,6 +206,9 @@ class CompletionConsumer(NotificationConsumer):
         """Open groups held, per source event type."""
         self._unwritten: set[str] = set()
         """Held groups counted since their last write (written at the next checkpoint)."""
+        self._late: dict[str, int] = {}
+        """Closed groups whose members came again since the last checkpoint: the highest
+        sequence of each (their claims are kept while it is retained)."""
         self._ids: dict[tuple[Any, ...], str] = {}
         """Group ids of groups lately seen, by their rule and values."""
         self._completed: OrderedDict[str, None] = OrderedDict()
@@ -285,6 +293,7 @@ class CompletionConsumer(NotificationConsumer):
         self._groups.clear()
         self._open.clear()
         self._unwritten.clear()
+        self._late.clear()
         self._completed.clear()
         self._deadlines.clear()
 
@@ -343,8 +352,14 @@ class CompletionConsumer(NotificationConsumer):
             await self._count(rule, gid, values, member, notification.record)
 
     async def checkpoint(self) -> None:
-        """Write every group counted since the last checkpoint (once per page and group)."""
+        """Write every group counted since the last checkpoint (once per page and group),
+        and keep the claims of closed groups whose members came again as long as those
+        copies are retained."""
         async with self._lock:
+            for gid, sequence in sorted(self._late.items()):
+                for status in (COMPLETE, INCOMPLETE):
+                    await self._retain_claim(f"c.{gid}.{status}", sequence)
+                del self._late[gid]
             for gid in sorted(self._unwritten):
                 group = self._groups.get(gid)
                 self._unwritten.discard(gid)
@@ -367,8 +382,12 @@ class CompletionConsumer(NotificationConsumer):
         if group is None:
             # While active this process holds every open group (loaded at start, created
             # since), so only a group it does not hold can be complete already.
-            if gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
-                return  # complete already: late copies change nothing
+            if gid in self._completed or await self._read(f"c.{gid}.{COMPLETE}") is not None:
+                # Closed already: a late copy changes nothing, but it is a notification of
+                # the group, so the group's claims stay while it is retained.
+                if record.sequence > self._late.get(gid, 0):
+                    self._late[gid] = record.sequence
+                return
             group = await self._load(gid)
             if group is None:
                 group = Group.started_by(rule, values, member, record)
@@ -419,8 +438,21 @@ class CompletionConsumer(NotificationConsumer):
                 group.merge(Group.decode(entry.value, entry.revision))
         raise RuntimeError(f"group {gid} of {group.source} kept changing under this consumer")
 
+    async def _read(self, key: str) -> StateEntry | None:
+        """``key``'s entry, read again until the shared state answers: a member whose
+        counting failed would be passed over, and its group could never complete."""
+        while True:
+            try:
+                return await self._state.get(key)
+            except Exception:
+                logger.exception(
+                    "shared state not read; tried again in a second",
+                    extra={"event": "completion.read_failed"},
+                )
+                await asyncio.sleep(READ_RETRY_SECONDS)
+
     async def _load(self, gid: str) -> Group | None:
-        entry = await self._state.get(f"g.{gid}")
+        entry = await self._read(f"g.{gid}")
         if entry is None:
             return None
         group = Group.decode(entry.value, entry.revision)
@@ -462,6 +494,7 @@ class CompletionConsumer(NotificationConsumer):
             event["retained_through"] = sequence
             if await self._state.update(key, json.dumps(event).encode(), entry.revision):
                 return
+        raise RuntimeError(f"claim {key} kept changing under this consumer")
 
     async def _finish(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
         await self._claim(rule, gid, group, status)
@@ -589,7 +622,8 @@ class CompletionConsumer(NotificationConsumer):
         """Remove the published claims whose group's counted notifications are all gone
         from the source's history (the claim's ``last`` sequence is pruned); how many. While
         one of them is retained its claim stays, so its group's event cannot be published
-        again; once none is, a member published anew starts a new group."""
+        again; once none is, a member published anew starts a new group. The claims of a
+        group still open stay (it may count members after them)."""
         pruned = {
             source: await self.context.history.pruned_through(source) for source in self.rules
         }
@@ -597,7 +631,11 @@ class CompletionConsumer(NotificationConsumer):
             return 0  # nothing pruned (or a backend that cannot tell): nothing to list
         sources = {rule.event_type: source for source, rule in self.rules.items()}
         removed = 0
-        for key in await self._state.keys("c."):
+        for examined, key in enumerate(await self._state.keys("c.")):
+            if examined % SWEEP_YIELD_EVERY == SWEEP_YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+            if key.split(".")[1] in self._groups:
+                continue
             entry = await self._state.get(key)
             if entry is None:
                 continue

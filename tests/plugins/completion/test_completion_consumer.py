@@ -357,8 +357,11 @@ def test_a_claim_is_removed_once_every_notification_its_group_counted_is_pruned(
         history.through = 4  # member 4 (sequence 5) is still retained
         assert await completion.remove_pruned_claims() == 0
         await completion.consume(member(24, 2, 7))  # a late copy: still nothing
+        await completion.checkpoint()
         assert len(completion.context.publisher.events) == 1
         history.through = 5
+        assert await completion.remove_pruned_claims() == 0  # the late copy is retained
+        history.through = 7
         assert await completion.remove_pruned_claims() == 1
         assert await state.keys("c.") == []
         assert len(await state.keys("g.")) == 1  # open groups are not claims
@@ -449,5 +452,121 @@ def test_two_holders_at_once_keep_the_members_either_counted() -> None:
         assert [event[1]["status"] for event in new.context.publisher.events] == ["complete"]
         await old.close()
         await new.close()
+
+    run(scenario())
+
+
+def test_a_late_copy_keeps_its_groups_claim_while_it_is_retained() -> None:
+    """A member published again after its group's complete event is a notification of the
+    group: while it is retained the claim stays, so the group published anew (after a
+    restart) cannot complete a second time."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        state = ProcessLocalState()
+        first = consumer(state, history=history)
+        await first.start()
+        for number in range(5):
+            await first.consume(member(24, number, number + 1))
+        await first.consume(member(24, 2, 6))  # a late copy
+        await first.checkpoint()
+        history.through = 5  # every member it counted is pruned, not the late copy
+        assert await first.remove_pruned_claims() == 0
+        await first.close()
+        second = consumer(state, history=history)
+        await second.start()
+        for number in range(5):
+            await second.consume(member(24, number, 7 + number))
+        await second.checkpoint()
+        await second.close()
+        assert second.context.publisher.events == []
+        assert [event[1]["status"] for event in first.context.publisher.events] == ["complete"]
+
+    run(scenario())
+
+
+def test_the_claim_of_a_group_still_open_is_not_swept() -> None:
+    """A group counting members after its incomplete event keeps its claim however much of
+    its history is pruned, and hands the claim its later members when it is closed."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        state = ProcessLocalState()
+        completion = consumer(state, history=history, deadline_seconds=60, max_open_groups=1)
+        publisher = completion.context.publisher
+        await completion.start()
+        await completion.consume(member(1, 0, 1, HOUR_AGO_NS))
+        await publisher.next()  # its deadline passed: incomplete
+        await completion.consume(member(1, 1, 2))  # counted after it; the group stays open
+        await completion.checkpoint()
+        history.through = 1
+        assert await completion.remove_pruned_claims() == 0
+        await completion.consume(member(2, 0, 3))  # closes the first group (max_open_groups)
+        await completion.checkpoint()
+        assert await completion.remove_pruned_claims() == 0  # member 1 is retained
+        history.through = 2
+        assert await completion.remove_pruned_claims() == 1
+        await completion.close()
+        assert [event[1]["status"] for event in publisher.events] == ["incomplete"]
+
+    run(scenario())
+
+
+def test_a_member_whose_claim_read_fails_is_counted_once_the_state_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shared state that fails a read once does not make the member be passed over (its
+    group could then never complete)."""
+    monkeypatch.setattr("aviso_builtins.completion.consumer.READ_RETRY_SECONDS", 0.01)
+
+    class FailingOnce(ProcessLocalState):
+        failed = False
+
+        async def get(self, key: str) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise ConnectionError("the store did not answer")
+            return await super().get(key)
+
+    async def scenario() -> None:
+        completion = consumer(FailingOnce())
+        await completion.start()
+        for number in range(5):
+            await completion.consume(member(3, number, number + 1))
+        await completion.close()
+        assert completion.context.state.failed  # type: ignore[attr-defined]
+        statuses = [event[1]["status"] for event in completion.context.publisher.events]
+        assert statuses == ["complete"]
+
+    run(scenario())
+
+
+def test_the_claims_sweep_gives_the_event_loop_turns() -> None:
+    """Sweeping many claims on a process-local state (which never suspends) lets other
+    tasks run before it ends."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        completion = consumer(history=history)
+        state = completion.context.state
+        await completion.start()
+        claim = {"event_type": "ens_complete", "published": True}
+        for number in range(1000):
+            last = {"sequence": number + 1, "time": "t"}
+            value = {**claim, "payload": {"last": last}}
+            await state.create(f"c.{number:032x}.complete", json.dumps(value).encode())
+        history.through = 10_000
+        swept = False
+        ran_while_sweeping: list[bool] = []
+
+        async def other() -> None:
+            ran_while_sweeping.append(not swept)
+
+        task = asyncio.create_task(other())
+        assert await completion.remove_pruned_claims() == 1000
+        swept = True
+        await task
+        assert ran_while_sweeping == [True]
+        await completion.close()
 
     run(scenario())
