@@ -204,6 +204,10 @@ class CompletionConsumer(NotificationConsumer):
         self._groups: dict[str, Group] = {}
         self._open: dict[str, int] = {}
         """Open groups held, per source event type."""
+        self._ages: dict[str, list[tuple[int, str]]] = {}
+        """Per source event type, a heap of its held groups by first sequence (with entries
+        of groups since closed, passed over when popped): the oldest is found without
+        looking at every open group."""
         self._unwritten: set[str] = set()
         """Held groups counted since their last write (written at the next checkpoint)."""
         self._late: dict[str, int] = {}
@@ -292,6 +296,7 @@ class CompletionConsumer(NotificationConsumer):
         """What only the active process may trust: another may write in between."""
         self._groups.clear()
         self._open.clear()
+        self._ages.clear()
         self._unwritten.clear()
         self._late.clear()
         self._completed.clear()
@@ -306,6 +311,17 @@ class CompletionConsumer(NotificationConsumer):
     def _hold(self, gid: str, group: Group) -> None:
         if gid not in self._groups:
             self._open[group.source] = self._open.get(group.source, 0) + 1
+            ages = self._ages.setdefault(group.source, [])
+            heapq.heappush(ages, (group.first["sequence"], gid))
+            if len(ages) > 2 * self._open[group.source] + 1024:
+                # Mostly groups closed since: rebuilt, so that the heap stays bounded.
+                ages[:] = [
+                    (g.first["sequence"], i)
+                    for i, g in self._groups.items()
+                    if g is not group and g.source == group.source
+                ]
+                ages.append((group.first["sequence"], gid))
+                heapq.heapify(ages)
         self._groups[gid] = group
 
     def _group_id(self, rule: CompletionRule, values: dict[str, Any]) -> str:
@@ -460,27 +476,36 @@ class CompletionConsumer(NotificationConsumer):
         return group
 
     async def _keep_open_groups_bounded(self, rule: CompletionRule) -> None:
-        mine = [
-            (g.first["sequence"], gid, g)
-            for gid, g in self._groups.items()
-            if g.source == rule.source
-        ]
-        excess = len(mine) - rule.max_open_groups
-        if excess <= 0:
-            return
-        for _, gid, group in sorted(mine, key=lambda item: item[0])[:excess]:
-            self.evicted += 1
-            self.context.metrics.count("group_evicted")
-            logger.warning(
-                "open group closed: max_open_groups reached",
-                extra={"event": "completion.group_evicted", "event_type": rule.source},
-            )
-            if not group.incomplete:
-                await self._claim(rule, gid, group, INCOMPLETE)
-            else:
-                # Members counted since its incomplete event: its claim must stay as long.
-                await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
-            await self._forget(rule, gid, group)
+        ages = self._ages.get(rule.source, [])
+        while self._open.get(rule.source, 0) > rule.max_open_groups and ages:
+            sequence, gid = heapq.heappop(ages)
+            group = self._groups.get(gid)
+            if group is None:
+                continue  # closed since
+            if group.first["sequence"] != sequence:
+                # Its first member changed (another holder's, merged), or it was closed and
+                # opened again: filed again by its first member now.
+                heapq.heappush(ages, (group.first["sequence"], gid))
+                continue
+            try:
+                await self._evict(rule, gid, group)
+            except BaseException:
+                heapq.heappush(ages, (sequence, gid))  # still held: tried again later
+                raise
+
+    async def _evict(self, rule: CompletionRule, gid: str, group: Group) -> None:
+        if not group.incomplete:
+            await self._claim(rule, gid, group, INCOMPLETE)
+        else:
+            # Members counted since its incomplete event: its claim must stay as long.
+            await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
+        await self._forget(rule, gid, group)
+        self.evicted += 1
+        self.context.metrics.count("group_evicted")
+        logger.warning(
+            "open group closed: max_open_groups reached",
+            extra={"event": "completion.group_evicted", "event_type": rule.source},
+        )
 
     async def _retain_claim(self, key: str, sequence: int) -> None:
         """Keep the claim ``key`` at least until ``sequence`` is pruned."""
@@ -634,8 +659,9 @@ class CompletionConsumer(NotificationConsumer):
         for examined, key in enumerate(await self._state.keys("c.")):
             if examined % SWEEP_YIELD_EVERY == SWEEP_YIELD_EVERY - 1:
                 await asyncio.sleep(0)
-            if key.split(".")[1] in self._groups:
-                continue
+            gid = key.split(".")[1]
+            if gid in self._groups or gid in self._late:
+                continue  # open, or a copy of a member came since the last checkpoint
             entry = await self._state.get(key)
             if entry is None:
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -567,6 +568,36 @@ def test_the_claims_sweep_gives_the_event_loop_turns() -> None:
         swept = True
         await task
         assert ran_while_sweeping == [True]
+        await completion.close()
+
+    run(scenario())
+
+
+def test_closing_the_oldest_open_group_does_not_look_at_every_open_group() -> None:
+    """Past ``max_open_groups``, each new group closes the oldest: the work that takes does
+    not grow with the number of open groups (counted in Python calls, not timed)."""
+
+    async def scenario() -> None:
+        completion = consumer(max_open_groups=5000)
+        await completion.start()
+        for step in range(5000):
+            await completion.consume(member(step, 0, step + 1))
+        await completion.checkpoint()
+        calls = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(profile)
+        try:
+            await completion.consume(member(5000, 0, 5001))
+        finally:
+            sys.setprofile(None)
+        assert completion.evicted == 1
+        ((_, identifier, _, _),) = completion.context.publisher.events
+        assert identifier["step"] == 0  # the oldest
+        assert calls < 1000
         await completion.close()
 
     run(scenario())
