@@ -601,3 +601,38 @@ def test_closing_the_oldest_open_group_does_not_look_at_every_open_group() -> No
         await completion.close()
 
     run(scenario())
+
+
+def test_a_new_holder_reads_the_open_groups_several_at_once() -> None:
+    """Taking the consumer over reads the open groups concurrently (one at a time, ten
+    thousand of them on JetStream took half the lease's life), and holds every one."""
+
+    class Counting(ProcessLocalState):
+        reading = 0
+        most = 0
+
+        async def get(self, key: str) -> Any:
+            self.reading += 1
+            self.most = max(self.most, self.reading)
+            try:
+                await asyncio.sleep(0)  # a store that answers later
+                return await super().get(key)
+            finally:
+                self.reading -= 1
+
+    async def scenario() -> None:
+        state = Counting()
+        first = consumer(state)
+        await first.start()
+        for step in range(200):
+            await first.consume(member(step, 0, step + 1))
+        await first.checkpoint()
+        await first.close()
+        state.most = 0
+        second = consumer(state)
+        await second.start()
+        assert state.most > 1
+        assert len(await second.open_groups(1000, {"ens"})) == 200
+        await second.close()
+
+    run(scenario())
