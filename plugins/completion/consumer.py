@@ -9,7 +9,8 @@ consumer over carries on where the last one stopped:
   last notification, whether its incomplete event was published), as of the last
   checkpoint;
 - ``c.<group>.<status>``: the claim of a group's event of one status, which exactly one
-  writer can create; it holds the event as it is published and says whether it was;
+  writer can create; it holds the event as it is published and says whether it was
+  (or was refused by the notify API: never retried);
 - ``p.<group>.<status>``: an event on its way, written before its claim and removed once
   the claim's event is published. A process taking the consumer over finishes each one it
   finds: claims it if nobody did, and publishes an unpublished claim again with the same
@@ -45,6 +46,7 @@ from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
 from aviso_plugins.consumers import ConsumedNotification, ConsumerContext, NotificationConsumer
+from aviso_plugins.sinks import SinkRejected
 from aviso_plugins.state import SharedState, StateEntry
 from aviso_plugins.storage import StoredNotification
 
@@ -592,9 +594,21 @@ class CompletionConsumer(NotificationConsumer):
         """Publish the event of the claim ``key`` (at ``revision``) unless it was."""
         if event["published"]:
             return
-        await self.context.publisher.publish(
-            event["event_type"], event["identifier"], event["payload"], event["message_id"]
-        )
+        try:
+            await self.context.publisher.publish(
+                event["event_type"], event["identifier"], event["payload"], event["message_id"]
+            )
+        except SinkRejected as exc:
+            # No retry can publish it (a topic or payload over the API's limits), and one
+            # tried every second would keep its group open, and the oldest open group
+            # blocks the closing of every other: settled as refused.
+            logger.error(
+                "completion event refused by the notify API: %s",
+                exc.code,
+                extra={"event": "completion.event_refused", "event_type": event["event_type"]},
+            )
+            self.context.metrics.count("event_refused")
+            event["refused"] = exc.code
         event["published"] = True
         await self._state.update(key, json.dumps(event).encode(), revision)
 

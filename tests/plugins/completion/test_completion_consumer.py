@@ -16,6 +16,7 @@ import pytest
 
 from aviso_builtins.completion.consumer import CompletionConsumer
 from aviso_plugins.consumers import ConsumedNotification, ConsumerHistory, ConsumerMetrics
+from aviso_plugins.sinks import SinkRejected
 from aviso_plugins.state import ProcessLocalState, SharedState
 from aviso_plugins.storage import StoredNotification
 from tests.plugins.completion.support import config
@@ -634,5 +635,41 @@ def test_a_new_holder_reads_the_open_groups_several_at_once() -> None:
         assert state.most > 1
         assert len(await second.open_groups(1000, {"ens"})) == 200
         await second.close()
+
+    run(scenario())
+
+
+def test_an_event_the_api_refuses_is_not_retried_and_does_not_keep_its_group_open() -> None:
+    """A completion event the notify API refuses (its topic too long for the limits once
+    the completion event's base and status are added to a member's long group values) can
+    never be published: it is counted and logged once, not retried every second, and its
+    group is closed like any other, so ``max_open_groups`` still holds."""
+
+    class Refusing(Publisher):
+        async def publish(
+            self,
+            event_type: str,
+            identifier: Mapping[str, Any],
+            payload: Any = None,
+            message_id: str | None = None,
+        ) -> StoredNotification:
+            if identifier["step"] == 1:
+                raise SinkRejected("INVALID_NOTIFICATION_REQUEST", "topic too long")
+            return await super().publish(event_type, identifier, payload, message_id)
+
+    async def scenario() -> None:
+        completion = consumer(publisher=Refusing(), max_open_groups=1)
+        state = completion.context.state
+        await completion.start()
+        for step in (1, 2, 3):
+            await completion.consume(member(step, 0, step))
+        await completion.checkpoint()
+        events = completion.context.publisher.events
+        assert [(event[1]["step"], event[1]["status"]) for event in events] == [(2, "incomplete")]
+        assert completion.evicted == 2
+        assert len(await completion.open_groups(10, {"ens"})) == 1
+        assert completion.context.metrics.counts["event_refused"] == 1  # type: ignore[attr-defined]
+        assert await state.keys("p.") == []
+        await completion.close()
 
     run(scenario())
