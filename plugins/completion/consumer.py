@@ -288,9 +288,25 @@ class CompletionConsumer(NotificationConsumer):
             return
         self._hold(gid, group)
         if rule.complete(group.members):
-            heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
+            self._time(gid, 0.0)  # its complete event failed
         elif not group.incomplete:
-            heapq.heappush(self._deadlines, (group.deadline, gid))
+            self._time(gid, group.deadline)
+
+    def _time(self, gid: str, when: float) -> None:
+        """Have the timer look at the group ``gid`` at ``when`` (seconds since the epoch)."""
+        deadlines = self._deadlines
+        heapq.heappush(deadlines, (when, gid))
+        if len(deadlines) > 2 * len(self._groups) + 1024:
+            # Mostly groups closed since (each stays filed until its deadline, an hour by
+            # default): rebuilt from the held groups, so that it stays bounded by them.
+            deadlines[:] = [
+                (0.0 if self.rules[g.source].complete(g.members) else g.deadline, i)
+                for i, g in self._groups.items()
+                if not g.incomplete or self.rules[g.source].complete(g.members)
+            ]
+            heapq.heapify(deadlines)
+        if deadlines[0][1] == gid:
+            self._wake.set()
 
     async def close(self) -> None:
         """Groups counted since the last checkpoint are not written: their notifications
@@ -419,9 +435,7 @@ class CompletionConsumer(NotificationConsumer):
                 group = Group.started_by(rule, values, member, record)
                 self._hold(gid, group)
                 self._unwritten.add(gid)
-                heapq.heappush(self._deadlines, (group.deadline, gid))
-                if self._deadlines[0][1] == gid:
-                    self._wake.set()
+                self._time(gid, group.deadline)
                 if self._open[rule.source] > rule.max_open_groups:
                     await self._keep_open_groups_bounded(rule)
                 await self._complete_if_due(rule, gid, group)
@@ -483,6 +497,9 @@ class CompletionConsumer(NotificationConsumer):
             return None
         group = Group.decode(entry.value, entry.revision)
         self._hold(gid, group)
+        if not group.incomplete:
+            # Written by another holder since this one started: its deadline is timed here too.
+            self._time(gid, group.deadline)
         return group
 
     async def _keep_open_groups_bounded(self, rule: CompletionRule) -> None:
@@ -703,5 +720,4 @@ class CompletionConsumer(NotificationConsumer):
             "completion event not published; tried again in a second",
             extra={"event": "completion.publish_failed", "event_type": group.source},
         )
-        heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
-        self._wake.set()
+        self._time(gid, time.time() + 1.0)

@@ -673,3 +673,38 @@ def test_an_event_the_api_refuses_is_not_retried_and_does_not_keep_its_group_ope
         await completion.close()
 
     run(scenario())
+
+
+def test_a_group_another_holder_wrote_since_the_start_gets_its_incomplete_event() -> None:
+    """A holder that lost its lease without knowing it may still write a group after the
+    new holder started; the new holder times that group's deadline when it reads it."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        old, new = consumer(state, deadline_seconds=60), consumer(state, deadline_seconds=60)
+        await new.start()
+        await old.start()
+        await old.consume(member(5, 0, 1, HOUR_AGO_NS))
+        await old.checkpoint()
+        await old.close()  # stopped before its own timer ran
+        assert old.context.publisher.events == []
+        await new.consume(member(5, 1, 2))
+        await new.context.publisher.next()
+        ((_, identifier, payload, _),) = new.context.publisher.events
+        assert identifier["status"] == "incomplete" and payload["count"] == 2
+        await new.close()
+
+    run(scenario())
+
+
+def test_closed_groups_do_not_stay_filed_for_the_timer_until_their_deadline() -> None:
+    async def scenario() -> None:
+        completion = consumer(expected_count=1)
+        await completion.start()
+        for step in range(5000):
+            await completion.consume(member(step, 0, step + 1))
+        assert len(completion.context.publisher.events) == 5000
+        assert len(completion._deadlines) <= 1024 + 1
+        await completion.close()
+
+    run(scenario())
