@@ -305,7 +305,7 @@ class CompletionConsumer(NotificationConsumer):
                 if not g.incomplete or self.rules[g.source].complete(g.members)
             ]
             heapq.heapify(deadlines)
-        if deadlines[0][1] == gid:
+        if deadlines and deadlines[0][1] == gid:
             self._wake.set()
 
     async def close(self) -> None:
@@ -344,7 +344,7 @@ class CompletionConsumer(NotificationConsumer):
                 ages[:] = [
                     (g.first["sequence"], i)
                     for i, g in self._groups.items()
-                    if g is not group and g.source == group.source
+                    if g.source == group.source
                 ]
                 ages.append((group.first["sequence"], gid))
                 heapq.heapify(ages)
