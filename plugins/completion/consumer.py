@@ -9,7 +9,8 @@ consumer over carries on where the last one stopped:
   last notification, whether its incomplete event was published), as of the last
   checkpoint;
 - ``c.<group>.<status>``: the claim of a group's event of one status, which exactly one
-  writer can create; it holds the event as it is published and says whether it was;
+  writer can create; it holds the event as it is published and says whether it was
+  (or was refused by the notify API: never retried);
 - ``p.<group>.<status>``: an event on its way, written before its claim and removed once
   the claim's event is published. A process taking the consumer over finishes each one it
   finds: claims it if nobody did, and publishes an unpublished claim again with the same
@@ -45,7 +46,8 @@ from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
 from aviso_plugins.consumers import ConsumedNotification, ConsumerContext, NotificationConsumer
-from aviso_plugins.state import SharedState
+from aviso_plugins.sinks import SinkRejected
+from aviso_plugins.state import SharedState, StateEntry
 from aviso_plugins.storage import StoredNotification
 
 __all__ = ["CompletionConsumer"]
@@ -63,6 +65,14 @@ PAGE_READS = 1_000
 """Open groups a process that is not the active one reads for the groups page."""
 WRITE_TRIES = 5
 """Compare-and-set attempts before a group write gives up (another holder keeps writing)."""
+READ_RETRY_SECONDS = 1.0
+"""Wait before reading the shared state again when a read a member's counting needs failed."""
+LOAD_CONCURRENCY = 64
+"""Open groups read at once when a process becomes the active one (one at a time, 10,000
+groups on JetStream took about 3 s of a lease that lives 6 s)."""
+SWEEP_YIELD_EVERY = 100
+"""Claims the sweep examines between two turns it gives the event loop (a process-local
+state answers without suspending, so a long list would otherwise hold the loop)."""
 
 
 def group_id(source: str, values: Mapping[str, Any]) -> str:
@@ -199,8 +209,15 @@ class CompletionConsumer(NotificationConsumer):
         self._groups: dict[str, Group] = {}
         self._open: dict[str, int] = {}
         """Open groups held, per source event type."""
+        self._ages: dict[str, list[tuple[int, str]]] = {}
+        """Per source event type, a heap of its held groups by first sequence (with entries
+        of groups since closed, passed over when popped): the oldest is found without
+        looking at every open group."""
         self._unwritten: set[str] = set()
         """Held groups counted since their last write (written at the next checkpoint)."""
+        self._late: dict[str, int] = {}
+        """Closed groups whose members came again since the last checkpoint: the highest
+        sequence of each (their claims are kept while it is retained)."""
         self._ids: dict[tuple[Any, ...], str] = {}
         """Group ids of groups lately seen, by their rule and values."""
         self._completed: OrderedDict[str, None] = OrderedDict()
@@ -251,24 +268,45 @@ class CompletionConsumer(NotificationConsumer):
                     extra={"event": "completion.publish_failed"},
                 )
                 unsettled.append(key)
-        for key in await self._state.keys("g."):
-            entry = await self._state.get(key)
-            if entry is None:
-                continue
-            group = Group.decode(entry.value, entry.revision)
-            rule = self.rules.get(group.source)
-            if rule is None:
-                continue
-            gid = key.removeprefix("g.")
-            self._hold(gid, group)
-            if rule.complete(group.members):
-                heapq.heappush(self._deadlines, (0.0, gid))  # its complete event failed
-            elif not group.incomplete:
-                heapq.heappush(self._deadlines, (group.deadline, gid))
+        keys = await self._state.keys("g.")
+        for index in range(0, len(keys), LOAD_CONCURRENCY):
+            chunk = keys[index : index + LOAD_CONCURRENCY]
+            entries = await asyncio.gather(*map(self._state.get, chunk))
+            for key, entry in zip(chunk, entries, strict=True):
+                if entry is not None:
+                    self._take_over(key.removeprefix("g."), entry)
         self._timer = asyncio.create_task(self._run_deadlines())
         self._helpers = [asyncio.create_task(self._sweep_claims())]
         if unsettled:
             self._helpers.append(asyncio.create_task(self._settle_later(unsettled)))
+
+    def _take_over(self, gid: str, entry: StateEntry) -> None:
+        """Hold the open group ``entry`` as a previous holder wrote it."""
+        group = Group.decode(entry.value, entry.revision)
+        rule = self.rules.get(group.source)
+        if rule is None:
+            return
+        self._hold(gid, group)
+        if rule.complete(group.members):
+            self._time(gid, 0.0)  # its complete event failed
+        elif not group.incomplete:
+            self._time(gid, group.deadline)
+
+    def _time(self, gid: str, when: float) -> None:
+        """Have the timer look at the group ``gid`` at ``when`` (seconds since the epoch)."""
+        deadlines = self._deadlines
+        heapq.heappush(deadlines, (when, gid))
+        if len(deadlines) > 2 * len(self._groups) + 1024:
+            # Mostly groups closed since (each stays filed until its deadline, an hour by
+            # default): rebuilt from the held groups, so that it stays bounded by them.
+            deadlines[:] = [
+                (0.0 if self.rules[g.source].complete(g.members) else g.deadline, i)
+                for i, g in self._groups.items()
+                if not g.incomplete or self.rules[g.source].complete(g.members)
+            ]
+            heapq.heapify(deadlines)
+        if deadlines and deadlines[0][1] == gid:
+            self._wake.set()
 
     async def close(self) -> None:
         """Groups counted since the last checkpoint are not written: their notifications
@@ -284,7 +322,9 @@ class CompletionConsumer(NotificationConsumer):
         """What only the active process may trust: another may write in between."""
         self._groups.clear()
         self._open.clear()
+        self._ages.clear()
         self._unwritten.clear()
+        self._late.clear()
         self._completed.clear()
         self._deadlines.clear()
 
@@ -297,6 +337,17 @@ class CompletionConsumer(NotificationConsumer):
     def _hold(self, gid: str, group: Group) -> None:
         if gid not in self._groups:
             self._open[group.source] = self._open.get(group.source, 0) + 1
+            ages = self._ages.setdefault(group.source, [])
+            heapq.heappush(ages, (group.first["sequence"], gid))
+            if len(ages) > 2 * self._open[group.source] + 1024:
+                # Mostly groups closed since: rebuilt, so that the heap stays bounded.
+                ages[:] = [
+                    (g.first["sequence"], i)
+                    for i, g in self._groups.items()
+                    if g.source == group.source
+                ]
+                ages.append((group.first["sequence"], gid))
+                heapq.heapify(ages)
         self._groups[gid] = group
 
     def _group_id(self, rule: CompletionRule, values: dict[str, Any]) -> str:
@@ -343,8 +394,14 @@ class CompletionConsumer(NotificationConsumer):
             await self._count(rule, gid, values, member, notification.record)
 
     async def checkpoint(self) -> None:
-        """Write every group counted since the last checkpoint (once per page and group)."""
+        """Write every group counted since the last checkpoint (once per page and group),
+        and keep the claims of closed groups whose members came again as long as those
+        copies are retained."""
         async with self._lock:
+            for gid, sequence in sorted(self._late.items()):
+                for status in (COMPLETE, INCOMPLETE):
+                    await self._retain_claim(f"c.{gid}.{status}", sequence)
+                del self._late[gid]
             for gid in sorted(self._unwritten):
                 group = self._groups.get(gid)
                 self._unwritten.discard(gid)
@@ -367,16 +424,18 @@ class CompletionConsumer(NotificationConsumer):
         if group is None:
             # While active this process holds every open group (loaded at start, created
             # since), so only a group it does not hold can be complete already.
-            if gid in self._completed or await self._state.get(f"c.{gid}.{COMPLETE}") is not None:
-                return  # complete already: late copies change nothing
+            if gid in self._completed or await self._read(f"c.{gid}.{COMPLETE}") is not None:
+                # Closed already: a late copy changes nothing, but it is a notification of
+                # the group, so the group's claims stay while it is retained.
+                if record.sequence > self._late.get(gid, 0):
+                    self._late[gid] = record.sequence
+                return
             group = await self._load(gid)
             if group is None:
                 group = Group.started_by(rule, values, member, record)
                 self._hold(gid, group)
                 self._unwritten.add(gid)
-                heapq.heappush(self._deadlines, (group.deadline, gid))
-                if self._deadlines[0][1] == gid:
-                    self._wake.set()
+                self._time(gid, group.deadline)
                 if self._open[rule.source] > rule.max_open_groups:
                     await self._keep_open_groups_bounded(rule)
                 await self._complete_if_due(rule, gid, group)
@@ -419,36 +478,61 @@ class CompletionConsumer(NotificationConsumer):
                 group.merge(Group.decode(entry.value, entry.revision))
         raise RuntimeError(f"group {gid} of {group.source} kept changing under this consumer")
 
+    async def _read(self, key: str) -> StateEntry | None:
+        """``key``'s entry, read again until the shared state answers: a member whose
+        counting failed would be passed over, and its group could never complete."""
+        while True:
+            try:
+                return await self._state.get(key)
+            except Exception:
+                logger.exception(
+                    "shared state not read; tried again in a second",
+                    extra={"event": "completion.read_failed"},
+                )
+                await asyncio.sleep(READ_RETRY_SECONDS)
+
     async def _load(self, gid: str) -> Group | None:
-        entry = await self._state.get(f"g.{gid}")
+        entry = await self._read(f"g.{gid}")
         if entry is None:
             return None
         group = Group.decode(entry.value, entry.revision)
         self._hold(gid, group)
+        if not group.incomplete:
+            # Written by another holder since this one started: its deadline is timed here too.
+            self._time(gid, group.deadline)
         return group
 
     async def _keep_open_groups_bounded(self, rule: CompletionRule) -> None:
-        mine = [
-            (g.first["sequence"], gid, g)
-            for gid, g in self._groups.items()
-            if g.source == rule.source
-        ]
-        excess = len(mine) - rule.max_open_groups
-        if excess <= 0:
-            return
-        for _, gid, group in sorted(mine, key=lambda item: item[0])[:excess]:
-            self.evicted += 1
-            self.context.metrics.count("group_evicted")
-            logger.warning(
-                "open group closed: max_open_groups reached",
-                extra={"event": "completion.group_evicted", "event_type": rule.source},
-            )
-            if not group.incomplete:
-                await self._claim(rule, gid, group, INCOMPLETE)
-            else:
-                # Members counted since its incomplete event: its claim must stay as long.
-                await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
-            await self._forget(rule, gid, group)
+        ages = self._ages.get(rule.source, [])
+        while self._open.get(rule.source, 0) > rule.max_open_groups and ages:
+            sequence, gid = heapq.heappop(ages)
+            group = self._groups.get(gid)
+            if group is None:
+                continue  # closed since
+            if group.first["sequence"] != sequence:
+                # Its first member changed (another holder's, merged), or it was closed and
+                # opened again: filed again by its first member now.
+                heapq.heappush(ages, (group.first["sequence"], gid))
+                continue
+            try:
+                await self._evict(rule, gid, group)
+            except BaseException:
+                heapq.heappush(ages, (sequence, gid))  # still held: tried again later
+                raise
+
+    async def _evict(self, rule: CompletionRule, gid: str, group: Group) -> None:
+        if not group.incomplete:
+            await self._claim(rule, gid, group, INCOMPLETE)
+        else:
+            # Members counted since its incomplete event: its claim must stay as long.
+            await self._retain_claim(f"c.{gid}.{INCOMPLETE}", group.last["sequence"])
+        await self._forget(rule, gid, group)
+        self.evicted += 1
+        self.context.metrics.count("group_evicted")
+        logger.warning(
+            "open group closed: max_open_groups reached",
+            extra={"event": "completion.group_evicted", "event_type": rule.source},
+        )
 
     async def _retain_claim(self, key: str, sequence: int) -> None:
         """Keep the claim ``key`` at least until ``sequence`` is pruned."""
@@ -462,6 +546,7 @@ class CompletionConsumer(NotificationConsumer):
             event["retained_through"] = sequence
             if await self._state.update(key, json.dumps(event).encode(), entry.revision):
                 return
+        raise RuntimeError(f"claim {key} kept changing under this consumer")
 
     async def _finish(self, rule: CompletionRule, gid: str, group: Group, status: str) -> None:
         await self._claim(rule, gid, group, status)
@@ -526,9 +611,21 @@ class CompletionConsumer(NotificationConsumer):
         """Publish the event of the claim ``key`` (at ``revision``) unless it was."""
         if event["published"]:
             return
-        await self.context.publisher.publish(
-            event["event_type"], event["identifier"], event["payload"], event["message_id"]
-        )
+        try:
+            await self.context.publisher.publish(
+                event["event_type"], event["identifier"], event["payload"], event["message_id"]
+            )
+        except SinkRejected as exc:
+            # No retry can publish it (a topic or payload over the API's limits), and one
+            # tried every second would keep its group open, and the oldest open group
+            # blocks the closing of every other: settled as refused.
+            logger.error(
+                "completion event refused by the notify API: %s",
+                exc.code,
+                extra={"event": "completion.event_refused", "event_type": event["event_type"]},
+            )
+            self.context.metrics.count("event_refused")
+            event["refused"] = exc.code
         event["published"] = True
         await self._state.update(key, json.dumps(event).encode(), revision)
 
@@ -589,7 +686,8 @@ class CompletionConsumer(NotificationConsumer):
         """Remove the published claims whose group's counted notifications are all gone
         from the source's history (the claim's ``last`` sequence is pruned); how many. While
         one of them is retained its claim stays, so its group's event cannot be published
-        again; once none is, a member published anew starts a new group."""
+        again; once none is, a member published anew starts a new group. The claims of a
+        group still open stay (it may count members after them)."""
         pruned = {
             source: await self.context.history.pruned_through(source) for source in self.rules
         }
@@ -597,7 +695,12 @@ class CompletionConsumer(NotificationConsumer):
             return 0  # nothing pruned (or a backend that cannot tell): nothing to list
         sources = {rule.event_type: source for source, rule in self.rules.items()}
         removed = 0
-        for key in await self._state.keys("c."):
+        for examined, key in enumerate(await self._state.keys("c.")):
+            if examined % SWEEP_YIELD_EVERY == SWEEP_YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+            gid = key.split(".")[1]
+            if gid in self._groups or gid in self._late:
+                continue  # open, or a copy of a member came since the last checkpoint
             entry = await self._state.get(key)
             if entry is None:
                 continue
@@ -617,5 +720,4 @@ class CompletionConsumer(NotificationConsumer):
             "completion event not published; tried again in a second",
             extra={"event": "completion.publish_failed", "event_type": group.source},
         )
-        heapq.heappush(self._deadlines, (time.time() + 1.0, gid))
-        self._wake.set()
+        self._time(gid, time.time() + 1.0)

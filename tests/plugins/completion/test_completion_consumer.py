@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ import pytest
 
 from aviso_builtins.completion.consumer import CompletionConsumer
 from aviso_plugins.consumers import ConsumedNotification, ConsumerHistory, ConsumerMetrics
+from aviso_plugins.sinks import SinkRejected
 from aviso_plugins.state import ProcessLocalState, SharedState
 from aviso_plugins.storage import StoredNotification
 from tests.plugins.completion.support import config
@@ -357,8 +359,11 @@ def test_a_claim_is_removed_once_every_notification_its_group_counted_is_pruned(
         history.through = 4  # member 4 (sequence 5) is still retained
         assert await completion.remove_pruned_claims() == 0
         await completion.consume(member(24, 2, 7))  # a late copy: still nothing
+        await completion.checkpoint()
         assert len(completion.context.publisher.events) == 1
         history.through = 5
+        assert await completion.remove_pruned_claims() == 0  # the late copy is retained
+        history.through = 7
         assert await completion.remove_pruned_claims() == 1
         assert await state.keys("c.") == []
         assert len(await state.keys("g.")) == 1  # open groups are not claims
@@ -449,5 +454,257 @@ def test_two_holders_at_once_keep_the_members_either_counted() -> None:
         assert [event[1]["status"] for event in new.context.publisher.events] == ["complete"]
         await old.close()
         await new.close()
+
+    run(scenario())
+
+
+def test_a_late_copy_keeps_its_groups_claim_while_it_is_retained() -> None:
+    """A member published again after its group's complete event is a notification of the
+    group: while it is retained the claim stays, so the group published anew (after a
+    restart) cannot complete a second time."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        state = ProcessLocalState()
+        first = consumer(state, history=history)
+        await first.start()
+        for number in range(5):
+            await first.consume(member(24, number, number + 1))
+        await first.consume(member(24, 2, 6))  # a late copy
+        await first.checkpoint()
+        history.through = 5  # every member it counted is pruned, not the late copy
+        assert await first.remove_pruned_claims() == 0
+        await first.close()
+        second = consumer(state, history=history)
+        await second.start()
+        for number in range(5):
+            await second.consume(member(24, number, 7 + number))
+        await second.checkpoint()
+        await second.close()
+        assert second.context.publisher.events == []
+        assert [event[1]["status"] for event in first.context.publisher.events] == ["complete"]
+
+    run(scenario())
+
+
+def test_the_claim_of_a_group_still_open_is_not_swept() -> None:
+    """A group counting members after its incomplete event keeps its claim however much of
+    its history is pruned, and hands the claim its later members when it is closed."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        state = ProcessLocalState()
+        completion = consumer(state, history=history, deadline_seconds=60, max_open_groups=1)
+        publisher = completion.context.publisher
+        await completion.start()
+        await completion.consume(member(1, 0, 1, HOUR_AGO_NS))
+        await publisher.next()  # its deadline passed: incomplete
+        await completion.consume(member(1, 1, 2))  # counted after it; the group stays open
+        await completion.checkpoint()
+        history.through = 1
+        assert await completion.remove_pruned_claims() == 0
+        await completion.consume(member(2, 0, 3))  # closes the first group (max_open_groups)
+        await completion.checkpoint()
+        assert await completion.remove_pruned_claims() == 0  # member 1 is retained
+        history.through = 2
+        assert await completion.remove_pruned_claims() == 1
+        await completion.close()
+        assert [event[1]["status"] for event in publisher.events] == ["incomplete"]
+
+    run(scenario())
+
+
+def test_a_member_whose_claim_read_fails_is_counted_once_the_state_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A shared state that fails a read once does not make the member be passed over (its
+    group could then never complete)."""
+    monkeypatch.setattr("aviso_builtins.completion.consumer.READ_RETRY_SECONDS", 0.01)
+
+    class FailingOnce(ProcessLocalState):
+        failed = False
+
+        async def get(self, key: str) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise ConnectionError("the store did not answer")
+            return await super().get(key)
+
+    async def scenario() -> None:
+        completion = consumer(FailingOnce())
+        await completion.start()
+        for number in range(5):
+            await completion.consume(member(3, number, number + 1))
+        await completion.close()
+        assert completion.context.state.failed  # type: ignore[attr-defined]
+        statuses = [event[1]["status"] for event in completion.context.publisher.events]
+        assert statuses == ["complete"]
+
+    run(scenario())
+
+
+def test_the_claims_sweep_gives_the_event_loop_turns() -> None:
+    """Sweeping many claims on a process-local state (which never suspends) lets other
+    tasks run before it ends."""
+
+    async def scenario() -> None:
+        history = Pruned()
+        completion = consumer(history=history)
+        state = completion.context.state
+        await completion.start()
+        claim = {"event_type": "ens_complete", "published": True}
+        for number in range(1000):
+            last = {"sequence": number + 1, "time": "t"}
+            value = {**claim, "payload": {"last": last}}
+            await state.create(f"c.{number:032x}.complete", json.dumps(value).encode())
+        history.through = 10_000
+        swept = False
+        ran_while_sweeping: list[bool] = []
+
+        async def other() -> None:
+            ran_while_sweeping.append(not swept)
+
+        task = asyncio.create_task(other())
+        assert await completion.remove_pruned_claims() == 1000
+        swept = True
+        await task
+        assert ran_while_sweeping == [True]
+        await completion.close()
+
+    run(scenario())
+
+
+def test_closing_the_oldest_open_group_does_not_look_at_every_open_group() -> None:
+    """Past ``max_open_groups``, each new group closes the oldest: the work that takes does
+    not grow with the number of open groups (counted in Python calls, not timed)."""
+
+    async def scenario() -> None:
+        completion = consumer(max_open_groups=5000)
+        await completion.start()
+        for step in range(5000):
+            await completion.consume(member(step, 0, step + 1))
+        await completion.checkpoint()
+        calls = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal calls
+            calls += event == "call"
+
+        sys.setprofile(profile)
+        try:
+            await completion.consume(member(5000, 0, 5001))
+        finally:
+            sys.setprofile(None)
+        assert completion.evicted == 1
+        ((_, identifier, _, _),) = completion.context.publisher.events
+        assert identifier["step"] == 0  # the oldest
+        assert calls < 1000
+        await completion.close()
+
+    run(scenario())
+
+
+def test_a_new_holder_reads_the_open_groups_several_at_once() -> None:
+    """Taking the consumer over reads the open groups concurrently (one at a time, ten
+    thousand of them on JetStream took half the lease's life), and holds every one."""
+
+    class Counting(ProcessLocalState):
+        reading = 0
+        most = 0
+
+        async def get(self, key: str) -> Any:
+            self.reading += 1
+            self.most = max(self.most, self.reading)
+            try:
+                await asyncio.sleep(0)  # a store that answers later
+                return await super().get(key)
+            finally:
+                self.reading -= 1
+
+    async def scenario() -> None:
+        state = Counting()
+        first = consumer(state)
+        await first.start()
+        for step in range(200):
+            await first.consume(member(step, 0, step + 1))
+        await first.checkpoint()
+        await first.close()
+        state.most = 0
+        second = consumer(state)
+        await second.start()
+        assert state.most > 1
+        assert len(await second.open_groups(1000, {"ens"})) == 200
+        await second.close()
+
+    run(scenario())
+
+
+def test_an_event_the_api_refuses_is_not_retried_and_does_not_keep_its_group_open() -> None:
+    """A completion event the notify API refuses (its topic too long for the limits once
+    the completion event's base and status are added to a member's long group values) can
+    never be published: it is counted and logged once, not retried every second, and its
+    group is closed like any other, so ``max_open_groups`` still holds."""
+
+    class Refusing(Publisher):
+        async def publish(
+            self,
+            event_type: str,
+            identifier: Mapping[str, Any],
+            payload: Any = None,
+            message_id: str | None = None,
+        ) -> StoredNotification:
+            if identifier["step"] == 1:
+                raise SinkRejected("INVALID_NOTIFICATION_REQUEST", "topic too long")
+            return await super().publish(event_type, identifier, payload, message_id)
+
+    async def scenario() -> None:
+        completion = consumer(publisher=Refusing(), max_open_groups=1)
+        state = completion.context.state
+        await completion.start()
+        for step in (1, 2, 3):
+            await completion.consume(member(step, 0, step))
+        await completion.checkpoint()
+        events = completion.context.publisher.events
+        assert [(event[1]["step"], event[1]["status"]) for event in events] == [(2, "incomplete")]
+        assert completion.evicted == 2
+        assert len(await completion.open_groups(10, {"ens"})) == 1
+        assert completion.context.metrics.counts["event_refused"] == 1  # type: ignore[attr-defined]
+        assert await state.keys("p.") == []
+        await completion.close()
+
+    run(scenario())
+
+
+def test_a_group_another_holder_wrote_since_the_start_gets_its_incomplete_event() -> None:
+    """A holder that lost its lease without knowing it may still write a group after the
+    new holder started; the new holder times that group's deadline when it reads it."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState()
+        old, new = consumer(state, deadline_seconds=60), consumer(state, deadline_seconds=60)
+        await new.start()
+        await old.start()
+        await old.consume(member(5, 0, 1, HOUR_AGO_NS))
+        await old.checkpoint()
+        await old.close()  # stopped before its own timer ran
+        assert old.context.publisher.events == []
+        await new.consume(member(5, 1, 2))
+        await new.context.publisher.next()
+        ((_, identifier, payload, _),) = new.context.publisher.events
+        assert identifier["status"] == "incomplete" and payload["count"] == 2
+        await new.close()
+
+    run(scenario())
+
+
+def test_closed_groups_do_not_stay_filed_for_the_timer_until_their_deadline() -> None:
+    async def scenario() -> None:
+        completion = consumer(expected_count=1)
+        await completion.start()
+        for step in range(5000):
+            await completion.consume(member(step, 0, step + 1))
+        assert len(completion.context.publisher.events) == 5000
+        assert len(completion._deadlines) <= 1024 + 1
+        await completion.close()
 
     run(scenario())
