@@ -17,7 +17,9 @@ import psutil
 
 from aviso_loadtests.servers import free_port
 
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0
+"""Until a child ``aviso-server`` answers ``/health``: its imports alone take seconds, many
+more on a loaded machine."""
 KILL_WAIT = 10.0
 CLI_TIMEOUT = 60.0
 
