@@ -110,7 +110,9 @@ def document(
             "auth_o_tron_url": auth_o_tron_url,
             "jwt_secret": SECRET,
             "admin_roles": {"localrealm": ["admin"]},
-            "timeout_ms": 1000,
+            # The loopback auth-o-tron answers in milliseconds; a loaded machine must not turn
+            # a slow answer into a wrongful 503.
+            "timeout_ms": 10_000,
             **auth,
         },
         "notification_schema": chosen,

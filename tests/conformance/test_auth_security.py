@@ -47,6 +47,13 @@ def deployments() -> Iterator[dict[str, Deployment]]:
 
 
 @pytest.fixture(scope="module")
+def impatient_deployments() -> Iterator[dict[str, Deployment]]:
+    """As ``deployments``, the direct server giving auth-o-tron ``TIMEOUT_MS`` to answer."""
+    with both_modes(client_timeout=15.0, timeout_ms=TIMEOUT_MS) as deployments:
+        yield deployments
+
+
+@pytest.fixture(scope="module")
 def matrix_deployments() -> Iterator[dict[str, Deployment]]:
     """As ``deployments``, with a generous auth-o-tron deadline: the matrix tests decisions,
     and a loaded machine must not turn a slow answer into a (wrongful) 503."""
@@ -117,9 +124,9 @@ def test_basic_in_trusted_proxy_mode_is_401(deployments: dict[str, Deployment]) 
 
 
 def test_hanging_auth_o_tron_gives_503_within_the_timeout(
-    deployments: dict[str, Deployment],
+    impatient_deployments: dict[str, Deployment],
 ) -> None:
-    setup = deployments["direct"]
+    setup = impatient_deployments["direct"]
     setup.aot.delay_seconds = 30.0
     try:
         started = time.monotonic()
