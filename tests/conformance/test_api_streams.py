@@ -122,16 +122,19 @@ def test_first_heartbeat_is_immediate(client: httpx.Client) -> None:
 
 @_settings(sse_heartbeat_interval_sec=2)
 def test_heartbeats_follow_the_interval(custom: httpx.Client) -> None:
+    # Timed from before the request: the server cannot have sent a heartbeat earlier, however
+    # late a loaded machine lets the client read it.
+    opened = time.monotonic()
     with open_stream(custom, WATCH, _live(unique_basin())) as stream:
         assert stream.next().kind == "live-notification/connection_established"  # type: ignore[union-attr]
         assert stream.next().name == "heartbeat"  # type: ignore[union-attr]
-        opened = time.monotonic()
         arrivals = []
         while len(arrivals) < 2:
-            event = stream.until(lambda event: event.name == "heartbeat", timeout=10)
+            event = stream.until(lambda event: event.name == "heartbeat", timeout=15)
             assert set(event.data) == {"timestamp", "topic"}
             arrivals.append(time.monotonic() - opened)
-    assert arrivals[1] < 5.0, arrivals
+    # Half the default 30 s interval: the configured 2 s, with room for a loaded machine.
+    assert arrivals[1] < 15.0, arrivals
     assert arrivals[0] > 1.0, f"heartbeats come every 2 s, not back to back: {arrivals}"
 
 
