@@ -80,7 +80,7 @@ def deployment(servers: list[FakeEcpds], policy: str = "strict", **ecpds: Any) -
         # These tests are about ECPDS: a hundred concurrent token checks must not time out
         # at auth-o-tron on a busy machine and turn an ECPDS answer into a 503.
         doc["auth"]["timeout_ms"] = 10_000
-        with deploy(doc, aot, client_timeout=15.0) as deployed:
+        with deploy(doc, aot) as deployed:
             yield Setup(aot, servers, deployed.client)
 
 

@@ -42,7 +42,7 @@ HANG_MARGIN_SECONDS = 5.0
 
 @pytest.fixture(scope="module")
 def deployments() -> Iterator[dict[str, Deployment]]:
-    with both_modes(client_timeout=15.0) as deployments:
+    with both_modes() as deployments:
         yield deployments
 
 
