@@ -22,6 +22,8 @@ HEAVY_DIRECTORIES = frozenset(
 HEAVY_FIXTURES = frozenset({"spark"})
 # Markers that imply ``heavy``.
 HEAVY_MARKERS = ("install",)
+SPARK_TIMEOUT = 600
+"""Seconds a Spark test may take unless it sets its own ``timeout``."""
 
 
 def is_heavy(item: pytest.Item) -> bool:
@@ -50,6 +52,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # other's tests, and one JVM is started instead of one per worker.
         if uses_spark(item):
             item.add_marker(pytest.mark.xdist_group("spark"))
+            # pytest-timeout interrupting a call into the shared session's JVM leaves its
+            # gateway out of step, and every later Spark test on the worker fails with it: a
+            # bound only a hang reaches, not the default a loaded machine can eat.
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT))
 
 
 def pytest_configure(config: pytest.Config) -> None:

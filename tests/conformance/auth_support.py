@@ -110,7 +110,9 @@ def document(
             "auth_o_tron_url": auth_o_tron_url,
             "jwt_secret": SECRET,
             "admin_roles": {"localrealm": ["admin"]},
-            "timeout_ms": 1000,
+            # The loopback auth-o-tron answers in milliseconds; a loaded machine must not turn
+            # a slow answer into a wrongful 503.
+            "timeout_ms": 10_000,
             **auth,
         },
         "notification_schema": chosen,
@@ -154,7 +156,7 @@ class Deployment:
 
 @contextmanager
 def deploy(
-    doc: dict[str, Any], aot: FakeAuthOTron, client_timeout: float = 10.0
+    doc: dict[str, Any], aot: FakeAuthOTron, client_timeout: float = 30.0
 ) -> Iterator[Deployment]:
     """Serve ``doc`` (a :func:`document` naming ``aot``) and open a client to it."""
     with (
@@ -172,7 +174,7 @@ def direct_deployment() -> Iterator[Deployment]:
 
 
 @contextmanager
-def both_modes(client_timeout: float = 10.0, **direct_auth: Any) -> Iterator[dict[str, Deployment]]:
+def both_modes(client_timeout: float = 30.0, **direct_auth: Any) -> Iterator[dict[str, Deployment]]:
     """A direct and a trusted-proxy server sharing one auth-o-tron and one ECPDS double;
     ``direct_auth`` changes the direct server's ``auth`` block only."""
     with fake_auth_o_tron() as aot, fake_ecpds() as ecpds:

@@ -64,7 +64,8 @@ SCRIPTED = frozenset(
         "cookie-user",
     }
 )
-SLOW_SECONDS = 3.0
+SLOW_SECONDS = 30.0
+"""How long ``slow-user`` takes: past any auth timeout the tests configure."""
 
 
 def jwt_shaped(text: str) -> bool:

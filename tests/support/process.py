@@ -19,7 +19,9 @@ from aviso_loadtests.servers import KILL_WAIT as KILL_WAIT
 from aviso_loadtests.servers import free_port as free_port
 from aviso_loadtests.servers import stop as stop
 
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0
+"""Until a child ``aviso-server`` answers ``/health``: its imports alone take seconds, many
+more on a loaded machine."""
 CLI_TIMEOUT = 60.0
 
 

@@ -19,7 +19,8 @@ from aviso_host.server import uvicorn_config
 from aviso_host.service import Service
 from aviso_plugins.testing import ThreadedServer as _TestServer
 
-START_TIMEOUT = 15.0
+START_TIMEOUT = 60.0
+"""Until an in-thread server is up, or stopped: bounds a hang, with room for a loaded machine."""
 
 
 @dataclass

@@ -29,6 +29,9 @@ from tests.support.tokens import bearer, claims_for, mint, sign
 AGGREGATE = "/api/v1/aggregate"
 CLOSE_TIMEOUT = 45.0
 """Bound on waiting for a closing frame; tokens expire and rechecks fall due within seconds."""
+ADMISSION_MARGIN = 10
+"""Seconds from minting a short-lived token to its expiry: room for a loaded machine to
+admit the stream first."""
 WATCH_SETTINGS = {"sse_heartbeat_interval_sec": 1}
 ECPDS_STREAM = "dissemination_ecpds"
 _users = itertools.count(1)
@@ -65,46 +68,51 @@ def _assert_auth_expired(stream: LiveStream, exp: int) -> None:
     }
 
 
-def _expiring_token(user: str, seconds: int) -> tuple[str, int]:
-    """A token expiring in ``seconds``, and its ``exp``."""
-    claims = claims_for(user, "localrealm", ["reader"], exp_offset=seconds)
-    return sign({"alg": "HS256", "typ": "JWT"}, claims), claims["exp"]
+def _use_expiring_token(client: httpx.Client, user: str) -> int:
+    """Have ``client`` send a token expiring in :data:`ADMISSION_MARGIN` seconds; its ``exp``.
+
+    Minted once the servers run: a token that had already expired when its stream was
+    admitted would be inside the skew leeway, and its stream would last until the leeway's
+    end instead."""
+    claims = claims_for(user, "localrealm", ["reader"], exp_offset=ADMISSION_MARGIN)
+    client.headers.update(bearer(sign({"alg": "HS256", "typ": "JWT"}, claims)))
+    return int(claims["exp"])
 
 
 # -- token expiry -----------------------------------------------------------------------
 
 
 def test_trusted_proxy_watch_closes_at_token_expiry() -> None:
-    token, exp = _expiring_token("reader-user", 3)
     with (
         running_server(_document("trusted_proxy")) as server,
-        httpx.Client(base_url=server.url, headers=bearer(token)) as client,
-        open_stream(client, WATCH, body("protected_feed")) as stream,
+        httpx.Client(base_url=server.url) as client,
     ):
-        _assert_auth_expired(stream, exp)
+        exp = _use_expiring_token(client, "reader-user")
+        with open_stream(client, WATCH, body("protected_feed")) as stream:
+            _assert_auth_expired(stream, exp)
 
 
 def test_direct_mode_watch_closes_at_expiry_of_the_token_auth_o_tron_returned() -> None:
-    token, exp = _expiring_token("reader-user", 3)
     with (
         fake_auth_o_tron() as aot,
         running_server(_document("direct", aot.url)) as server,
-        httpx.Client(base_url=server.url, headers=bearer(token)) as client,
-        open_stream(client, WATCH, body("protected_feed")) as stream,
+        httpx.Client(base_url=server.url) as client,
     ):
-        _assert_auth_expired(stream, exp)
+        exp = _use_expiring_token(client, "reader-user")
+        with open_stream(client, WATCH, body("protected_feed")) as stream:
+            _assert_auth_expired(stream, exp)
         assert len(aot.requests()) == 1
 
 
 def test_an_aggregate_stream_closes_at_token_expiry() -> None:
-    token, exp = _expiring_token("reader-user", 3)
     request = body("protected_feed", group_by=["name"])
     with (
         running_server(_document("trusted_proxy")) as server,
-        httpx.Client(base_url=server.url, headers=bearer(token)) as client,
-        open_stream(client, AGGREGATE, request) as stream,
+        httpx.Client(base_url=server.url) as client,
     ):
-        closing = _closing(stream)
+        exp = _use_expiring_token(client, "reader-user")
+        with open_stream(client, AGGREGATE, request) as stream:
+            closing = _closing(stream)
     assert time.time() >= exp
     assert closing["cause"] == "auth_expired", closing
     assert stream.events[0].kind == "aggregate/snapshot"

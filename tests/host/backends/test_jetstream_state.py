@@ -149,10 +149,12 @@ def test_with_a_ttl_an_entry_not_rewritten_expires_and_can_be_taken_again(
     name = fresh()
 
     async def scenario(first: JetStreamBackend, second: JetStreamBackend) -> None:
-        a, b = await bucket(first, name, 1.0), await bucket(second, name, 1.0)
+        # Long enough for the second create to come inside it on a loaded machine.
+        ttl = 5.0
+        a, b = await bucket(first, name, ttl), await bucket(second, name, ttl)
         assert await a.create("lease", b"a") is not None
         assert await b.create("lease", b"b") is None
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while await b.get("lease") is not None:
             assert time.monotonic() < deadline, "the entry never expired"
             await asyncio.sleep(0.2)

@@ -1,4 +1,7 @@
-"""Stream deadlines on the loop's shared timer, and the garbage collector's pace."""
+"""Stream deadlines on the loop's shared timer, and the garbage collector's pace.
+
+The loops run on a virtual clock: a stall of the process between two steps (a loaded
+machine) cannot make a later deadline come due before the test looks."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import gc
 
 from aviso_host.streaming.collector import YOUNG_THRESHOLD, pace_garbage_collector
 from aviso_host.streaming.control import StreamControl
+from tests.support.virtual_clock import run_on_virtual_clock
 
 
 async def _sleeper(control: StreamControl, delay: float, woken: list[str]) -> None:
@@ -16,7 +20,7 @@ async def _sleeper(control: StreamControl, delay: float, woken: list[str]) -> No
 
 
 def test_deadlines_wake_each_stream_in_order() -> None:
-    asyncio.run(_deadlines_wake_each_stream_in_order())
+    run_on_virtual_clock(_deadlines_wake_each_stream_in_order())
 
 
 async def _deadlines_wake_each_stream_in_order() -> None:
@@ -30,7 +34,7 @@ async def _deadlines_wake_each_stream_in_order() -> None:
 
 
 def test_a_moved_deadline_does_not_wake_at_the_old_one() -> None:
-    asyncio.run(_a_moved_deadline_does_not_wake_at_the_old_one())
+    run_on_virtual_clock(_a_moved_deadline_does_not_wake_at_the_old_one())
 
 
 async def _a_moved_deadline_does_not_wake_at_the_old_one() -> None:
@@ -52,7 +56,7 @@ async def _a_moved_deadline_does_not_wake_at_the_old_one() -> None:
 
 
 def test_a_wake_while_busy_is_kept_for_the_next_sleep() -> None:
-    asyncio.run(_a_wake_while_busy_is_kept_for_the_next_sleep())
+    run_on_virtual_clock(_a_wake_while_busy_is_kept_for_the_next_sleep())
 
 
 async def _a_wake_while_busy_is_kept_for_the_next_sleep() -> None:
@@ -63,7 +67,7 @@ async def _a_wake_while_busy_is_kept_for_the_next_sleep() -> None:
 
 
 def test_a_cancelled_deadline_never_wakes() -> None:
-    asyncio.run(_a_cancelled_deadline_never_wakes())
+    run_on_virtual_clock(_a_cancelled_deadline_never_wakes())
 
 
 async def _a_cancelled_deadline_never_wakes() -> None:

@@ -64,7 +64,7 @@ def test_an_open_group_is_listed_for_a_public_source() -> None:
     body = {"event_type": "ens", "identifier": {"run": "r1", "step": 3, "member": 0}}
     with running_server(config()) as server, httpx.Client(base_url=server.url) as http:
         assert http.post("/api/v1/notification", json=body).status_code == 200
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         # The consumer counts it after the notify is answered (nothing to await).
         while not (listed := http.get("/completion/groups").json())["groups"]:
             assert time.monotonic() < deadline, listed

@@ -39,6 +39,9 @@ SCHEDULE = [1, 2]
 """Three attempts: the first, one after 1 s, one 2 s after that."""
 WAIT = 120.0
 """Seconds the test waits for the deliveries (a bound, never a margin)."""
+HANG = 3 * WAIT
+"""Bound on the hanging endpoint's hold: past the test's own timeout, so that it is still
+hanging when the test looks however long a loaded machine took (the test releases it)."""
 EARLY = 0.01
 """How early a timer may fire (the event loop counts whole milliseconds)."""
 CONFIG = with_changes(
@@ -92,7 +95,7 @@ class ScaleHandler(Handler):
             earlier = sum(1 for _, h, _ in attempts if h["webhook-id"] == headers["webhook-id"])
         if endpoint == HANGING:
             receiver.hanging.set()
-            receiver.release.wait(WAIT)
+            receiver.release.wait(HANG)
             self.reply(200)
             return
         if endpoint == GONE:
