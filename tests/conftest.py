@@ -22,8 +22,10 @@ HEAVY_DIRECTORIES = frozenset(
 HEAVY_FIXTURES = frozenset({"spark"})
 # Markers that imply ``heavy``.
 HEAVY_MARKERS = ("install",)
-SPARK_TIMEOUT = 600
-"""Seconds a Spark test may take unless it sets its own ``timeout``."""
+SPARK_TIMEOUT = 900
+"""Seconds a Spark test may take unless it sets its own ``timeout``: the session's JVM starts
+inside the first test that uses it, and a job's Python workers with it; at a load average of
+20-30 on two shared cores that alone took longer than the suite's default bound."""
 
 
 def is_heavy(item: pytest.Item) -> bool:

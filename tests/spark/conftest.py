@@ -24,16 +24,6 @@ from aviso_spark import register  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SPARK_TEST_SECONDS = 900
-"""A Spark test's bound, unless it sets its own: the session's JVM starts inside the first
-test that uses it, and a job's Python workers with it; at a load average of 20-30 on two
-shared cores that alone took longer than the suite's default bound (two minutes)."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.is_relative_to(HERE) and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(SPARK_TEST_SECONDS))
 
 
 @pytest.fixture(scope="session")
