@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CI_RUN = ROOT / ".ci" / "run"
 RECORDER = """#!/bin/sh
-echo "$(basename "$0") $*" >> "$CALLS"
+echo "$(basename "$0") $*${PYTEST_ADDOPTS:+ | $PYTEST_ADDOPTS}" >> "$CALLS"
 case "$(basename "$0") $*" in
     pip*) exit "${PIP_EXIT:-0}" ;;
     *"not heavy"*) exit "${FAST_EXIT:-0}" ;;
@@ -74,7 +75,7 @@ def test_the_readme_command_is_what_ci_runs_first() -> None:
     command = readme_test_command()
     lines = [line.strip() for line in CI_RUN.read_text().splitlines()]
     (first,) = [line for line in lines if line.startswith(command)]
-    assert first == f'{command} "$@" || fast=$?'
+    assert first == f"{command} || fast=$?"
     assert "-n logical" in command  # the fast tier runs in parallel
 
 
@@ -126,3 +127,23 @@ def test_a_selection_may_leave_one_tier_empty_but_not_both(
     status, calls = run_ci(tmp_path, "tests/spark", **exits)
     assert status == expected
     assert all(call.endswith("tests/spark") for call in calls if call.startswith("python"))
+
+
+def test_the_heavy_tier_is_the_readmes_heavy_command() -> None:
+    (heavy_line,) = [
+        line for line in CI_RUN.read_text().splitlines() if line.startswith("python -m pytest")
+    ]
+    command = heavy_line.removesuffix(" || heavy=$?")
+    assert command != heavy_line
+    assert f"`{command}`" in (ROOT / "README.md").read_text()
+
+
+def test_arguments_reach_pytest_as_given(tmp_path: Path) -> None:
+    status, calls = run_ci(tmp_path, "tests/spark", "-k", "read and not stream")
+    assert status == 0
+    runs = [call for call in calls if call.startswith("python")]
+    assert len(runs) == 2
+    for run in runs:
+        # The recorder writes PYTEST_ADDOPTS after " | "; pytest splits it as shlex does.
+        addopts = run.split(" | ", 1)[1]
+        assert shlex.split(addopts) == ["tests/spark", "-k", "read and not stream"]
