@@ -590,8 +590,15 @@ def goals(run: Run) -> None:
         (f"notify w{most} / w1", f"notify_w{most}_over_w1", ">= 6"),
         (f"notify w{most} / raw p{most}", f"notify_over_raw_w{most}", ">= 0.8"),
         (f"{watches} watches, 1/s, p99 ms", f"{prefix}_1hz_p99_ms", "<= 250"),
-        (f"{watches} watches, 5/s, deliveries/s", f"{prefix}_5hz_deliveries_per_s", ">= 500000"),
-        (f"{watches} watches, 5/s, p99 ms", f"{prefix}_5hz_p99_ms", "<= 1000"),
+    ]
+    # The delivery-rate goal is read at each faster rate: one offered above 500,000/s shows
+    # what the service sustains rather than only that it keeps up with what it was given.
+    for rate, _ in run.sizes.rates:
+        if rate > 1:
+            key, label = f"{prefix}_{rate:g}hz", f"{watches} watches, {rate:g}/s"
+            rows.append((f"{label}, deliveries/s", f"{key}_deliveries_per_s", ">= 500000"))
+            rows.append((f"{label}, p99 ms", f"{key}_p99_ms", "<= 1000"))
+    rows += [
         (
             f"{watches} watches, KiB per idle watch (RSS + kernel)",
             f"{prefix}_idle_total_kib_per_watch",
@@ -662,6 +669,14 @@ def _fan_outs(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
+def _rates(text: str) -> tuple[tuple[float, int], ...]:
+    pairs = []
+    for item in text.split(","):
+        rate, _, count = item.partition("x")
+        pairs.append((float(rate), int(count)))
+    return tuple(pairs)
+
+
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -675,6 +690,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "--workers", type=lambda t: tuple(int(n) for n in t.split(",")), help="notify sweep"
     )
     parser.add_argument("--fan-out", type=_fan_outs, help="WATCHESxWORKERS,... fan-outs")
+    parser.add_argument(
+        "--rates",
+        type=_rates,
+        help="RATExCOUNT,... fan-out phases: COUNT notifications at RATE per second each",
+    )
     parser.add_argument("--mode", choices=("auto", "workers", "processes"), default="auto")
     parser.add_argument("--generators-per-worker", type=int, default=1)
     parser.add_argument("--connections", type=int, help="notify connections per worker")
@@ -684,7 +704,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     sizes = Sizes(
         workers=args.workers or sizes.workers,
         fan_outs=args.fan_out or sizes.fan_outs,
-        rates=sizes.rates,
+        rates=args.rates or sizes.rates,
         warm=sizes.warm,
         duration=sizes.duration,
         connections=args.connections or sizes.connections,
