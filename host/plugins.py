@@ -1,18 +1,10 @@
 """Plugin discovery: one pluggy manager fed from the ``aviso`` entry-point group.
 
 Built-in plugins are listed in ``setup.cfg`` under the same group as third-party ones, so
-the host never imports a plugin module by name. ``AVISO_BLOCK_PLUGINS`` (comma-separated
-entry-point names) lets an operator switch named plugins off.
-
-Nothing a plugin package gets wrong vanishes in silence: an entry-point name registered by
-two distributions, a hook name that matches no hook, a plugin that fails to import and a
-blocked name that matches no plugin are each reported by name. ``serve`` and ``config check``
-refuse the first three (:class:`PluginError`); ``aviso-server plugins`` and ``--help`` use
-``tolerant=True`` to keep what did load and list the rest with their state.
-
-Tests and the testing kit (:mod:`aviso_plugins.testing`) can leave out third-party
-distributions (``load_entry_points=False``) while keeping the built-ins, which are this
-distribution's own entry points.
+the host never imports a plugin module by name. What a plugin package gets wrong is reported
+by name (docs/plugins.md, "The shape of a plugin"): ``serve`` and ``config check`` refuse it
+(:class:`PluginError`); ``aviso-server plugins`` and ``--help`` use ``tolerant=True`` to keep
+what did load and list the rest with their state.
 """
 
 from __future__ import annotations

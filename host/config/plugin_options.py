@@ -1,20 +1,8 @@
-"""The configuration sections plugins own, applied the same way for every plugin kind.
-
-A plugin class declares the JSON Schema of its section in ``options_schema`` (field handlers:
-``options``). For every plugin the configuration selects, the host applies that schema
-whether or not the section is written: an absent section is checked as ``{}`` (so a
-``required`` key is reported instead of crashing the constructor) and ``"default"`` values
-are filled in. Unselected sections are only shape-checked by the document schema.
-
-Where each kind's section lives (:func:`selected_sections`):
-
-- auth provider ``auth.mode`` (when ``auth.enabled``): ``auth.<mode>``;
-- storage backend ``notification_backend.kind``: ``notification_backend.<kind>``;
-- stream authoriser listed in a stream's ``auth.plugins``: the top-level section ``<name>``;
-- sink (no configuration file section): its options, through :func:`apply_options_schema`;
-- field handler: every field definition (always written) gets its ``options`` defaults;
-- a section declared through ``aviso_settings_sections`` (``logging.otlp``): at its path,
-  always (:func:`declared_sections`).
+"""The configuration sections plugins own, applied the same way for every plugin kind
+(docs/plugins.md, "Plugin options and configuration errors"): for every plugin the
+configuration selects, its schema is applied whether or not its section is written, an
+absent section checked as ``{}`` and ``"default"`` values filled in; unselected sections
+are only shape-checked by the document schema.
 """
 
 from __future__ import annotations
