@@ -1,14 +1,9 @@
-"""Prometheus metrics of one service, and their listener.
+"""Prometheus metrics of one service, and their listener (docs/metrics.md).
 
-Every service owns its own :class:`CollectorRegistry`, so several apps in one process (tests,
-a gateway mounting two instances) never share or collide on a series. Label values are
-bounded: route templates instead of paths, a fixed method set, declared event types plus
-``generic``/``unknown``. The routes, the stream and the auth steps each record through one
-call into this module; the backend is instrumented once, here, not in each backend plugin.
-
-Under ``serve --workers`` each worker's values live in prometheus-client's multiprocess files
-and the supervising process serves their sums (:mod:`aviso_host.worker_metrics`): every
-gauge therefore says how it aggregates (``multiprocess_mode``), which one process ignores.
+The routes, the stream and the auth steps each record through one call into this module;
+the backend is instrumented once, here, not in each backend plugin. Under ``serve
+--workers`` every gauge says how the workers' values aggregate (``multiprocess_mode``),
+which one process ignores.
 """
 
 from __future__ import annotations
