@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
 from aviso_host.config.document_schema import document_schema
 from aviso_host.config.errors import ConfigError, KeyPath, at
 from aviso_host.config.plugin_options import (
+    authoriser_options,
     declared_sections,
     deprecation_warnings,
     fill_defaults,

@@ -14,10 +14,9 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from aviso_host.config.authorisers import check_authorisers
 from aviso_host.config.construct import construct
 from aviso_host.config.errors import KeyPath, at, key_path
-from aviso_host.config.plugin_options import section_warnings
+from aviso_host.config.plugin_options import check_authorisers, section_warnings
 from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS
 from aviso_host.config.unknown_keys import nearest
 from aviso_host.plugins import PluginRegistry
