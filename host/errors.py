@@ -195,53 +195,45 @@ class JsonAnswer:
 # -- Refusals at the HTTP edge (docs/guarantees.md, "Limits at the HTTP edge") ------------
 
 
-def _refused(
-    status: int,
-    code: str,
-    error: str,
-    message: str,
-    retry_after: int | None = None,
-    with_details: bool = True,
-) -> ApiError:
-    headers = () if retry_after is None else (("Retry-After", str(retry_after)),)
+def payload_too_large(limit: int) -> ApiError:
     return ApiError(
-        status,
-        code,
-        error,
-        message,
-        with_details=with_details,
+        413,
+        "PAYLOAD_TOO_LARGE",
+        "Payload Too Large",
+        f"Request body exceeds the limit of {limit} bytes",
         event_name="api.request.refused",
-        headers=headers,
     )
 
 
-def payload_too_large(limit: int) -> ApiError:
-    message = f"Request body exceeds the limit of {limit} bytes"
-    return _refused(413, "PAYLOAD_TOO_LARGE", "Payload Too Large", message)
-
-
 def header_fields_too_large(limit: int) -> ApiError:
-    message = f"Request head exceeds the limit of {limit} bytes"
-    return _refused(431, "HEADER_FIELDS_TOO_LARGE", "Request Header Fields Too Large", message)
+    return ApiError(
+        431,
+        "HEADER_FIELDS_TOO_LARGE",
+        "Request Header Fields Too Large",
+        f"Request head exceeds the limit of {limit} bytes",
+        event_name="api.request.refused",
+    )
 
 
 def request_head_timeout(seconds: float) -> ApiError:
-    return _timed_out("head", seconds)
-
-
-def request_body_timeout(seconds: float) -> ApiError:
-    return _timed_out("body", seconds)
-
-
-def _timed_out(part: str, seconds: float) -> ApiError:
-    message = f"Request {part} not completed within {seconds:g} seconds"
-    return _refused(408, "REQUEST_TIMEOUT", "Request Timeout", message)
+    return ApiError(
+        408,
+        "REQUEST_TIMEOUT",
+        "Request Timeout",
+        f"Request head not completed within {seconds:g} seconds",
+        event_name="api.request.refused",
+    )
 
 
 def too_many_connections(retry_after: int) -> ApiError:
-    message = "Too many open connections; retry later"
-    return _refused(
-        503, "SERVICE_UNAVAILABLE", "service_unavailable", message, retry_after, with_details=False
+    return ApiError(
+        503,
+        "SERVICE_UNAVAILABLE",
+        "service_unavailable",
+        "Too many open connections; retry later",
+        with_details=False,
+        event_name="api.request.refused",
+        headers=(("Retry-After", str(retry_after)),),
     )
 
 
@@ -270,19 +262,46 @@ def idempotency_key_not_retained(key: str) -> ApiError:
     )
 
 
+def request_body_timeout(seconds: float) -> ApiError:
+    return ApiError(
+        408,
+        "REQUEST_TIMEOUT",
+        "Request Timeout",
+        f"Request body not completed within {seconds:g} seconds",
+        event_name="api.request.refused",
+    )
+
+
 def too_many_client_connections(limit: int, retry_after: int) -> ApiError:
-    message = f"More than {limit} open connections from this client address; retry later"
-    return _refused(429, "TOO_MANY_REQUESTS", "Too Many Requests", message, retry_after)
+    return ApiError(
+        429,
+        "TOO_MANY_REQUESTS",
+        "Too Many Requests",
+        f"More than {limit} open connections from this client address; retry later",
+        event_name="api.request.refused",
+        headers=(("Retry-After", str(retry_after)),),
+    )
 
 
 def malformed_request() -> ApiError:
     """A request the HTTP parser cannot read (request line, header fields or framing)."""
-    return _refused(400, "BAD_REQUEST", "Bad Request", "Malformed HTTP request")
+    return ApiError(
+        400,
+        "BAD_REQUEST",
+        "Bad Request",
+        "Malformed HTTP request",
+        event_name="api.request.refused",
+    )
 
 
 def http_version_not_supported(version: str) -> ApiError:
-    message = f"HTTP/{version} is not supported on this port; use HTTP/1.1"
-    return _refused(505, "HTTP_VERSION_NOT_SUPPORTED", "HTTP Version Not Supported", message)
+    return ApiError(
+        505,
+        "HTTP_VERSION_NOT_SUPPORTED",
+        "HTTP Version Not Supported",
+        f"HTTP/{version} is not supported on this port; use HTTP/1.1",
+        event_name="api.request.refused",
+    )
 
 
 def internal_error() -> ApiError:
