@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
-from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
-from aviso_host.config.plugin_options import declared_sections, place_sections
+from aviso_host.config.plugin_options import claimed_sections, declared_sections, place_sections
+from aviso_host.config.rules import BUILTIN_AUTH_MODES
 from aviso_host.config.settings import SECTIONS, EventSchemaBlock
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.schema_keys import SchemaKey
