@@ -6,13 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from aviso_host.errors import Endpoint
-from aviso_host.openapi.common import (
+from aviso_host.openapi.components import body_schemas
+from aviso_host.openapi.streams import SSE_DESCRIPTION, STREAM_EVENT_DATA
+from aviso_host.openapi_examples import RequestExamples
+from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.openapi import (
     SECOND_PATTERN,
     STREAM_CREDENTIALS,
     Doc,
     auth_responses,
     json_response,
-    object,
+    object_schema,
     ref,
     request_body,
     request_error,
@@ -20,11 +24,8 @@ from aviso_host.openapi.common import (
     schema_ref,
     server_error,
     sse_event,
+    sse_response,
 )
-from aviso_host.openapi.components import body_schemas
-from aviso_host.openapi.streams import SSE_DESCRIPTION, STREAM_EVENT_DATA, sse_response
-from aviso_host.openapi_examples import RequestExamples
-from aviso_host.schemas import SchemaCatalog
 
 _RID_SUBSCRIPTION = "3d9f1b2e-8c47-4f0a-9d6e-2b1c0a9f8e7d"
 
@@ -412,7 +413,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
         "deliveries": {
             "oneOf": [
                 {"type": "null"},
-                object(
+                object_schema(
                     {
                         "status": {"enum": ["active", "disabled", "forbidden"]},
                         "delivered": {"type": "integer", "minimum": 0},
@@ -421,7 +422,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                         "last_error": {
                             "oneOf": [
                                 {"type": "null"},
-                                object(
+                                object_schema(
                                     {
                                         "sequence": sequence,
                                         "attempt": {"type": "integer", "minimum": 1},
@@ -477,27 +478,27 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 },
             },
         },
-        "AcknowledgeRequest": object({"sequence": {"type": "integer", "minimum": 0}}),
-        "SubscriptionDefinition": object(definition),
-        "Subscription": object(
+        "AcknowledgeRequest": object_schema({"sequence": {"type": "integer", "minimum": 0}}),
+        "SubscriptionDefinition": object_schema(definition),
+        "Subscription": object_schema(
             {
                 **definition,
                 "pending": {"type": "integer", "minimum": 0},
                 "lag_seconds": {"type": ["number", "null"], "minimum": 0},
             }
         ),
-        "SubscriptionList": object(
+        "SubscriptionList": object_schema(
             {
                 "subscriptions": {"type": "array", "items": schema_ref("SubscriptionDefinition")},
                 "request_id": schema_ref("RequestId"),
             }
         ),
         "SubscriptionStreamEvent": stream_event,
-        "DeadLetters": object(
+        "DeadLetters": object_schema(
             {
                 "dead_letters": {
                     "type": "array",
-                    "items": object(
+                    "items": object_schema(
                         {
                             "sequence": sequence,
                             "attempts": {"type": "integer", "minimum": 1},
@@ -510,7 +511,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 "request_id": schema_ref("RequestId"),
             }
         ),
-        "Redrive": object(
+        "Redrive": object_schema(
             {"redriven": {"type": "integer", "minimum": 0}, "request_id": schema_ref("RequestId")}
         ),
     }
