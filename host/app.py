@@ -138,10 +138,6 @@ def create_app(
         if hook
         else []
     )
-    subscriptions = any(
-        isinstance(route, Route) and route.path == "/api/v1/subscriptions"
-        for route in plugin_api_routes
-    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -160,9 +156,7 @@ def create_app(
             server_version(),
             settings.application.homepage,
             service.catalog,
-            subscriptions=subscriptions,
             limits=settings.limits,
-            subscription_limits=settings.subscriptions,
             contributions=plugin_contributions(registry.manager, access),
         ),
         *extra_routes,

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 description of the public API, as plain data built at startup.
 
 The prose, status codes and error shapes are written in this package, a module per group
-of routes (:mod:`.streams`, :mod:`.operations`, :mod:`.subscriptions`) plus the shared
+of routes (:mod:`.streams`, :mod:`.operations`) plus the shared
 :mod:`.components` and :mod:`.common` building blocks; what the code already knows is taken
 from it: the settings the text names are stated with their configured values, the request
 examples come from the configured event types (:mod:`aviso_host.openapi_examples`), the
@@ -36,7 +36,7 @@ from typing import Any
 
 import pluggy
 
-from aviso_host.config.settings import LimitSettings, SubscriptionSettings
+from aviso_host.config.settings import LimitSettings
 from aviso_host.openapi.components import (
     body_schemas,
     discovery_schemas,
@@ -58,7 +58,6 @@ from aviso_host.openapi.streams import (
     stream_event_schemas,
     watch_operation,
 )
-from aviso_host.openapi.subscriptions import subscription_operations, subscription_schemas
 from aviso_host.openapi_examples import RequestExamples, request_examples
 from aviso_host.plugins import PluginError
 from aviso_host.schemas import SchemaCatalog
@@ -75,7 +74,6 @@ Contributions = Callable[[OpenApiContext], Iterable[tuple[str, OpenApiContributi
 """What describes the plugins' routes: each contribution with the name of its plugin."""
 
 DEFAULT_LIMITS = LimitSettings()
-DEFAULT_SUBSCRIPTION_LIMITS = SubscriptionSettings()
 
 NOT_DESCRIBED_PATHS = frozenset(
     {
@@ -115,16 +113,14 @@ streams or **replay** history over Server-Sent Events.
 def openapi_document(
     version: str,
     catalog: SchemaCatalog | None = None,
-    subscriptions: bool = True,
     limits: LimitSettings = DEFAULT_LIMITS,
-    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
     contributions: Contributions | None = None,
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
-    (none: no schema configured), as JSON-serialisable data; ``subscriptions``: whether the
-    subscription routes are served; ``contributions``: the plugins' parts (see
+    (none: no schema configured), as JSON-serialisable data; ``contributions``: the parts
+    describing the plugins' routes (see
     :func:`plugin_contributions`). Every setting the text names (`` `limits.max_body_bytes` ``)
-    is stated with its value in ``limits`` and ``subscription_limits``, and the aggregate
+    is stated with its value in ``limits``, and the aggregate
     request's ``debounce_ms`` bounds are the configured ones."""
     examples = request_examples(catalog)
     paths: Doc = {
@@ -134,14 +130,12 @@ def openapi_document(
         "/api/v1/aggregate": {"post": aggregate_operation(examples)},
         **schema_operations(catalog, examples.event_type),
         **admin_operations(examples.event_type),
-        **(subscription_operations(examples) if subscriptions else {}),
     }
     schemas: Doc = {
         **body_schemas(catalog),
         **error_schemas(),
         **discovery_schemas(catalog),
         **stream_event_schemas(),
-        **subscription_schemas(catalog),
     }
     tags: list[Doc] = list(_TAGS)
     contributed = list(
@@ -179,11 +173,7 @@ def openapi_document(
     debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
     debounce["minimum"] = limits.min_aggregate_debounce_ms
     debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
-    stated = {
-        "limits": dataclasses.asdict(limits),
-        "subscriptions": dataclasses.asdict(subscription_limits),
-    }
-    result: Doc = settings_stated(document, stated)
+    result: Doc = settings_stated(document, {"limits": dataclasses.asdict(limits)})
     return result
 
 
@@ -194,7 +184,6 @@ _TAGS: tuple[Doc, ...] = (
     {"name": "notification", "description": "Publishing notifications."},
     {"name": "streaming", "description": "Watch, replay and aggregate over Server-Sent Events."},
     {"name": "admin", "description": "Deleting stored notifications."},
-    {"name": "subscriptions", "description": "Named subscriptions whose cursor the server keeps."},
 )
 
 

@@ -47,13 +47,3 @@ def bad_request(**examples: Any) -> Doc:
 
 def admin_result(description: str, **examples: Any) -> Doc:
     return json_response(description, schema_ref("AdminResult"), **examples)
-
-
-SUBSCRIPTION_ERROR_CODES = (
-    "INVALID_SUBSCRIPTION_NAME",
-    "SUBSCRIPTION_NOT_FOUND",
-    "SUBSCRIPTION_CONFLICT",
-    "TOO_MANY_SUBSCRIPTIONS",
-    "UNSUPPORTED_DELIVERY",
-    "INVALID_ACKNOWLEDGEMENT",
-)
