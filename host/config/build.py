@@ -32,7 +32,6 @@ from aviso_host.config.settings import (
     SchemaSettings,
     Settings,
     StreamAuthSettings,
-    SubscriptionSettings,
     TopicSettings,
     WatchSettings,
 )
@@ -106,9 +105,6 @@ def _settings(
         metrics=_typed(MetricsSettings, effective.get("metrics", {}), "metrics"),
         watch=_typed(WatchSettings, effective.get("watch_endpoint", {}), "watch_endpoint"),
         limits=_typed(LimitSettings, effective.get("limits", {}), "limits"),
-        subscriptions=_typed(
-            SubscriptionSettings, effective.get("subscriptions", {}), "subscriptions"
-        ),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,

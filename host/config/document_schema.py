@@ -40,10 +40,6 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
         for mode, cls in registry.auth_providers.items()
         if cls.options_schema is not None
     )
-    # Each delivery kind's own section, ``subscriptions.<kind>``.
-    properties["subscriptions"]["properties"].update(
-        (kind, dict(cls.options_schema)) for kind, cls in registry.delivery_kinds.items()
-    )
     properties["notification_backend"] = {
         "type": "object",
         "required": ["kind"],
@@ -61,6 +57,17 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     properties["notification_schema_strict"] = _BOOLEAN
     properties.update(claimed_sections(registry, properties))
     place_sections(properties, declared_sections(registry))
+    # Each delivery kind's own section, ``subscriptions.<kind>``, in the section the plugin
+    # serving subscriptions declares (a copy: the declared schema is the plugin's).
+    subscriptions = properties.get("subscriptions")
+    if subscriptions is not None:
+        properties["subscriptions"] = {
+            **subscriptions,
+            "properties": {
+                **subscriptions.get("properties", {}),
+                **{kind: dict(cls.options_schema) for kind, cls in registry.delivery_kinds.items()},
+            },
+        }
     return {
         "type": "object",
         "required": ["application", "notification_backend"],
