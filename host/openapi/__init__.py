@@ -48,6 +48,7 @@ from aviso_host.openapi.operations import (
     schema_operations,
 )
 from aviso_host.openapi.streams import (
+    DEFAULT_DEBOUNCE_MS,
     aggregate_operation,
     notify_operation,
     replay_operation,
@@ -57,7 +58,6 @@ from aviso_host.openapi.streams import (
 from aviso_host.openapi.subscriptions import subscription_operations, subscription_schemas
 from aviso_host.openapi_examples import request_examples
 from aviso_host.schemas import SchemaCatalog
-from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS
 
 DEFAULT_LIMITS = LimitSettings()
 DEFAULT_SUBSCRIPTION_LIMITS = SubscriptionSettings()

@@ -28,9 +28,13 @@ from aviso_host.openapi.common import (
     response_object,
     schema_ref,
 )
-from aviso_host.openapi.streams import AGGREGATE_REQUEST_DESCRIPTION, STREAM_REQUEST_DESCRIPTION
+from aviso_host.openapi.streams import (
+    AGGREGATE_REQUEST_DESCRIPTION,
+    DEFAULT_DEBOUNCE_MS,
+    MAX_DEBOUNCE_MS,
+    STREAM_REQUEST_DESCRIPTION,
+)
 from aviso_host.schemas import SchemaCatalog
-from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS, MAX_DEBOUNCE_MS
 from aviso_plugins.shapes import shape_schema
 
 # ----------------------------------------------------------------------------- components

@@ -63,6 +63,10 @@ optional key.
 """
 
 
+DEFAULT_DEBOUNCE_MS = 1000
+MAX_DEBOUNCE_MS = 60_000
+"""The aggregate's ``debounce_ms`` (its plugin checks it: aviso_builtins.aggregate)."""
+
 AGGREGATE_REQUEST_DESCRIPTION = """\
 The watch body plus `group_by` (required: identifier fields of the event type, each at most
 once; schema-less event types in permissive mode may name keys of their own identifier)
