@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aviso_plugins import hookspec
+from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
 from aviso_plugins.process import LogSetup, SettingsSection
 from aviso_plugins.schema_keys import SchemaKey
 from aviso_plugins.types import (
@@ -47,6 +48,7 @@ __all__ = [
     "aviso_log_handlers",
     "aviso_metrics",
     "aviso_notification_consumers",
+    "aviso_openapi",
     "aviso_schema_keys",
     "aviso_settings_sections",
     "aviso_shutdown",
@@ -174,6 +176,23 @@ def aviso_api_routes(service: ServiceAccess) -> Iterable[BaseRoute]:
     host or another plugin serves fails startup. ``service.event_stream`` and
     ``service.summary_stream`` answer with a watch's event stream: its notifications, or a
     :class:`~aviso_plugins.service.Summary` of the plugin's own in their place.
+    """
+
+
+@hookspec
+def aviso_openapi(service: ServiceAccess, context: OpenApiContext) -> OpenApiContribution | None:
+    """Describe the routes the plugin serves under ``/api/v1`` in the OpenAPI document: return
+    an :class:`~aviso_plugins.openapi.OpenApiContribution` (paths, component schemas, tags,
+    error codes), or ``None`` to describe none.
+
+    Called once per app, when its document is built (after ``aviso_api_routes``, with the
+    same ``service``), with the parts of the host's document a description reuses
+    (:class:`~aviso_plugins.openapi.OpenApiContext`: request examples, component schemas,
+    the description and event schemas of a watch's stream). The host merges each
+    contribution after its own parts, then states the ``limits.*`` settings its text names
+    with their configured values; a plugin states its own sections' settings itself
+    (:func:`~aviso_plugins.openapi.settings_stated`). A path, component schema or tag that the
+    host or another plugin describes fails startup, as does an exception raised here.
     """
 
 

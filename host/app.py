@@ -19,6 +19,7 @@ from aviso_host.config.settings import Settings
 from aviso_host.edge import EdgeMiddleware
 from aviso_host.errors import internal_error, json_response
 from aviso_host.metrics import HttpMetrics
+from aviso_host.openapi import plugin_contributions
 from aviso_host.plugin_service import PluginService
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.routes import admin, notify, schema, streams
@@ -136,10 +137,6 @@ def create_app(
         if hook
         else []
     )
-    subscriptions = any(
-        isinstance(route, Route) and route.path == "/api/v1/subscriptions"
-        for route in plugin_api_routes
-    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -158,9 +155,8 @@ def create_app(
             server_version(),
             settings.application.homepage,
             service.catalog,
-            subscriptions=subscriptions,
             limits=settings.limits,
-            subscription_limits=settings.subscriptions,
+            contributions=plugin_contributions(registry.manager, access),
         ),
         *extra_routes,
     ]

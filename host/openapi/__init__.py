@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 description of the public API, as plain data built at startup.
 
 The prose, status codes and error shapes are written in this package, a module per group
-of routes (:mod:`.streams`, :mod:`.operations`, :mod:`.subscriptions`) plus the shared
+of routes (:mod:`.streams`, :mod:`.operations`) plus the shared
 :mod:`.components` and :mod:`.common` building blocks; what the code already knows is taken
 from it: the settings the text names are stated with their configured values, the request
 examples come from the configured event types (:mod:`aviso_host.openapi_examples`), the
@@ -17,7 +17,8 @@ To describe a new route, add its path item to the ``paths`` of :func:`openapi_do
 function of its group's module returning ``{path: {method: operation}}``, like
 :func:`.operations.operational_operations`), with a response for every status it answers
 and examples that match their schemas; a route that is not API (a page, a file) goes into
-:data:`NOT_DESCRIBED_PATHS` instead.
+:data:`NOT_DESCRIBED_PATHS` instead. Plugins describe the routes they serve through the hook
+``aviso_openapi`` (:func:`plugin_contributions`), merged after the host's own parts.
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
 stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
@@ -29,12 +30,13 @@ shows without checking.
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aviso_host.config.settings import LimitSettings, SubscriptionSettings
-from aviso_host.openapi.common import Doc
+import pluggy
+
+from aviso_host.config.settings import LimitSettings
 from aviso_host.openapi.components import (
     body_schemas,
     discovery_schemas,
@@ -49,18 +51,29 @@ from aviso_host.openapi.operations import (
 )
 from aviso_host.openapi.streams import (
     DEFAULT_DEBOUNCE_MS,
+    SSE_DESCRIPTION,
+    STREAM_EVENT_DATA,
     aggregate_operation,
     notify_operation,
     replay_operation,
     stream_event_schemas,
     watch_operation,
 )
-from aviso_host.openapi.subscriptions import subscription_operations, subscription_schemas
-from aviso_host.openapi_examples import request_examples
+from aviso_host.openapi_examples import RequestExamples, request_examples
+from aviso_host.plugins import PluginError
 from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.openapi import (
+    Doc,
+    OpenApiContext,
+    OpenApiContribution,
+    settings_stated,
+)
+from aviso_plugins.service import ServiceAccess
+
+Contributions = Callable[[OpenApiContext], Iterable[tuple[str, OpenApiContribution]]]
+"""What describes the plugins' routes: each contribution with the name of its plugin."""
 
 DEFAULT_LIMITS = LimitSettings()
-DEFAULT_SUBSCRIPTION_LIMITS = SubscriptionSettings()
 
 NOT_DESCRIBED_PATHS = frozenset(
     {
@@ -100,14 +113,14 @@ streams or **replay** history over Server-Sent Events.
 def openapi_document(
     version: str,
     catalog: SchemaCatalog | None = None,
-    subscriptions: bool = True,
     limits: LimitSettings = DEFAULT_LIMITS,
-    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
+    contributions: Contributions | None = None,
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
-    (none: no schema configured), as JSON-serialisable data; ``subscriptions``: whether the
-    subscription routes are served. Every setting the text names (`` `limits.max_body_bytes` ``)
-    is stated with its value in ``limits`` and ``subscription_limits``, and the aggregate
+    (none: no schema configured), as JSON-serialisable data; ``contributions``: the parts
+    describing the plugins' routes (see
+    :func:`plugin_contributions`). Every setting the text names (`` `limits.max_body_bytes` ``)
+    is stated with its value in ``limits``, and the aggregate
     request's ``debounce_ms`` bounds are the configured ones."""
     examples = request_examples(catalog)
     paths: Doc = {
@@ -117,16 +130,20 @@ def openapi_document(
         "/api/v1/aggregate": {"post": aggregate_operation(examples)},
         **schema_operations(catalog, examples.event_type),
         **admin_operations(examples.event_type),
-        **(subscription_operations(examples) if subscriptions else {}),
-        **operational_operations(),
     }
     schemas: Doc = {
         **body_schemas(catalog),
         **error_schemas(),
         **discovery_schemas(catalog),
         **stream_event_schemas(),
-        **subscription_schemas(catalog),
     }
+    tags: list[Doc] = list(_TAGS)
+    contributed = list(
+        contributions(_context(examples, schemas)) if contributions is not None else ()
+    )
+    error_codes = _merge(contributed, paths, schemas, tags)
+    schemas |= error_schemas(error_codes)
+    paths |= _disjoint(operational_operations(), paths, "path")
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
     document: Doc = copy.deepcopy(
         {
@@ -140,21 +157,7 @@ def openapi_document(
                     "url": "https://www.apache.org/licenses/LICENSE-2.0",
                 },
             },
-            "tags": [
-                {"name": "health", "description": "Liveness and readiness."},
-                {"name": "general", "description": "Landing page."},
-                {"name": "schema", "description": "Schema discovery."},
-                {"name": "notification", "description": "Publishing notifications."},
-                {
-                    "name": "streaming",
-                    "description": "Watch, replay and aggregate over Server-Sent Events.",
-                },
-                {"name": "admin", "description": "Deleting stored notifications."},
-                {
-                    "name": "subscriptions",
-                    "description": "Named subscriptions whose cursor the server keeps.",
-                },
-            ],
+            "tags": tags,
             "paths": paths,
             "components": {
                 "schemas": schemas,
@@ -170,33 +173,90 @@ def openapi_document(
     debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
     debounce["minimum"] = limits.min_aggregate_debounce_ms
     debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
-    stated: dict[str, Any] = {"limits": limits, "subscriptions": subscription_limits}
-    result: Doc = _with_settings_stated(document, stated)
+    result: Doc = settings_stated(document, {"limits": dataclasses.asdict(limits)})
     return result
 
 
-_SETTING = re.compile(r"`(limits|subscriptions)\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?")
-"""A setting named in the text, with the value written beside it if any."""
-_QUOTED = frozenset({"examples", "example"})
+_TAGS: tuple[Doc, ...] = (
+    {"name": "health", "description": "Liveness and readiness."},
+    {"name": "general", "description": "Landing page."},
+    {"name": "schema", "description": "Schema discovery."},
+    {"name": "notification", "description": "Publishing notifications."},
+    {"name": "streaming", "description": "Watch, replay and aggregate over Server-Sent Events."},
+    {"name": "admin", "description": "Deleting stored notifications."},
+)
 
 
-def _with_settings_stated(node: Any, sections: Mapping[str, Any]) -> Any:
-    """``node`` with each setting its text names followed by the configured value (an unknown
-    name fails: the text can only name declared settings). Examples are left as they are:
-    they quote the configuration (a field's ``description``), which may say anything."""
-    if isinstance(node, str):
+def _context(examples: RequestExamples, schemas: Doc) -> OpenApiContext:
+    return OpenApiContext(
+        examples={
+            "notify": examples.notify,
+            "watch": examples.watch,
+            "replay": examples.replay,
+            "aggregate": examples.aggregate,
+        },
+        event_type=examples.event_type,
+        schemas=copy.deepcopy(schemas),
+        stream_description=SSE_DESCRIPTION,
+        stream_event_data=copy.deepcopy(STREAM_EVENT_DATA),
+    )
 
-        def stated(match: re.Match[str]) -> str:
-            value = getattr(sections[match[1]], match[2])
-            shown = int(value) if isinstance(value, float) and value.is_integer() else value
-            return f"`{match[1]}.{match[2]}` ({shown})"
 
-        return _SETTING.sub(stated, node)
-    if isinstance(node, dict):
-        return {
-            key: value if key in _QUOTED else _with_settings_stated(value, sections)
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [_with_settings_stated(item, sections) for item in node]
-    return node
+def _merge(
+    contributed: list[tuple[str, OpenApiContribution]], paths: Doc, schemas: Doc, tags: list[Doc]
+) -> list[str]:
+    """Each plugin's part added after the host's (each path, schema and tag described once);
+    the error codes the plugins' routes answer with, each once."""
+    error_codes: dict[str, None] = {}
+    for plugin, contribution in contributed:
+        paths |= _disjoint(contribution.paths, paths, "path", plugin)
+        schemas |= _disjoint(contribution.schemas, schemas, "component schema", plugin)
+        named = {tag["name"]: tag for tag in tags}
+        new_tags = _disjoint({tag["name"]: tag for tag in contribution.tags}, named, "tag", plugin)
+        tags.extend(new_tags.values())
+        error_codes |= dict.fromkeys(contribution.error_codes)
+    return list(error_codes)
+
+
+def _disjoint(
+    added: Mapping[str, Any], present: Mapping[str, Any], noun: str, plugin: str = ""
+) -> Doc:
+    """``added`` when none of its names is ``present``."""
+    clash = next((name for name in added if name in present), None)
+    if clash is not None:
+        owner = f"plugin '{plugin}'" if plugin else "the host"
+        raise PluginError(f"{owner} describes the {noun} '{clash}', which is described already")
+    return dict(added)
+
+
+def plugin_contributions(
+    manager: pluggy.PluginManager | None, service: ServiceAccess
+) -> Contributions:
+    """The parts of the document the plugins' ``aviso_openapi`` hooks describe, each with its
+    plugin's name; a hook that raises, or returns anything but a contribution or ``None``,
+    fails startup naming its plugin."""
+
+    def contributions(context: OpenApiContext) -> list[tuple[str, OpenApiContribution]]:
+        if manager is None:
+            return []
+        arguments = {"service": service, "context": context}
+        found: list[tuple[str, OpenApiContribution]] = []
+        for impl in manager.hook.aviso_openapi.get_hookimpls():
+            try:
+                result = impl.function(*(arguments[name] for name in impl.argnames))
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}': aviso_openapi() raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if result is None:
+                continue
+            if not isinstance(result, OpenApiContribution):
+                raise PluginError(
+                    f"plugin '{impl.plugin_name}': aviso_openapi() returned {result!r}, "
+                    "not an OpenApiContribution"
+                )
+            found.append((impl.plugin_name, result))
+        return found
+
+    return contributions

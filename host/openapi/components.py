@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aviso_host.api_shapes import (
     AdminNotificationResult,
     AdminResult,
@@ -15,18 +17,9 @@ from aviso_host.api_shapes import (
 )
 from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
 from aviso_host.openapi.common import (
-    JSON,
     RID_ADMIN,
     RID_NOTIFY,
-    SECOND_PATTERN,
-    SUBSCRIPTION_ERROR_CODES,
     UUID_PATTERN,
-    Doc,
-    examples_of,
-    ref,
-    request_error,
-    response_object,
-    schema_ref,
 )
 from aviso_host.openapi.streams import (
     AGGREGATE_REQUEST_DESCRIPTION,
@@ -35,12 +28,44 @@ from aviso_host.openapi.streams import (
     STREAM_REQUEST_DESCRIPTION,
 )
 from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.openapi import (
+    JSON,
+    SECOND_PATTERN,
+    Doc,
+    examples_of,
+    ref,
+    request_error,
+    response_object,
+    schema_ref,
+)
 from aviso_plugins.shapes import shape_schema
 
 # ----------------------------------------------------------------------------- components
 
+_API_ERROR_CODES = (
+    "INVALID_JSON",
+    "UNKNOWN_FIELD",
+    "INVALID_REQUEST_SHAPE",
+    *(endpoint.validation_code for endpoint in Endpoint),
+    "NOTIFICATION_PROCESSING_FAILED",
+    "NOTIFICATION_STORAGE_FAILED",
+    "IDEMPOTENCY_KEY_REUSED",
+    "IDEMPOTENCY_KEY_NOT_RETAINED",
+    "SSE_STREAM_INITIALIZATION_FAILED",
+)
+_EDGE_ERROR_CODES = (
+    "PAYLOAD_TOO_LARGE",
+    "HEADER_FIELDS_TOO_LARGE",
+    "REQUEST_TIMEOUT",
+    "TOO_MANY_REQUESTS",
+    "BAD_REQUEST",
+    "HTTP_VERSION_NOT_SUPPORTED",
+)
 
-def error_schemas() -> Doc:
+
+def error_schemas(plugin_codes: Iterable[str] = ()) -> Doc:
+    """The error objects; ``plugin_codes``: the codes the plugins' routes answer with too."""
+
     def text(description: str) -> Doc:
         return {"type": "string", "description": description}
 
@@ -57,24 +82,10 @@ def error_schemas() -> Doc:
             "properties": {
                 "code": {
                     "type": "string",
-                    "enum": [
-                        "INVALID_JSON",
-                        "UNKNOWN_FIELD",
-                        "INVALID_REQUEST_SHAPE",
-                        *(endpoint.validation_code for endpoint in Endpoint),
-                        "NOTIFICATION_PROCESSING_FAILED",
-                        "NOTIFICATION_STORAGE_FAILED",
-                        "IDEMPOTENCY_KEY_REUSED",
-                        "IDEMPOTENCY_KEY_NOT_RETAINED",
-                        "SSE_STREAM_INITIALIZATION_FAILED",
-                        *SUBSCRIPTION_ERROR_CODES,
-                        "PAYLOAD_TOO_LARGE",
-                        "HEADER_FIELDS_TOO_LARGE",
-                        "REQUEST_TIMEOUT",
-                        "TOO_MANY_REQUESTS",
-                        "BAD_REQUEST",
-                        "HTTP_VERSION_NOT_SUPPORTED",
-                    ],
+                    # The API's codes, then the plugins' routes', then the HTTP edge's.
+                    "enum": list(
+                        dict.fromkeys([*_API_ERROR_CODES, *plugin_codes, *_EDGE_ERROR_CODES])
+                    ),
                 },
                 "error": text("Category label, e.g. `Invalid Watch Request`."),
                 "message": text("Top-level failure text."),

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from aviso_host.openapi.common import (
     ADMIN_CREDENTIALS,
-    JSON,
     RID_ADMIN,
     RID_SCHEMA,
-    Doc,
     admin_result,
+)
+from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.openapi import (
+    JSON,
+    Doc,
     auth_responses,
     examples_of,
     json_response,
     response_object,
     schema_ref,
 )
-from aviso_host.schemas import SchemaCatalog
 
 
 def schema_operations(catalog: SchemaCatalog | None, first: str) -> Doc:

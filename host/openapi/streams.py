@@ -7,19 +7,23 @@ from typing import Any
 
 from aviso_host.errors import Endpoint
 from aviso_host.openapi.common import (
-    JSON,
     RID_AGGREGATE,
     RID_NOTIFY,
     RID_REPLAY,
     RID_WATCH,
+    bad_request,
+    unknown_event_type,
+)
+from aviso_host.openapi_examples import RequestExamples
+from aviso_plugins.openapi import (
+    JSON,
     SECOND_PATTERN,
     STREAM_CREDENTIALS,
     Doc,
     auth_responses,
-    bad_request,
     examples_of,
     json_response,
-    object,
+    object_schema,
     one_of,
     ref,
     request_body,
@@ -28,9 +32,8 @@ from aviso_host.openapi.common import (
     schema_ref,
     server_error,
     sse_event,
-    unknown_event_type,
+    sse_response,
 )
-from aviso_host.openapi_examples import RequestExamples
 
 # --------------------------------------------------------------------------- request bodies
 
@@ -163,23 +166,6 @@ _FOLLOW_IN_CONSOLE = (
     "and replays in the [console](../console) (the page `/console` of this server), or with "
     "`curl -N`."
 )
-
-
-def sse_response(description: str, event_schema: str, **transcripts: str) -> Doc:
-    def fixed(value: str) -> Doc:
-        return {"schema": {"type": "string", "enum": [value]}}
-
-    return response_object(
-        description,
-        "text/event-stream",
-        schema_ref(event_schema),
-        examples_of(**transcripts),
-        headers={
-            "Cache-Control": fixed("no-cache"),
-            "X-Accel-Buffering": fixed("no"),
-            "Access-Control-Allow-Origin": fixed("*"),
-        },
-    )
 
 
 def _stream_operation(
@@ -470,9 +456,9 @@ def stream_event_schemas() -> Doc:
         "AggregateStreamEvent": sse_event(
             "One event of an aggregate stream.", _AGGREGATE_EVENT_DATA
         ),
-        "CloudEvent": object(
+        "CloudEvent": object_schema(
             {
-                "data": object({"identifier": {"type": "object"}}, {"payload": {}}),
+                "data": object_schema({"identifier": {"type": "object"}}, {"payload": {}}),
                 "datacontenttype": {"type": "string", "enum": [JSON]},
                 "dataschema": text,
                 "id": {**text, "description": "`<event_type>@<sequence>`."},
@@ -484,7 +470,7 @@ def stream_event_schemas() -> Doc:
             },
             {"publisher": {**text, "description": "The authenticated publisher's username."}},
         ),
-        "ConnectionEstablished": object(
+        "ConnectionEstablished": object_schema(
             {
                 "type": {"type": "string", "enum": ["connection_established"]},
                 "connection_will_close_in_seconds": count,
@@ -492,7 +478,7 @@ def stream_event_schemas() -> Doc:
                 **where,
             }
         ),
-        "ReplayStarted": object(
+        "ReplayStarted": object_schema(
             {
                 "type": {"type": "string", "enum": ["replay_started"]},
                 "from_sequence": nullable_sequence,
@@ -503,10 +489,10 @@ def stream_event_schemas() -> Doc:
                 **where,
             }
         ),
-        "ReplayCompleted": object(
+        "ReplayCompleted": object_schema(
             {"type": {"type": "string", "enum": ["replay_completed"]}, **where}
         ),
-        "ReplayLimitReached": object(
+        "ReplayLimitReached": object_schema(
             {
                 "type": {"type": "string", "enum": ["notification_replay_limit_reached"]},
                 "max_allowed": count,
@@ -514,7 +500,7 @@ def stream_event_schemas() -> Doc:
                 **where,
             }
         ),
-        "HistoryGap": object(
+        "HistoryGap": object_schema(
             {
                 "type": {"type": "string", "enum": ["history_gap"]},
                 "requested_from_sequence": count,
@@ -522,12 +508,12 @@ def stream_event_schemas() -> Doc:
                 **where,
             }
         ),
-        "Heartbeat": object(where),
-        "StreamError": object(
+        "Heartbeat": object_schema(where),
+        "StreamError": object_schema(
             {"error": text, "message": text, "topic": text, "request_id": request_id},
             {"sequence": sequence, "max_groups": count},
         ),
-        "ConnectionClosing": object(
+        "ConnectionClosing": object_schema(
             {
                 "reason": {
                     "type": "string",
@@ -550,7 +536,7 @@ def stream_event_schemas() -> Doc:
                 "resume_from_sequence": count,
             },
         ),
-        "NotificationsSkipped": object(
+        "NotificationsSkipped": object_schema(
             {
                 "type": {"type": "string", "enum": ["notifications_skipped"]},
                 "skipped": count,
@@ -559,13 +545,13 @@ def stream_event_schemas() -> Doc:
                 **where,
             }
         ),
-        "AggregateCounts": object(
+        "AggregateCounts": object_schema(
             {
                 "type": {"type": "string", "enum": ["snapshot", "update"]},
                 "group_by": {"type": "array", "items": text},
                 "groups": {
                     "type": "array",
-                    "items": object(
+                    "items": object_schema(
                         {
                             "count": count,
                             "values": {

@@ -22,12 +22,15 @@ from aviso_host.config.settings import (
     DEFAULT_HOMEPAGE_URLS,
     HomepageSettings,
     LimitSettings,
-    SubscriptionSettings,
 )
 from aviso_host.encoding import dumps
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
-from aviso_host.openapi import DEFAULT_LIMITS, DEFAULT_SUBSCRIPTION_LIMITS, openapi_document
+from aviso_host.openapi import (
+    DEFAULT_LIMITS,
+    Contributions,
+    openapi_document,
+)
 from aviso_host.schemas import SchemaCatalog
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
@@ -88,14 +91,13 @@ def ops_routes(
     version: str,
     homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
     catalog: SchemaCatalog | None = None,
-    subscriptions: bool = True,
     limits: LimitSettings = DEFAULT_LIMITS,
-    subscription_limits: SubscriptionSettings = DEFAULT_SUBSCRIPTION_LIMITS,
+    contributions: Contributions | None = None,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
     and the ``homepage`` links; the API description's examples use ``catalog``'s event
-    types, and describes the subscription routes when ``subscriptions`` says they are
-    served; the description states the configured ``limits`` and ``subscription_limits``."""
+    types, describes the plugins' routes as ``contributions`` do, and states the configured
+    ``limits``."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -106,7 +108,7 @@ def ops_routes(
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
-    document = openapi_document(version, catalog, subscriptions, limits, subscription_limits)
+    document = openapi_document(version, catalog, limits, contributions)
     openapi_json = dumps(document, sort_keys=False).encode()
 
     async def health(request: Request) -> Response:

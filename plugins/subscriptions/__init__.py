@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from aviso_builtins.subscriptions.routes import SubscriptionRoutes
+    from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
 
 SECTION = BUCKET = "subscriptions"
 """The configuration section, and the shared-state bucket the subscriptions are kept in."""
@@ -55,6 +56,16 @@ def _build(service: ServiceAccess) -> SubscriptionRoutes | None:
 def aviso_api_routes(service: ServiceAccess) -> list[BaseRoute]:
     subscriptions = served(service)
     return [] if subscriptions is None else subscriptions.routes()
+
+
+@hookimpl
+def aviso_openapi(service: ServiceAccess, context: OpenApiContext) -> OpenApiContribution | None:
+    if served(service) is None:
+        return None
+    from aviso_builtins.subscriptions.openapi import contribution
+    from aviso_builtins.subscriptions.routes import ENDPOINT
+
+    return contribution(service, context, ENDPOINT, service.section(SECTION))
 
 
 @hookimpl

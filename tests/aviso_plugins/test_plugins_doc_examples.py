@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from openapi_spec_validator import validate
 
 from aviso_host.config import settings_from_document
 from aviso_host.identifiers import CatalogPlanner
@@ -130,6 +131,17 @@ def test_the_summary_stream_example_tallies_the_history_first() -> None:
             assert response.status_code == 200
             snapshot = EventStream(response).until(lambda event: event.name == "tally")
     assert (snapshot.data["type"], snapshot.data["count"]) == ("snapshot", 2)
+
+
+def test_the_openapi_example_describes_its_route() -> None:
+    plugin = example("def aviso_openapi")
+    with serve(SCHEMA, plugins=[plugin]) as aviso:
+        document = aviso.get("/api-docs/openapi.json").json()
+    validate(document)
+    assert document["paths"]["/api/v1/latest"]["get"]["operationId"] == "latest"
+    codes = document["components"]["schemas"]["RequestError"]["properties"]["code"]["enum"]
+    assert "NOTHING_STORED" in codes
+    assert document["tags"][-1]["name"] == "latest"
 
 
 def test_the_api_key_provider_example_keeps_only_the_key_secret() -> None:

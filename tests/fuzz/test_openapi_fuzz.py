@@ -30,10 +30,10 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from aviso_host.openapi import openapi_document
 from tests.conformance.auth_support import document as auth_document
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
+from tests.support.openapi import served_document
 from tests.support.server import running_server
 
 CONFIG = with_changes(API_EXAMPLE, watch_endpoint={"replay_batch_delay_ms": 0})
@@ -65,7 +65,7 @@ STREAMS = (
 REQUEST_SECONDS = 10.0
 OPERATIONS = [
     (method.upper(), path)
-    for path, item in openapi_document("0")["paths"].items()
+    for path, item in served_document(CONFIG)["paths"].items()
     for method in item
 ]
 

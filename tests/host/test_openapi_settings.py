@@ -15,19 +15,20 @@ from starlette.exceptions import StarletteDeprecationWarning
 
 from aviso_host.app import create_app
 from aviso_host.config import settings_from_document
-from aviso_host.config.settings import LimitSettings, SubscriptionSettings
+from aviso_host.config.settings import LimitSettings
 from aviso_host.openapi import openapi_document
 from aviso_host.plugins import discover
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.types import FieldHandler
 from tests.support.configs import API_EXAMPLE
+from tests.support.openapi import served_document
 
 with warnings.catch_warnings():
     # As in the ops route tests: Starlette warns when its test client falls back to httpx.
     warnings.simplefilter("ignore", StarletteDeprecationWarning)
     from starlette.testclient import TestClient
 
-MENTION = re.compile(r"`((?:limits|subscriptions)\.\w+)` \(([^)]*)\)")
+MENTION = re.compile(r"`(limits\.\w+)` \(([^)]*)\)")
 
 
 def _stated(document: object) -> dict[str, set[str]]:
@@ -37,21 +38,18 @@ def _stated(document: object) -> dict[str, set[str]]:
     return found
 
 
-def test_every_named_setting_is_stated_with_its_default() -> None:
-    stated = _stated(openapi_document("1.0"))
-    limits, subscriptions = LimitSettings(), SubscriptionSettings()
+def test_every_named_limit_is_stated_with_its_default() -> None:
+    stated = _stated(served_document(API_EXAMPLE))
+    limits = LimitSettings()
     assert stated["limits.max_body_bytes"] == {str(limits.max_body_bytes)}
-    assert stated["subscriptions.max_per_user"] == {str(subscriptions.max_per_user)}
     for name, values in stated.items():
-        section, key = name.split(".")
-        value = getattr(limits if section == "limits" else subscriptions, key)
+        value = getattr(limits, name.split(".")[1])
         assert values == {str(int(value))}, name
 
 
 def test_the_served_document_states_the_configured_limits() -> None:
     config = copy.deepcopy(API_EXAMPLE)
     config["limits"] = {"max_body_bytes": 4096, "min_aggregate_debounce_ms": 2500}
-    config["subscriptions"] = {"max_per_user": 7}
     registry = discover()
     app = create_app(settings_from_document(config, registry), registry)
     with TestClient(app) as client:
@@ -59,7 +57,6 @@ def test_the_served_document_states_the_configured_limits() -> None:
     stated = _stated(document)
     assert stated["limits.max_body_bytes"] == {"4096"}
     assert stated["limits.min_aggregate_debounce_ms"] == {"2500"}
-    assert stated["subscriptions.max_per_user"] == {"7"}
     debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
     # Below the configured minimum the server refuses the window, and the default follows it.
     assert (debounce["minimum"], debounce["default"]) == (2500, 2500)

@@ -143,18 +143,13 @@ def test_openapi_document(client: TestClient) -> None:
         "/api/v1/admin/notification/{notification_id}": {"delete"},
         "/api/v1/admin/wipe/stream": {"delete"},
         "/api/v1/admin/wipe/all": {"delete"},
-        "/api/v1/subscriptions": {"get"},
-        "/api/v1/subscriptions/{name}": {"put", "get", "delete"},
-        "/api/v1/subscriptions/{name}/events": {"get"},
-        "/api/v1/subscriptions/{name}/ack": {"post"},
-        "/api/v1/subscriptions/{name}/dead-letters": {"get"},
-        "/api/v1/subscriptions/{name}/dead-letters/redrive": {"post"},
         "/health": {"get"},
         "/ready": {"get"},
         "/status": {"get"},
         "/": {"get"},
         "/console": {"get"},
     }
+    # No plugin here: the routes plugins serve (subscriptions) are theirs to describe.
     assert {path: set(item) for path, item in document["paths"].items()} == expected
     assert {tag["name"] for tag in document["tags"]} == {
         "health",
@@ -163,7 +158,6 @@ def test_openapi_document(client: TestClient) -> None:
         "notification",
         "streaming",
         "admin",
-        "subscriptions",
     }
     assert document["components"]["securitySchemes"] == {
         "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},

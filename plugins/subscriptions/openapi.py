@@ -1,30 +1,64 @@
-"""The subscription routes: operations and schemas."""
+"""The subscription routes in the OpenAPI document (hook ``aviso_openapi``): operations,
+schemas, the tag and the error codes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from aviso_host.errors import Endpoint
-from aviso_host.openapi.common import (
+from aviso_plugins.openapi import (
     SECOND_PATTERN,
     STREAM_CREDENTIALS,
     Doc,
+    OpenApiContext,
+    OpenApiContribution,
     auth_responses,
     json_response,
-    object,
+    object_schema,
     ref,
     request_body,
     request_error,
     response_object,
     schema_ref,
     server_error,
+    settings_stated,
     sse_event,
+    sse_response,
 )
-from aviso_host.openapi.components import body_schemas
-from aviso_host.openapi.streams import SSE_DESCRIPTION, STREAM_EVENT_DATA, sse_response
-from aviso_host.openapi_examples import RequestExamples
-from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.service import ApiRefusal, ServiceAccess
+
+ERROR_CODES = (
+    "INVALID_SUBSCRIPTION_NAME",
+    "SUBSCRIPTION_NOT_FOUND",
+    "SUBSCRIPTION_CONFLICT",
+    "TOO_MANY_SUBSCRIPTIONS",
+    "UNSUPPORTED_DELIVERY",
+    "INVALID_ACKNOWLEDGEMENT",
+)
+"""The codes of the refusals the routes raise beside a watch's."""
+
+
+def contribution(
+    service: ServiceAccess, context: OpenApiContext, endpoint: str, settings: Mapping[str, Any]
+) -> OpenApiContribution:
+    """The subscriptions' part of the document; ``endpoint`` names the validation errors of
+    their bodies, and the text states the ``subscriptions`` section's ``settings``."""
+    invalid = service.validation_error(
+        endpoint, "Required field 'station' missing for watch operation"
+    )
+    sections = {"subscriptions": settings}
+    return OpenApiContribution(
+        paths=settings_stated(_operations(context, invalid), sections),
+        schemas=settings_stated(_schemas(context), sections),
+        tags=[
+            {
+                "name": "subscriptions",
+                "description": "Named subscriptions whose cursor the server keeps.",
+            }
+        ],
+        error_codes=ERROR_CODES,
+    )
+
 
 _RID_SUBSCRIPTION = "3d9f1b2e-8c47-4f0a-9d6e-2b1c0a9f8e7d"
 
@@ -73,9 +107,9 @@ def _subscription_example(event_type: str, identifier: Mapping[str, Any], pendin
     return view
 
 
-def subscription_operations(examples: RequestExamples) -> Doc:
-    first: Mapping[str, Any] = next(iter(examples.watch.values()), {})
-    event_type: str = first.get("event_type", examples.event_type)
+def _operations(context: OpenApiContext, invalid: ApiRefusal) -> Doc:
+    first: Mapping[str, Any] = next(iter(context.examples["watch"].values()), {})
+    event_type: str = first.get("event_type", context.event_type)
     identifier: Mapping[str, Any] = first.get("identifier", {})
     state = _subscription_example(event_type, identifier, pending=True)
     invalid_name = _subscription_error(
@@ -92,7 +126,6 @@ def subscription_operations(examples: RequestExamples) -> Doc:
         "no subscription named 'rhine-gauges'",
     )
     name = [_name_parameter()]
-    label = Endpoint.SUBSCRIPTION.label
     return {
         "/api/v1/subscriptions": {
             "get": {
@@ -158,10 +191,7 @@ def subscription_operations(examples: RequestExamples) -> Doc:
                             ]
                         },
                         validation=request_error(
-                            Endpoint.SUBSCRIPTION.validation_code,
-                            label,
-                            "Required field 'station' missing for watch operation",
-                            _RID_SUBSCRIPTION,
+                            invalid.code, invalid.error, invalid.message, _RID_SUBSCRIPTION
                         ),
                         unsupported_delivery=request_error(
                             "UNSUPPORTED_DELIVERY",
@@ -249,7 +279,9 @@ def subscription_operations(examples: RequestExamples) -> Doc:
                 ],
                 "responses": {
                     "200": sse_response(
-                        SSE_DESCRIPTION, "SubscriptionStreamEvent", **_SUBSCRIPTION_TRANSCRIPT
+                        context.stream_description,
+                        "SubscriptionStreamEvent",
+                        **_SUBSCRIPTION_TRANSCRIPT,
                     ),
                     "400": json_response(
                         "The name breaks the naming rule, or `Last-Event-ID` is not a "
@@ -393,7 +425,7 @@ _SUBSCRIPTION_TRANSCRIPT = {
 }
 
 
-def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
+def _schemas(context: OpenApiContext) -> Doc:
     sequence: Doc = {"type": "integer", "minimum": 1}
     nullable_text: Doc = {"type": ["string", "null"]}
     definition: Doc = {
@@ -412,7 +444,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
         "deliveries": {
             "oneOf": [
                 {"type": "null"},
-                object(
+                object_schema(
                     {
                         "status": {"enum": ["active", "disabled", "forbidden"]},
                         "delivered": {"type": "integer", "minimum": 0},
@@ -421,7 +453,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                         "last_error": {
                             "oneOf": [
                                 {"type": "null"},
-                                object(
+                                object_schema(
                                     {
                                         "sequence": sequence,
                                         "attempt": {"type": "integer", "minimum": 1},
@@ -449,11 +481,11 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
             "description": "The cursor; null before the first acknowledgement.",
         },
     }
-    stream_request = body_schemas(catalog)["StreamRequest"]
+    stream_request = context.schemas["StreamRequest"]
     stream_event = sse_event(
         "One event of a subscription's stream: a watch's events; notification events carry "
         "`id` (the sequence).",
-        STREAM_EVENT_DATA,
+        context.stream_event_data,
     )
     stream_event["properties"]["id"] = {"type": "string", "pattern": "^[0-9]+$"}
     return {
@@ -477,27 +509,27 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 },
             },
         },
-        "AcknowledgeRequest": object({"sequence": {"type": "integer", "minimum": 0}}),
-        "SubscriptionDefinition": object(definition),
-        "Subscription": object(
+        "AcknowledgeRequest": object_schema({"sequence": {"type": "integer", "minimum": 0}}),
+        "SubscriptionDefinition": object_schema(definition),
+        "Subscription": object_schema(
             {
                 **definition,
                 "pending": {"type": "integer", "minimum": 0},
                 "lag_seconds": {"type": ["number", "null"], "minimum": 0},
             }
         ),
-        "SubscriptionList": object(
+        "SubscriptionList": object_schema(
             {
                 "subscriptions": {"type": "array", "items": schema_ref("SubscriptionDefinition")},
                 "request_id": schema_ref("RequestId"),
             }
         ),
         "SubscriptionStreamEvent": stream_event,
-        "DeadLetters": object(
+        "DeadLetters": object_schema(
             {
                 "dead_letters": {
                     "type": "array",
-                    "items": object(
+                    "items": object_schema(
                         {
                             "sequence": sequence,
                             "attempts": {"type": "integer", "minimum": 1},
@@ -510,7 +542,7 @@ def subscription_schemas(catalog: SchemaCatalog | None) -> Doc:
                 "request_id": schema_ref("RequestId"),
             }
         ),
-        "Redrive": object(
+        "Redrive": object_schema(
             {"redriven": {"type": "integer", "minimum": 0}, "request_id": schema_ref("RequestId")}
         ),
     }

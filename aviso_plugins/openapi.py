@@ -1,0 +1,259 @@
+"""What a plugin contributes to the OpenAPI document (hook ``aviso_openapi``), and the building
+blocks the host writes its own part of the document with: references, responses, error
+examples, object schemas and Server-Sent Events.
+
+The document is plain JSON-serialisable data (``Doc``). A plugin describes the routes it
+serves (``aviso_api_routes``) in an :class:`OpenApiContribution`; the host merges every
+contribution into its own document, after its own parts, and refuses a path, component
+schema or tag that the host or another plugin already describes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "JSON",
+    "SECOND_PATTERN",
+    "STREAM_CREDENTIALS",
+    "Doc",
+    "OpenApiContext",
+    "OpenApiContribution",
+    "auth_responses",
+    "examples_of",
+    "json_response",
+    "object_schema",
+    "one_of",
+    "ref",
+    "request_body",
+    "request_error",
+    "response_object",
+    "schema_ref",
+    "server_error",
+    "settings_stated",
+    "sse_event",
+    "sse_response",
+]
+
+JSON = "application/json"
+Doc = dict[str, Any]
+"""A piece of the document: a JSON object."""
+
+SECOND_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
+"""A UTC timestamp to the second, as the API writes them (``2026-04-02T08:05:12Z``)."""
+
+STREAM_CREDENTIALS: list[Doc] = [{}, {"bearer_jwt": []}, {"basic": []}]
+"""The ``security`` of a route that anonymous callers reach on public streams; a supplied
+credential is always verified."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenApiContext:
+    """What ``aviso_openapi`` receives: the parts of the host's document a plugin's
+    description reuses, built for the configured event types."""
+
+    examples: Mapping[str, Mapping[str, Mapping[str, Any]]]
+    """Named request bodies the server accepts, per operation (``"notify"``, ``"watch"``,
+    ``"replay"``, ``"aggregate"``): ``examples["watch"]`` is ``{name: body}``, empty when the
+    configuration gives no example for it."""
+    event_type: str
+    """An event type the examples may name (a configured one when schemas are configured)."""
+    schemas: Mapping[str, Any]
+    """The host's component schemas by name (a copy): reference them with
+    :func:`schema_ref`, or reuse their parts (``schemas["StreamRequest"]["properties"]``)."""
+    stream_description: str
+    """The description of a watch's Server-Sent Events response (its event names, frames and
+    how to resume), for a route whose stream sends a watch's events."""
+    stream_event_data: Mapping[str, Any]
+    """The schema of each ``data`` line a watch's stream sends, by event name: give it to
+    :func:`sse_event` to describe a stream that sends a watch's events."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenApiContribution:
+    """A plugin's part of the OpenAPI document; each member is merged into the document's
+    own, after the host's entries (in the plugins' registration order)."""
+
+    paths: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Path items by path (``{"/api/v1/latest": {"get": operation}}``): a path the host or
+    another plugin describes fails startup."""
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+    """Component schemas by name, referenced as ``schema_ref(name)``."""
+    tags: Sequence[Mapping[str, Any]] = ()
+    """Tag objects (``{"name": ..., "description": ...}``) the operations name."""
+    error_codes: Sequence[str] = ()
+    """The ``code`` values of the aviso error objects the routes answer with
+    (``ApiRefusal.code``): listed in the ``RequestError`` schema beside the host's."""
+
+
+def ref(section: str, name: str) -> Doc:
+    """A reference to the component ``name`` of ``section`` (``"responses"``, ``"headers"``:
+    the host's ``PayloadTooLarge``, ``Unauthorized``, ``X-Request-ID``...)."""
+    return {"$ref": f"#/components/{section}/{name}"}
+
+
+def schema_ref(name: str) -> Doc:
+    """A reference to the component schema ``name`` (the host's ``RequestError``,
+    ``RequestId``, ``CloudEvent``... or one of the contribution's own)."""
+    return ref("schemas", name)
+
+
+def examples_of(**examples: Any) -> Doc:
+    """An ``examples`` member: each keyword's value as a named example."""
+    return {name: {"value": value} for name, value in examples.items()}
+
+
+def response_object(
+    description: str,
+    media_type: str | None = None,
+    schema: Doc | None = None,
+    examples: Doc | None = None,
+    headers: Doc | None = None,
+) -> Doc:
+    """A response object; every aviso response carries ``X-Request-ID``."""
+    response: Doc = {
+        "description": description,
+        "headers": {"X-Request-ID": ref("headers", "X-Request-ID"), **(headers or {})},
+    }
+    if media_type is not None:
+        content: Doc = {"schema": schema or {}}
+        if examples:
+            content["examples"] = examples
+        response["content"] = {media_type: content}
+    return response
+
+
+def json_response(description: str, schema: Doc, **examples: Any) -> Doc:
+    """A JSON response of ``schema``, each keyword a named example of its body."""
+    return response_object(description, JSON, schema, examples_of(**examples))
+
+
+def request_error(code: str, label: str, message: str, request_id: str) -> Doc:
+    """An example aviso error object (schema ``RequestError``): what an ``ApiRefusal`` of
+    ``code``, ``label`` (its ``error``) and ``message`` answers."""
+    return {
+        "code": code,
+        "details": message,
+        "error": label,
+        "message": message,
+        "request_id": request_id,
+    }
+
+
+def server_error(description: str, **examples: Any) -> Doc:
+    """A 500: the aviso error object of a failed request, or the generic internal error."""
+    return json_response(
+        description, {"oneOf": [schema_ref("RequestError"), schema_ref("AuthError")]}, **examples
+    )
+
+
+def auth_responses() -> Doc:
+    """The 401, 403 and 503 every authenticated route may answer."""
+    return {
+        "401": ref("responses", "Unauthorized"),
+        "403": ref("responses", "Forbidden"),
+        "503": ref("responses", "ServiceUnavailable"),
+    }
+
+
+def request_body(schema: str, examples: Mapping[str, Any]) -> Doc:
+    """A required JSON request body of the component schema ``schema``, with the named
+    ``examples`` (``{name: body}``)."""
+    return {
+        "required": True,
+        "content": {JSON: {"schema": schema_ref(schema), "examples": examples_of(**examples)}},
+    }
+
+
+def object_schema(required: Doc, optional: Doc | None = None, *, open_: bool = False) -> Doc:
+    """An object with ``required`` and ``optional`` properties; no others unless ``open_``."""
+    schema: Doc = {
+        "type": "object",
+        "required": sorted(required),
+        "properties": {**required, **(optional or {})},
+    }
+    if not open_:
+        schema["additionalProperties"] = False
+    return schema
+
+
+def one_of(*names: str) -> Doc:
+    """One of the component schemas ``names``."""
+    return {"oneOf": [schema_ref(name) for name in names]}
+
+
+def sse_event(description: str, data_by_event: Mapping[str, Doc]) -> Doc:
+    """One Server-Sent Event as a JSON Schema 2020-12 reading of ``text/event-stream`` (as
+    tools that validate streams read it): its name and its data line, which holds JSON."""
+    return {
+        **object_schema(
+            {
+                "event": {"type": "string", "enum": list(data_by_event)},
+                "data": {"type": "string", "contentMediaType": JSON},
+            }
+        ),
+        "description": description,
+        "allOf": [
+            {
+                "if": {"properties": {"event": {"const": name}}},
+                "then": {"properties": {"data": {"contentMediaType": JSON, "contentSchema": data}}},
+            }
+            for name, data in data_by_event.items()
+        ],
+    }
+
+
+def sse_response(description: str, event_schema: str, **transcripts: str) -> Doc:
+    """The 200 of a route answering with Server-Sent Events, each of whose events the
+    component schema ``event_schema`` describes (see :func:`sse_event`); each keyword is a
+    named example transcript of the stream."""
+
+    def fixed(value: str) -> Doc:
+        return {"schema": {"type": "string", "enum": [value]}}
+
+    return response_object(
+        description,
+        "text/event-stream",
+        schema_ref(event_schema),
+        examples_of(**transcripts),
+        headers={
+            "Cache-Control": fixed("no-cache"),
+            "X-Accel-Buffering": fixed("no"),
+            "Access-Control-Allow-Origin": fixed("*"),
+        },
+    )
+
+
+_QUOTED = frozenset({"examples", "example"})
+
+
+def settings_stated(node: Any, sections: Mapping[str, Mapping[str, Any]]) -> Any:
+    """``node`` with each setting of ``sections`` its text names (`` `limits.max_body_bytes` ``)
+    followed by the value the section holds (`` `limits.max_body_bytes` (262144)``),
+    replacing any value written beside it. A name the section lacks raises ``KeyError``: the
+    text can only name declared settings. Examples are left as they are: they quote the
+    configuration (a field's ``description``), which may say anything."""
+    if not sections:
+        return node
+    setting = re.compile(
+        "`(" + "|".join(map(re.escape, sections)) + r")\.(\w+)`(?: \((?:default )?[0-9][^)]*\))?"
+    )
+
+    def stated(match: re.Match[str]) -> str:
+        value = sections[match[1]][match[2]]
+        shown = int(value) if isinstance(value, float) and value.is_integer() else value
+        return f"`{match[1]}.{match[2]}` ({shown})"
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return setting.sub(stated, node)
+        if isinstance(node, dict):
+            return {key: value if key in _QUOTED else walk(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        return node
+
+    return walk(node)
