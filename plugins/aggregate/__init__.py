@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aviso_plugins import hookimpl
+from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
 from aviso_plugins.service import ServiceAccess
 
 if TYPE_CHECKING:
@@ -24,3 +25,10 @@ def aviso_api_routes(service: ServiceAccess) -> list[BaseRoute]:
     from aviso_builtins.aggregate.routes import AggregateRoute
 
     return [AggregateRoute(service).route()]
+
+
+@hookimpl
+def aviso_openapi(service: ServiceAccess, context: OpenApiContext) -> OpenApiContribution:
+    from aviso_builtins.aggregate.openapi import contribution
+
+    return contribution(service, context, service.section("limits")["min_aggregate_debounce_ms"])

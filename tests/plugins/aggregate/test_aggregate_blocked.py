@@ -1,13 +1,16 @@
 """The aggregate watch is a plugin like any other: blocked, the server serves without its
-route and every other route as before."""
+route and every other route as before, and its document describes none of it."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+from openapi_spec_validator import validate
 
 from aviso_host.plugins import BLOCK_ENV
 from tests.plugins.aggregate.test_aggregate import AGGREGATE, CONFIG, publish, request, unique_run
+from tests.support.configs import API_EXAMPLE
+from tests.support.openapi import served_document
 from tests.support.server import running_server
 
 
@@ -26,3 +29,13 @@ def test_blocked_the_server_serves_without_the_aggregate_route(
         replay = client.post("/api/v1/replay", json=body)
     assert replay.status_code == 200
     assert "replay_completed" in replay.text
+
+
+def test_blocked_the_document_describes_no_aggregate(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = served_document(API_EXAMPLE)
+    monkeypatch.setenv(BLOCK_ENV, "aggregate")
+    blocked = served_document(API_EXAMPLE)
+    validate(blocked)
+    assert set(served["paths"]) - set(blocked["paths"]) == {AGGREGATE}
+    schemas = set(served["components"]["schemas"]) - set(blocked["components"]["schemas"])
+    assert schemas == {"AggregateRequest", "AggregateStreamEvent", "AggregateCounts"}
