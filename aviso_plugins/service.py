@@ -224,7 +224,9 @@ class Summary(Protocol):
     def add(self, record: StoredNotification) -> bool:
         """Take in one selected notification (history first, then live, in sequence order);
         ``True`` when what :meth:`render` writes changed. Raises
-        :class:`SummaryLimitReached` instead of growing past the summary's limit."""
+        :class:`SummaryLimitReached` instead of growing past the summary's limit; any other
+        exception is logged and ends the stream without a summary, as a failed history read
+        ends a watch (``stream_processing_failed``, then ``end_of_stream``)."""
         ...
 
     def render(self, members: Mapping[str, Any]) -> bytes:

@@ -213,8 +213,11 @@ class Opening:
     """A live subscription that fails refuses the request (otherwise the history is still
     sent, then ``end_of_stream`` so that the client reconnects)."""
     event_ids: bool = False
+    """Notification frames carry ``id: <sequence>``."""
     on_delivered: Callable[[StreamControl], Callable[[int], Awaitable[None]]] | None = None
+    """Given the stream's control, what is awaited with the highest sequence of each write."""
     summary: Summary | None = None
+    """Written in place of the notifications (a summary stream), once per ``debounce_ms``."""
     debounce_ms: int = 0
 
 
@@ -258,10 +261,10 @@ async def open_stream(
         reauthorisation=access,
     )
     if opening.summary is not None:
-        assert replay is not None
-        summary = opening.summary
+        assert replay is not None  # a summary always takes history in first
+        debounce_ms = opening.debounce_ms
         return SummaryStream(
-            summary=summary, debounce_ms=opening.debounce_ms, replay=replay, **stream
+            summary=opening.summary, debounce_ms=debounce_ms, replay=replay, **stream
         ), control
     return EventStream(
         replay=replay,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from aviso_host.cursors import now_whole_seconds
+from aviso_host.errors import log_failure
 from aviso_host.streaming import frames
 from aviso_host.streaming.control import LIMIT_REACHED
 from aviso_host.streaming.stream import EventStream, ReplayOutcome, ReplayStart
@@ -47,6 +48,8 @@ class SummaryStream(EventStream):
         self._window: asyncio.TimerHandle | None = None
         self._due = math.inf
         self._limit: SummaryLimitReached | None = None
+        self._ending: tuple[str, bytes] | None = None
+        """The stop reason that ends the stream without a summary, and what says why."""
         self._holding = False
         """Set while history is taken in: nothing is written before the snapshot."""
 
@@ -64,7 +67,7 @@ class SummaryStream(EventStream):
             outcome = await self._replay_through(self._replay_start.cursor, end)
         self._holding = False
         self._next_heartbeat = first_heartbeat
-        if outcome is ReplayOutcome.STOPPED or self._control.stop_reason == LIMIT_REACHED:
+        if outcome is ReplayOutcome.STOPPED or self._ending is not None:
             # Stopped while taking history in: no snapshot, only why the stream ends.
             self._out.clear()
             return await self._close()
@@ -95,8 +98,19 @@ class SummaryStream(EventStream):
                 if taken == budget:
                     break
         except SummaryLimitReached as limit:
+            # No summary follows (one missing a part would read as complete); the error
+            # says which limit was reached and what to change.
             self._limit = limit
-            self._control.stop(LIMIT_REACHED)
+            request_id = self._control.request_id
+            error = frames.limit_reached(
+                self._topic, limit.code, limit.message, limit.details, request_id
+            )
+            self._end(LIMIT_REACHED, error)
+            return taken
+        except Exception as exc:  # the plugin's summary failed: said as a failed read, logged
+            log_failure("stream.summary.failed", "summary failed", exc, topic=self._topic)
+            self._metrics.stream_error()
+            self._end("end_of_stream", frames.batch_failed(self._topic, self._control.request_id))
             return taken
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
@@ -122,16 +136,15 @@ class SummaryStream(EventStream):
         due = self._due if self._window is not None else math.inf
         return min(super()._wake_at(), due)
 
+    def _end(self, reason: str, frame: bytes) -> None:
+        self._ending = (reason, frame)
+        self._control.stop(reason)
+
     async def _close(self) -> None:
         if self._window is not None:
             self._window.cancel()
-        limit = self._limit
-        if limit is not None and self._control.stop_reason == LIMIT_REACHED:
-            # No summary follows (one missing part would read as complete); the error says
-            # which limit was reached and what to change.
-            self._out += frames.limit_reached(
-                self._topic, limit.code, limit.message, limit.details, self._control.request_id
-            )
+        if self._ending is not None and self._control.stop_reason == self._ending[0]:
+            self._out += self._ending[1]
         await super()._close()
 
     def _closing(self, reason: str, resume: int | None) -> bytes:
