@@ -173,7 +173,9 @@ def aviso_api_routes(service: ServiceAccess) -> Iterable[BaseRoute]:
     endpoint with ``service.api_endpoint`` (``service.stream_endpoint`` for an event stream),
     so that it answers as the API does: authenticated by the auth middleware, refusals
     (:class:`~aviso_plugins.service.ApiRefusal`) as the aviso error object. A path the
-    host or another plugin serves fails startup.
+    host or another plugin serves fails startup. ``service.event_stream`` and
+    ``service.summary_stream`` answer with a watch's event stream: its notifications, or a
+    :class:`~aviso_plugins.service.Summary` of the plugin's own in their place.
     """
 
 

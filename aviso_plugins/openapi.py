@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "FOLLOW_IN_CONSOLE",
     "JSON",
     "SECOND_PATTERN",
     "STREAM_CREDENTIALS",
@@ -23,6 +24,7 @@ __all__ = [
     "OpenApiContext",
     "OpenApiContribution",
     "auth_responses",
+    "bad_request",
     "examples_of",
     "json_response",
     "object_schema",
@@ -36,6 +38,8 @@ __all__ = [
     "settings_stated",
     "sse_event",
     "sse_response",
+    "stream_operation",
+    "unknown_event_type",
 ]
 
 JSON = "application/json"
@@ -70,6 +74,9 @@ class OpenApiContext:
     stream_event_data: Mapping[str, Any]
     """The schema of each ``data`` line a watch's stream sends, by event name: give it to
     :func:`sse_event` to describe a stream that sends a watch's events."""
+    event_types: Sequence[str] = ()
+    """The configured event types (what a refusal of an unknown one lists: see
+    :func:`unknown_event_type`); empty without schemas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,10 @@ class OpenApiContribution:
     error_codes: Sequence[str] = ()
     """The ``code`` values of the aviso error objects the routes answer with
     (``ApiRefusal.code``): listed in the ``RequestError`` schema beside the host's."""
+    after: Mapping[str, str] = field(default_factory=dict)
+    """Where a path or component schema of the contribution goes, by name: right after the
+    host's path or schema named by its value (``{"/api/v1/count": "/api/v1/replay"}``),
+    to stand beside what it resembles; the others go after the host's own entries."""
 
 
 def ref(section: str, name: str) -> Doc:
@@ -159,6 +170,33 @@ def auth_responses() -> Doc:
     }
 
 
+def unknown_event_type(request_id: str, configured: Sequence[str]) -> Doc:
+    """An example refusal of an event type that is not configured (schema
+    ``UnknownEventTypeError``), listing the ``configured`` ones."""
+    return {
+        "code": "UNKNOWN_EVENT_TYPE",
+        "configured_event_types": list(configured),
+        "error": "unknown_event_type",
+        "message": "unknown event type 'tide_gauge'",
+        "request_id": request_id,
+    }
+
+
+def bad_request(**examples: Any) -> Doc:
+    """The 400 of a notify or stream request, each keyword a named example of its body."""
+    return json_response(
+        "The body could not be parsed, names an unknown event type (strict mode), or failed "
+        "validation: an identifier key the schema does not declare, a schema-less event type "
+        "that is not a topic base, an identifier value or constraint operand over "
+        "`limits.max_identifier_value_bytes` (1024) or holding a vertical tab, form feed or "
+        "DEL, a topic over `limits.max_topic_bytes` (3072), a payload over "
+        "`limits.max_payload_bytes` (262144). "
+        "Parse failures carry the endpoint's own `error` label.",
+        {"oneOf": [schema_ref("RequestError"), schema_ref("UnknownEventTypeError")]},
+        **examples,
+    )
+
+
 def request_body(schema: str, examples: Mapping[str, Any]) -> Doc:
     """A required JSON request body of the component schema ``schema``, with the named
     ``examples`` (``{name: body}``)."""
@@ -225,6 +263,64 @@ def sse_response(description: str, event_schema: str, **transcripts: str) -> Doc
             "Access-Control-Allow-Origin": fixed("*"),
         },
     )
+
+
+FOLLOW_IN_CONSOLE = (
+    '\n\n**Swagger UI cannot follow a stream**: its "Try it out" waits for the response '
+    "to end, which a live stream never does, and shows nothing meanwhile. Follow watches "
+    "and replays in the [console](../console) (the page `/console` of this server), or with "
+    "`curl -N`."
+)
+"""The end of the description of an operation answering with a stream."""
+
+
+def stream_operation(
+    operation_id: str,
+    summary: str,
+    description: str,
+    request_id: str,
+    request_examples: Mapping[str, Any],
+    event_types: Sequence[str],
+    validation: Doc,
+    transcripts: Mapping[str, str],
+    *,
+    sse_description: str,
+    request_schema: str = "StreamRequest",
+    event_schema: str = "StreamEvent",
+) -> Doc:
+    """The operation of a route that takes a watch's body (``request_schema``) and answers
+    with Server-Sent Events (``sse_description``; each event described by ``event_schema``),
+    refused as a watch is: ``validation`` is its validation refusal's example
+    (:func:`request_error`), ``event_types`` the configured ones, ``transcripts`` name
+    example streams, and ``request_id`` is the one every example of the operation shows."""
+    return {
+        "tags": ["streaming"],
+        "operationId": operation_id,
+        "summary": summary,
+        "description": description,
+        "security": STREAM_CREDENTIALS,
+        "requestBody": request_body(request_schema, request_examples),
+        "responses": {
+            "200": sse_response(sse_description, event_schema, **transcripts),
+            "400": bad_request(
+                validation=validation,
+                unknown_event_type=unknown_event_type(request_id, event_types),
+            ),
+            **auth_responses(),
+            "413": ref("responses", "PayloadTooLarge"),
+            "500": server_error(
+                "The stream could not be set up, or a server-side misconfiguration.",
+                stream_setup_failed={
+                    "code": "SSE_STREAM_INITIALIZATION_FAILED",
+                    "details": "connection refused",
+                    "error": "SSE stream creation failed",
+                    "message": "Failed to create stream consumer",
+                    "request_id": request_id,
+                    "topic": "gauge.rhine.*.*",
+                },
+            ),
+        },
+    }
 
 
 _QUOTED = frozenset({"examples", "example"})

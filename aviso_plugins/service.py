@@ -40,6 +40,9 @@ __all__ = [
     "StreamControl",
     "StreamRequest",
     "StreamSelection",
+    "Summary",
+    "SummaryLimitReached",
+    "TypeLayout",
     "Wakeup",
     "echoed",
     "log_event",
@@ -197,6 +200,59 @@ class StreamControl(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class TypeLayout:
+    """An event type's identifier fields, as its schema declares them."""
+
+    event_type: str
+    fields: tuple[str, ...]
+    """Every identifier field, in declaration order."""
+    topic_fields: tuple[str, ...]
+    """The fields whose values follow the base in the topic, in order: field ``i`` is the
+    topic's token ``i + 1``."""
+
+
+class Summary(Protocol):
+    """What a summary stream (:meth:`ServiceAccess.summary_stream`) writes in place of the
+    notifications it selects: its state once history is taken in (a snapshot), then again
+    at most once per debounce window in which it changed (an update)."""
+
+    @property
+    def event(self) -> str:
+        """The SSE event name of the snapshot and the updates."""
+        ...
+
+    def add(self, record: StoredNotification) -> bool:
+        """Take in one selected notification (history first, then live, in sequence order);
+        ``True`` when what :meth:`render` writes changed. Raises
+        :class:`SummaryLimitReached` instead of growing past the summary's limit; any other
+        exception is logged and ends the stream without a summary, as a failed history read
+        ends a watch (``stream_processing_failed``, then ``end_of_stream``)."""
+        ...
+
+    def render(self, members: Mapping[str, Any]) -> bytes:
+        """The event's data: compact JSON on one line, with ``members`` (``type``:
+        ``snapshot`` or ``update``, ``topic``, ``timestamp``, ``request_id``) among its own."""
+        ...
+
+
+class SummaryLimitReached(Exception):
+    """Raised by :meth:`Summary.add`: taking the notification in would pass the summary's
+    limit. The stream writes no further summary: an ``error`` event (``code``, ``message``,
+    ``details``' members, ``topic``, ``request_id``), then ``connection-closing`` with reason
+    ``code`` and message ``closing`` (reconnecting would fail the same way: clients do not
+    reconnect on such a reason)."""
+
+    def __init__(
+        self, code: str, message: str, closing: str, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.closing = closing
+        self.details = dict(details or {})
+
+
+@dataclass(frozen=True, slots=True)
 class OpenedStream:
     """An event stream ready to answer its request."""
 
@@ -300,6 +356,16 @@ class ServiceAccess(Protocol):
         """The 400 of ``code`` a request of ``endpoint`` gets for a body it cannot read."""
         ...
 
+    def missing_member(self, endpoint: str, name: str) -> ApiRefusal:
+        """The 400 ``INVALID_REQUEST_SHAPE`` a request of ``endpoint`` gets without its
+        required member ``name``, in the words of a watch's."""
+        ...
+
+    def invalid_type(self, endpoint: str, value: Any, expected: str) -> ApiRefusal:
+        """The 400 ``INVALID_REQUEST_SHAPE`` for a member whose JSON ``value`` is not of the
+        ``expected`` kind (``"a sequence"``, ``"an integer"``), in the words of a watch's."""
+        ...
+
     async def read_stream_request(
         self, request: Request, endpoint: str, extra_fields: tuple[str, ...] = ()
     ) -> StreamRequest:
@@ -329,6 +395,28 @@ class ServiceAccess(Protocol):
         frames with ``id: <sequence>`` on each notification, re-authorised as a watch.
         ``on_delivered(control)`` gives what is awaited with the highest sequence of each
         write before it is sent. ``route`` labels its metrics. Admission refusals raise."""
+        ...
+
+    async def summary_stream(
+        self,
+        request: Request,
+        body: StreamRequest,
+        *,
+        endpoint: str,
+        route: str,
+        summarise: Callable[[TypeLayout | None], Summary],
+        debounce_ms: int,
+    ) -> ASGIApp:
+        """A watch of ``body`` whose notifications are taken into a :class:`Summary`: every
+        notification retained (from ``from_id`` / ``from_date`` when given), then live.
+
+        Admitted as a watch (:meth:`admit`), with ``summarise`` run after the request's own
+        checks and before the stream's authorisers: it gets the event type's layout
+        (``None`` for a schema-less request) and returns the summary, or raises
+        :class:`~aviso_plugins.fields.InvalidValue` to refuse the request with
+        ``endpoint``'s validation error. The stream keeps a watch's heartbeats, maximum
+        duration, backpressure, re-authorisation and shutdown; a failed live subscription
+        ends it with ``end_of_stream`` after the snapshot. ``route`` labels its metrics."""
         ...
 
     def consumed_notification(

@@ -4,6 +4,7 @@ resources a backend's instances in every worker process share."""
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
@@ -33,6 +34,7 @@ __all__ = [
     "Writer",
     "notification_fingerprint",
     "publishing_writer",
+    "stored_identifier",
 ]
 
 
@@ -58,6 +60,19 @@ class StoredNotification:
     """Set by ``publish`` only: nothing was stored, because this very notification (same
     topic, payload and metadata) is the one already stored under its message id. The host
     answers the notify 200 with ``Idempotent-Replayed: true``."""
+
+
+def stored_identifier(record: StoredNotification) -> dict[str, str]:
+    """The canonical identifier stored with a notification (``metadata["identifier"]``:
+    every field's canonical value by name); empty if it predates that."""
+    raw = record.metadata.get("identifier")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,7 @@ from aviso_plugins.storage import (
     Writer,
     notification_fingerprint,
     publishing_writer,
+    stored_identifier,
 )
 from aviso_plugins.topics import TopicPattern
 
@@ -130,4 +131,5 @@ __all__ = [
     "Writer",
     "notification_fingerprint",
     "publishing_writer",
+    "stored_identifier",
 ]

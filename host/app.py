@@ -22,7 +22,7 @@ from aviso_host.metrics import HttpMetrics
 from aviso_host.openapi import plugin_contributions
 from aviso_host.plugin_service import PluginService
 from aviso_host.plugins import PluginRegistry, discover
-from aviso_host.routes import admin, aggregate, notify, schema, streams
+from aviso_host.routes import admin, notify, schema, streams
 from aviso_host.routes.ops import ops_routes
 from aviso_host.service import Service, server_version
 
@@ -50,7 +50,6 @@ def api_routes() -> list[BaseRoute]:
         Route(
             "/api/v1/replay", streams.StreamRoute(streams.replay), methods=["POST"], name="replay"
         ),
-        Route("/api/v1/aggregate", aggregate.aggregate, methods=["POST"]),
         Route("/api/v1/schema", schema.list_schemas, methods=["GET"]),
         Route("/api/v1/schema/{event_type}", schema.get_schema, methods=["GET"]),
         Route(

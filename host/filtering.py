@@ -17,6 +17,7 @@ import shapely
 from shapely import Point, Polygon
 
 from aviso_plugins._shared.geometry import MIN_POLYGON_PAIRS, parse_polygon_value
+from aviso_plugins.storage import stored_identifier
 from aviso_plugins.topics import TopicDecodeError, TopicPattern, decode_token
 from aviso_plugins.types import ConstraintPredicate, StoredNotification
 
@@ -28,18 +29,6 @@ vertices, a few milliseconds of parsing."""
 
 # Shared by every stream: a bounded pool keeps many heavy replays from multiplying threads.
 _SPATIAL_WORKERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aviso-spatial")
-
-
-def stored_identifier(record: StoredNotification) -> dict[str, str]:
-    """The canonical identifier stored with a notification (empty if it predates that)."""
-    raw = record.metadata.get("identifier")
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)

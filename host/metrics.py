@@ -52,7 +52,6 @@ UNMATCHED_ROUTE = "unmatched"
 ERROR_ROUTE = "error"
 WATCH_ROUTE = "/api/v1/watch"
 REPLAY_ROUTE = "/api/v1/replay"
-AGGREGATE_ROUTE = "/api/v1/aggregate"
 SSE_ROUTES = (WATCH_ROUTE, REPLAY_ROUTE)
 
 GENERIC_LABEL = "generic"

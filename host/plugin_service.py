@@ -11,23 +11,20 @@ from prometheus_client import CollectorRegistry
 from starlette.requests import Request
 from starlette.types import ASGIApp
 
-from aviso_host.auth.reauthorise import reauthorisation
 from aviso_host.config.plugin_options import fill_defaults
 from aviso_host.consumers import LEASES_BUCKET, consumed_notification, keeps_shared_state
-from aviso_host.errors import (
-    ApiError,
-    Endpoint,
-    internal_failure,
-    json_response,
-    parse_error,
-    stream_setup_error,
-    validation_error,
+from aviso_host.errors import ApiError, Endpoint, json_response, parse_error, validation_error
+from aviso_host.requests import RequestBody, invalid_type, missing_field, parse_body, read_body
+from aviso_host.routes.common import api_endpoint, caller_of, request_id_of
+from aviso_host.routes.streams import (
+    ALL_HISTORY,
+    Opening,
+    StreamRoute,
+    admitted_stream,
+    open_stream,
 )
-from aviso_host.requests import RequestBody, parse_body, read_body
-from aviso_host.routes.common import api_endpoint, caller_of, error_response, request_id_of
-from aviso_host.routes.streams import StreamRoute, admitted_stream, open_live
-from aviso_host.streaming.control import StreamControl
-from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_host.schemas import EventSchema
+from aviso_host.streaming.stream import ReplayStart
 from aviso_plugins.consumers import ConsumedNotification
 from aviso_plugins.deliveries import DeliveryKind
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS
@@ -37,6 +34,8 @@ from aviso_plugins.service import (
     Handler,
     OpenedStream,
     StreamRequest,
+    Summary,
+    TypeLayout,
 )
 from aviso_plugins.service import StreamControl as PluginStreamControl
 from aviso_plugins.state import SharedState
@@ -156,6 +155,12 @@ class PluginService:
     def parse_error(self, endpoint: str, code: str, message: str) -> ApiRefusal:
         return parse_error(_endpoint(endpoint), code, message)
 
+    def missing_member(self, endpoint: str, name: str) -> ApiRefusal:
+        return missing_field(_endpoint(endpoint), name)
+
+    def invalid_type(self, endpoint: str, value: Any, expected: str) -> ApiRefusal:
+        return invalid_type(_endpoint(endpoint), value, expected)
+
     async def read_stream_request(
         self, request: Request, endpoint: str, extra_fields: tuple[str, ...] = ()
     ) -> StreamRequest:
@@ -203,34 +208,44 @@ class PluginService:
         schema, stream_filter, _ = await admitted_stream(
             service, caller, _body(body), _endpoint(endpoint)
         )
-        control = StreamControl(request_id_of(request))
-        access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
-        try:
-            live, live_subscription = await open_live(service, control, stream_filter.pattern)
-        except Exception as exc:
-            display = stream_filter.pattern.display
-            error = stream_setup_error("Failed to create stream consumer", display)
-            internal_failure(error, exc, event_type=body.event_type)
-            return OpenedStream(error_response(request, error), None)
-        stream = EventStream(
-            backend=service.backend,
-            renderer=service.renderer,
-            settings=service.settings.watch_for(body.event_type),
-            streams=service.streams,
-            control=control,
-            stream_filter=stream_filter,
-            replay=ReplayStart(StartCursor(from_sequence=start_sequence), start_sequence, None),
-            live=live,
-            subscription=live_subscription,
-            is_watch=True,
-            metrics=service.metrics.sse_connection(
-                route, body.event_type, caller.username if caller else None
-            ),
-            reauthorisation=access,
-            event_ids=True,
-            on_delivered=on_delivered(control),
+        start = ReplayStart(StartCursor(from_sequence=start_sequence), start_sequence, None)
+        opening = Opening(route, needs_live=True, event_ids=True, on_delivered=on_delivered)
+        app, control = await open_stream(
+            service, request, caller, body.event_type, (schema, stream_filter, start), opening
         )
-        return OpenedStream(stream, control)
+        return OpenedStream(app, control)
+
+    async def summary_stream(
+        self,
+        request: Request,
+        body: StreamRequest,
+        *,
+        endpoint: str,
+        route: str,
+        summarise: Callable[[TypeLayout | None], Summary],
+        debounce_ms: int,
+    ) -> ASGIApp:
+        service = self._service
+        caller = caller_of(request)
+        summaries: list[Summary] = []
+
+        def check(schema: EventSchema | None) -> None:
+            layout = None
+            if schema is not None:
+                layout = TypeLayout(schema.event_type, tuple(schema.fields), schema.topic_fields)
+            summaries.append(summarise(layout))
+
+        schema, stream_filter, replay = await admitted_stream(
+            service, caller, _body(body), _endpoint(endpoint), check
+        )
+        opening = Opening(route, summary=summaries[0], debounce_ms=debounce_ms)
+        # Without a cursor the summary starts from everything retained: a live-only one
+        # would begin empty and say nothing about what has already arrived.
+        start = replay or ALL_HISTORY
+        app, _ = await open_stream(
+            service, request, caller, body.event_type, (schema, stream_filter, start), opening
+        )
+        return app
 
     def consumed_notification(
         self, event_type: str, record: StoredNotification

@@ -52,7 +52,6 @@ from aviso_host.openapi.operations import (
 from aviso_host.openapi.streams import (
     SSE_DESCRIPTION,
     STREAM_EVENT_DATA,
-    aggregate_operation,
     notify_operation,
     replay_operation,
     stream_event_schemas,
@@ -61,7 +60,6 @@ from aviso_host.openapi.streams import (
 from aviso_host.openapi_examples import RequestExamples, request_examples
 from aviso_host.plugins import PluginError
 from aviso_host.schemas import SchemaCatalog
-from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS
 from aviso_plugins.openapi import (
     Doc,
     OpenApiContext,
@@ -120,14 +118,12 @@ def openapi_document(
     (none: no schema configured), as JSON-serialisable data; ``contributions``: the parts
     describing the plugins' routes (see
     :func:`plugin_contributions`). Every setting the text names (`` `limits.max_body_bytes` ``)
-    is stated with its value in ``limits``, and the aggregate
-    request's ``debounce_ms`` bounds are the configured ones."""
+    is stated with its value in ``limits``."""
     examples = request_examples(catalog)
     paths: Doc = {
         "/api/v1/notification": {"post": notify_operation(examples)},
         "/api/v1/watch": {"post": watch_operation(examples)},
         "/api/v1/replay": {"post": replay_operation(examples)},
-        "/api/v1/aggregate": {"post": aggregate_operation(examples)},
         **schema_operations(catalog, examples.event_type),
         **admin_operations(examples.event_type),
     }
@@ -170,9 +166,6 @@ def openapi_document(
             },
         }
     )
-    debounce = document["components"]["schemas"]["AggregateRequest"]["properties"]["debounce_ms"]
-    debounce["minimum"] = limits.min_aggregate_debounce_ms
-    debounce["default"] = max(DEFAULT_DEBOUNCE_MS, limits.min_aggregate_debounce_ms)
     result: Doc = settings_stated(document, {"limits": dataclasses.asdict(limits)})
     return result
 
@@ -199,6 +192,7 @@ def _context(examples: RequestExamples, schemas: Doc) -> OpenApiContext:
         schemas=copy.deepcopy(schemas),
         stream_description=SSE_DESCRIPTION,
         stream_event_data=copy.deepcopy(STREAM_EVENT_DATA),
+        event_types=tuple(examples.event_types),
     )
 
 
@@ -209,13 +203,31 @@ def _merge(
     the error codes the plugins' routes answer with, each once."""
     error_codes: dict[str, None] = {}
     for plugin, contribution in contributed:
-        paths |= _disjoint(contribution.paths, paths, "path", plugin)
-        schemas |= _disjoint(contribution.schemas, schemas, "component schema", plugin)
+        after = contribution.after
+        _place(paths, _disjoint(contribution.paths, paths, "path", plugin), after)
+        _place(schemas, _disjoint(contribution.schemas, schemas, "component schema", plugin), after)
         named = {tag["name"]: tag for tag in tags}
         new_tags = _disjoint({tag["name"]: tag for tag in contribution.tags}, named, "tag", plugin)
         tags.extend(new_tags.values())
         error_codes |= dict.fromkeys(contribution.error_codes)
     return list(error_codes)
+
+
+def _place(present: Doc, added: Doc, after: Mapping[str, str]) -> None:
+    """``added`` into ``present``: each entry right after the one ``after`` names for it
+    (in their order), the others at the end."""
+    following: dict[str, list[str]] = {}
+    for name in added:
+        anchor = after.get(name)
+        if anchor is not None and anchor in present:
+            following.setdefault(anchor, []).append(name)
+    placed = {name for names in following.values() for name in names}
+    entries = list(present.items())
+    present.clear()
+    for name, value in entries:
+        present[name] = value
+        present.update((added_name, added[added_name]) for added_name in following.get(name, ()))
+    present.update((name, value) for name, value in added.items() if name not in placed)
 
 
 def _disjoint(

@@ -21,9 +21,8 @@ from aviso_host.openapi.common import (
     RID_NOTIFY,
     UUID_PATTERN,
 )
-from aviso_host.openapi.streams import AGGREGATE_REQUEST_DESCRIPTION, STREAM_REQUEST_DESCRIPTION
+from aviso_host.openapi.streams import STREAM_REQUEST_DESCRIPTION
 from aviso_host.schemas import SchemaCatalog
-from aviso_host.streaming.aggregate import DEFAULT_DEBOUNCE_MS, MAX_DEBOUNCE_MS
 from aviso_plugins.openapi import (
     JSON,
     SECOND_PATTERN,
@@ -195,29 +194,6 @@ def body_schemas(catalog: SchemaCatalog | None) -> Doc:
             "pattern": UUID_PATTERN,
         },
         "StreamRequest": stream_request,
-        "AggregateRequest": {
-            **stream_request,
-            "description": AGGREGATE_REQUEST_DESCRIPTION,
-            "required": ["event_type", "identifier", "group_by"],
-            "properties": {
-                **stream_request["properties"],
-                "group_by": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "minItems": 1,
-                    "uniqueItems": True,
-                    "description": "Identifier fields of the event type to group the counts by.",
-                },
-                "debounce_ms": {
-                    "type": ["integer", "null"],
-                    # Set from limits.min_aggregate_debounce_ms by openapi_document.
-                    "minimum": 0,
-                    "maximum": MAX_DEBOUNCE_MS,
-                    "default": DEFAULT_DEBOUNCE_MS,
-                    "description": "The window that coalesces changes into one update.",
-                },
-            },
-        },
         "NotificationAccepted": {
             "type": "object",
             "required": ["status", "request_id", "processed_at"],

@@ -1,4 +1,4 @@
-"""Notify, watch, replay and aggregate: their operations and the events their streams send."""
+"""Notify, watch and replay: their operations and the events their streams send."""
 
 from __future__ import annotations
 
@@ -6,21 +6,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from aviso_host.errors import Endpoint
-from aviso_host.openapi.common import (
-    RID_AGGREGATE,
-    RID_NOTIFY,
-    RID_REPLAY,
-    RID_WATCH,
-    bad_request,
-    unknown_event_type,
-)
+from aviso_host.openapi.common import RID_NOTIFY, RID_REPLAY, RID_WATCH
 from aviso_host.openapi_examples import RequestExamples
 from aviso_plugins.openapi import (
+    FOLLOW_IN_CONSOLE,
     JSON,
     SECOND_PATTERN,
     STREAM_CREDENTIALS,
     Doc,
     auth_responses,
+    bad_request,
     examples_of,
     json_response,
     object_schema,
@@ -32,7 +27,8 @@ from aviso_plugins.openapi import (
     schema_ref,
     server_error,
     sse_event,
-    sse_response,
+    stream_operation,
+    unknown_event_type,
 )
 
 # --------------------------------------------------------------------------- request bodies
@@ -63,16 +59,6 @@ with 400 `INVALID_JSON`.
 
 Any other top-level key is refused (`UNKNOWN_FIELD`). `null` is the same as an absent
 optional key.
-"""
-
-
-AGGREGATE_REQUEST_DESCRIPTION = """\
-The watch body plus `group_by` (required: identifier fields of the event type, each at most
-once; schema-less event types in permissive mode may name keys of their own identifier)
-and `debounce_ms` (optional, `limits.min_aggregate_debounce_ms` (default 100) to 60000,
-default 1000). Without `from_id` or `from_date` the counts cover all retained history.
-`group_by` and `debounce_ms` of the wrong JSON type are `INVALID_REQUEST_SHAPE`; unknown,
-repeated or no fields and an out-of-range `debounce_ms` are `INVALID_AGGREGATE_REQUEST`.
 """
 
 
@@ -154,60 +140,6 @@ _REPLAY_TRANSCRIPT = (
     '"request_id":"' + RID_REPLAY + '","timestamp":"2026-04-02T08:05:13Z",'
     '"topic":"gauge.rhine.*.*"}\n\n'
 )
-
-
-_FOLLOW_IN_CONSOLE = (
-    '\n\n**Swagger UI cannot follow a stream**: its "Try it out" waits for the response '
-    "to end, which a live stream never does, and shows nothing meanwhile. Follow watches "
-    "and replays in the [console](../console) (the page `/console` of this server), or with "
-    "`curl -N`."
-)
-
-
-def _stream_operation(
-    endpoint: Endpoint,
-    summary: str,
-    description: str,
-    request_id: str,
-    request_examples: Mapping[str, Any],
-    configured_event_types: list[str],
-    invalid_message: str,
-    transcript: Doc,
-    *,
-    request_schema: str = "StreamRequest",
-    sse_description: str = SSE_DESCRIPTION,
-    event_schema: str = "StreamEvent",
-) -> Doc:
-    return {
-        "tags": ["streaming"],
-        "operationId": endpoint.operation,
-        "summary": summary,
-        "description": description,
-        "security": STREAM_CREDENTIALS,
-        "requestBody": request_body(request_schema, request_examples),
-        "responses": {
-            "200": sse_response(sse_description, event_schema, **transcript),
-            "400": bad_request(
-                validation=request_error(
-                    endpoint.validation_code, endpoint.label, invalid_message, request_id
-                ),
-                unknown_event_type=unknown_event_type(request_id, configured_event_types),
-            ),
-            **auth_responses(),
-            "413": ref("responses", "PayloadTooLarge"),
-            "500": server_error(
-                "The stream could not be set up, or a server-side misconfiguration.",
-                stream_setup_failed={
-                    "code": "SSE_STREAM_INITIALIZATION_FAILED",
-                    "details": "connection refused",
-                    "error": "SSE stream creation failed",
-                    "message": "Failed to create stream consumer",
-                    "request_id": request_id,
-                    "topic": "gauge.rhine.*.*",
-                },
-            ),
-        },
-    }
 
 
 # ---------------------------------------------------------------------------------- paths
@@ -325,6 +257,32 @@ def notify_operation(examples: RequestExamples) -> Doc:
     }
 
 
+def _stream_operation(
+    endpoint: Endpoint,
+    summary: str,
+    description: str,
+    request_id: str,
+    request_examples: Mapping[str, Any],
+    event_types: list[str],
+    invalid_message: str,
+    transcripts: dict[str, str],
+) -> Doc:
+    validation = request_error(
+        endpoint.validation_code, endpoint.label, invalid_message, request_id
+    )
+    return stream_operation(
+        endpoint.operation,
+        summary,
+        description,
+        request_id,
+        request_examples,
+        event_types,
+        validation,
+        transcripts,
+        sse_description=SSE_DESCRIPTION,
+    )
+
+
 def watch_operation(examples: RequestExamples) -> Doc:
     return _stream_operation(
         Endpoint.WATCH,
@@ -332,7 +290,7 @@ def watch_operation(examples: RequestExamples) -> Doc:
         "Without a cursor: a live-only stream opening with `connection_established`. With "
         "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
         "duplicates. Heartbeats every `sse_heartbeat_interval_sec`; the stream closes after "
-        "`connection_max_duration_sec`." + _FOLLOW_IN_CONSOLE,
+        "`connection_max_duration_sec`." + FOLLOW_IN_CONSOLE,
         RID_WATCH,
         examples.watch,
         examples.event_types,
@@ -349,72 +307,13 @@ def replay_operation(examples: RequestExamples) -> Doc:
         "Streams matching history from `from_id` or `from_date` (one is required) up to "
         "`to_id` / `to_date` (optional; otherwise the last notification stored when the "
         "replay starts) in ascending sequence order, then closes with `end_of_stream`. No "
-        "heartbeats, no duration limit." + _FOLLOW_IN_CONSOLE,
+        "heartbeats, no duration limit." + FOLLOW_IN_CONSOLE,
         RID_REPLAY,
         examples.replay,
         examples.event_types,
         "Replay endpoint requires either from_id or from_date parameter. Use from_id for "
         "sequence-based replay or from_date for time-based replay.",
         {"two_notifications": _REPLAY_TRANSCRIPT},
-    )
-
-
-_AGGREGATE_SSE_DESCRIPTION = """\
-A Server-Sent Events stream framed exactly like a watch (see `POST /api/v1/watch`).
-
-* `aggregate` with `type` `snapshot`: always the first event; the counts over the retained
-  history from the cursor (all retained history when no cursor is given).
-* `aggregate` with `type` `update`: the counts changed. The first change after an event
-  opens a `debounce_ms` window and one update at its end carries everything counted in it;
-  no update is sent when no count changed.
-* Aggregate keys: `group_by`, `groups` (`[{"count", "values": {field: value or null}}]`,
-  ordered by value: missing first, then whole numbers numerically, then text), `total`,
-  `last_sequence` (the newest matching notification counted, `null` if none), `request_id`,
-  `timestamp`, `topic`, `type`.
-* Counts are of distinct notifications: a re-publish of an identifier already counted
-  changes nothing.
-* `replay-control` (`history_gap`, `notification_replay_limit_reached`) or `error`
-  (`stream_processing_failed`) right after the snapshot say that its history was incomplete.
-* `heartbeat` and `connection-closing` (`end_of_stream`, `max_duration_reached`,
-  `server_shutdown`) as on a watch.
-* A stream that would count more groups than `limits.max_aggregate_groups` (default 1000)
-  ends with `error` (`aggregate_group_limit_reached`, with `max_groups`) and
-  `connection-closing` of the same reason; no incomplete counts are sent.
-"""
-
-_AGGREGATE_TRANSCRIPT = (
-    "event: aggregate\n"
-    'data: {"group_by":["level"],"groups":[{"count":2,"values":{"level":"3"}},'
-    '{"count":1,"values":{"level":"5"}}],"last_sequence":61,'
-    '"request_id":"' + RID_AGGREGATE + '","timestamp":"2026-04-02T08:00:00Z",'
-    '"topic":"gauge.rhine.*.*","total":3,"type":"snapshot"}\n\n'
-    "event: heartbeat\n"
-    'data: {"timestamp":"2026-04-02T08:00:00Z","topic":"gauge.rhine.*.*"}\n\n'
-    "event: aggregate\n"
-    'data: {"group_by":["level"],"groups":[{"count":2,"values":{"level":"3"}},'
-    '{"count":2,"values":{"level":"5"}}],"last_sequence":64,'
-    '"request_id":"' + RID_AGGREGATE + '","timestamp":"2026-04-02T08:00:21Z",'
-    '"topic":"gauge.rhine.*.*","total":4,"type":"update"}\n\n'
-)
-
-
-def aggregate_operation(examples: RequestExamples) -> Doc:
-    return _stream_operation(
-        Endpoint.AGGREGATE,
-        "Watch counts of notifications grouped by identifier fields",
-        "The same filters, cursor, auth, heartbeats and maximum duration as a watch, but the "
-        "stream carries counts of the matching notifications grouped by the `group_by` "
-        "fields instead of the notifications: a snapshot first, then debounced updates."
-        + _FOLLOW_IN_CONSOLE,
-        RID_AGGREGATE,
-        examples.aggregate,
-        examples.event_types,
-        "group_by field 'colour' is not an identifier field of event type 'river_gauge'. "
-        "Allowed fields: basin, date, level",
-        {"snapshot_then_update": _AGGREGATE_TRANSCRIPT},
-        request_schema="AggregateRequest",
-        sse_description=_AGGREGATE_SSE_DESCRIPTION,
-        event_schema="AggregateStreamEvent",
     )
 
 
@@ -429,14 +328,6 @@ STREAM_EVENT_DATA: dict[str, Doc] = {
     "connection-closing": schema_ref("ConnectionClosing"),
     "notifications-skipped": schema_ref("NotificationsSkipped"),
 }
-_AGGREGATE_EVENT_DATA: dict[str, Doc] = {
-    "aggregate": schema_ref("AggregateCounts"),
-    **{
-        name: data
-        for name, data in STREAM_EVENT_DATA.items()
-        if name in ("replay-control", "heartbeat", "error", "connection-closing")
-    },
-}
 
 
 def stream_event_schemas() -> Doc:
@@ -449,9 +340,6 @@ def stream_event_schemas() -> Doc:
     nullable_sequence: Doc = {"type": ["integer", "null"], "minimum": 0}
     return {
         "StreamEvent": sse_event("One event of a watch or replay stream.", STREAM_EVENT_DATA),
-        "AggregateStreamEvent": sse_event(
-            "One event of an aggregate stream.", _AGGREGATE_EVENT_DATA
-        ),
         "CloudEvent": object_schema(
             {
                 "data": object_schema({"identifier": {"type": "object"}}, {"payload": {}}),
@@ -538,28 +426,6 @@ def stream_event_schemas() -> Doc:
                 "skipped": count,
                 "first_skipped_sequence": count,
                 "last_skipped_sequence": count,
-                **where,
-            }
-        ),
-        "AggregateCounts": object_schema(
-            {
-                "type": {"type": "string", "enum": ["snapshot", "update"]},
-                "group_by": {"type": "array", "items": text},
-                "groups": {
-                    "type": "array",
-                    "items": object_schema(
-                        {
-                            "count": count,
-                            "values": {
-                                "type": "object",
-                                "additionalProperties": {"type": ["string", "null"]},
-                            },
-                        }
-                    ),
-                },
-                "total": count,
-                "last_sequence": nullable_sequence,
-                "request_id": request_id,
                 **where,
             }
         ),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -23,6 +25,7 @@ from aviso_host.cursors import (
 from aviso_host.errors import Endpoint, internal_failure, stream_setup_error, validation_error
 from aviso_host.filtering import StreamFilter
 from aviso_host.identifiers import check_identifier_values, check_topic_size, plan_stream_filter
+from aviso_host.logs import log_event
 from aviso_host.metrics import REPLAY_ROUTE, WATCH_ROUTE
 from aviso_host.requests import RequestBody
 from aviso_host.routes.common import (
@@ -39,8 +42,10 @@ from aviso_host.schemas import POINT, POLYGON, EventSchema
 from aviso_host.service import Service
 from aviso_host.streaming.control import LiveQueue, StreamControl
 from aviso_host.streaming.stream import EventStream, ReplayStart
+from aviso_host.streaming.summary import SummaryStream
 from aviso_plugins._shared.geometry import parse_point_value
 from aviso_plugins._shared.numbers import json_scalar_text
+from aviso_plugins.service import Summary
 from aviso_plugins.topics import TopicPattern
 from aviso_plugins.types import Caller, InvalidValue, StartCursor, Subscription
 
@@ -163,10 +168,15 @@ async def open_live(
 
 
 async def admitted_stream(
-    service: Service, caller: Caller | None, body: RequestBody, endpoint: Endpoint
+    service: Service,
+    caller: Caller | None,
+    body: RequestBody,
+    endpoint: Endpoint,
+    check: Callable[[EventSchema | None], None] | None = None,
 ) -> tuple[EventSchema | None, StreamFilter, ReplayStart | None]:
     """A stream request's checks, in order: event type, stream roles, identifier, cursor,
-    topic size, then the stream's authorisers; the schema, filter and start they give."""
+    topic size, the endpoint's own ``check`` (raising :class:`InvalidValue`), then the
+    stream's authorisers; the schema, filter and start they give."""
     schema = schema_for(service, body)
     check_stream_policy(service.auth, schema, caller, write=False)
     try:
@@ -179,53 +189,101 @@ async def admitted_stream(
             schema, body.event_type, body.identifier, endpoint.operation, point
         )
         check_topic_size(stream_filter.pattern.encoded, service.settings.limits.max_topic_bytes)
+        if check is not None:
+            check(schema)
     except InvalidValue as exc:
         raise validation_error(endpoint, exc.message, exc.details) from exc
     await run_authorisers(service.auth, schema, caller, stream_filter.requested)
     return schema, stream_filter, replay
 
 
-async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
-    service = service_of(request)
-    body = await read_request(request, endpoint)
-    caller = caller_of(request)
-    schema, stream_filter, replay = await admitted_stream(service, caller, body, endpoint)
+ALL_HISTORY = ReplayStart(StartCursor(from_sequence=0), 0, None)
+"""From the oldest notification retained."""
 
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """How a stream goes on from its admitted request (:func:`open_stream`)."""
+
+    route: str
+    """What its metrics are labelled with."""
+    watch: bool = True
+    """Live after the history; a replay ends with it."""
+    needs_live: bool = False
+    """A live subscription that fails refuses the request (otherwise the history is still
+    sent, then ``end_of_stream`` so that the client reconnects)."""
+    event_ids: bool = False
+    """Notification frames carry ``id: <sequence>``."""
+    on_delivered: Callable[[StreamControl], Callable[[int], Awaitable[None]]] | None = None
+    """Given the stream's control, what is awaited with the highest sequence of each write."""
+    summary: Summary | None = None
+    """Written in place of the notifications (a summary stream), once per ``debounce_ms``."""
+    debounce_ms: int = 0
+
+
+async def open_stream(
+    service: Service,
+    request: Request,
+    caller: Caller | None,
+    event_type: str,
+    admitted: tuple[EventSchema | None, StreamFilter, ReplayStart | None],
+    opening: Opening,
+) -> tuple[ASGIApp, StreamControl | None]:
+    """The stream answering an admitted request (:func:`admitted_stream`), sized by the
+    caller's watch settings, with its control; an error answer and ``None`` when it cannot
+    be opened."""
+    schema, stream_filter, replay = admitted
     control = StreamControl(request_id_of(request))
     access = reauthorisation(service.auth, schema, caller, stream_filter.requested, control)
     live: LiveQueue | None = None
     subscription = None
-    if endpoint is Endpoint.WATCH:
+    if opening.watch:
         try:
             live, subscription = await open_live(service, control, stream_filter.pattern)
         except Exception as exc:
-            if replay is None:
-                display = stream_filter.pattern.display
+            display = stream_filter.pattern.display
+            if opening.needs_live or replay is None:
                 error = stream_setup_error("Failed to create stream consumer", display)
-                internal_failure(error, exc, event_type=body.event_type, topic=display)
-                return error_response(request, error)
-            # A cursor watch still gets its replay, then ends with end_of_stream.
-            live = None
-    return EventStream(
+                internal_failure(error, exc, event_type=event_type, topic=display)
+                return error_response(request, error), None
+            log_event("stream.subscribe.failed", str(exc), logging.WARNING, topic=display)
+    username = caller.username if caller is not None else None
+    stream: dict[str, Any] = dict(
         backend=service.backend,
         renderer=service.renderer,
-        settings=service.settings.watch_for(
-            body.event_type, caller.username if caller is not None else None
-        ),
+        settings=service.settings.watch_for(event_type, username),
         streams=service.streams,
         control=control,
         stream_filter=stream_filter,
-        replay=replay,
         live=live,
         subscription=subscription,
-        is_watch=endpoint is Endpoint.WATCH,
-        metrics=service.metrics.sse_connection(
-            WATCH_ROUTE if endpoint is Endpoint.WATCH else REPLAY_ROUTE,
-            body.event_type,
-            caller.username if caller is not None else None,
-        ),
+        metrics=service.metrics.sse_connection(opening.route, event_type, username),
         reauthorisation=access,
     )
+    if opening.summary is not None:
+        assert replay is not None  # a summary always takes history in first
+        debounce_ms = opening.debounce_ms
+        return SummaryStream(
+            summary=opening.summary, debounce_ms=debounce_ms, replay=replay, **stream
+        ), control
+    return EventStream(
+        replay=replay,
+        is_watch=opening.watch,
+        event_ids=opening.event_ids,
+        on_delivered=None if opening.on_delivered is None else opening.on_delivered(control),
+        **stream,
+    ), control
+
+
+async def _open_stream(request: Request, endpoint: Endpoint) -> ASGIApp:
+    service = service_of(request)
+    body = await read_request(request, endpoint)
+    caller = caller_of(request)
+    admitted = await admitted_stream(service, caller, body, endpoint)
+    watch = endpoint is Endpoint.WATCH
+    opening = Opening(WATCH_ROUTE if watch else REPLAY_ROUTE, watch=watch)
+    app, _ = await open_stream(service, request, caller, body.event_type, admitted, opening)
+    return app
 
 
 @api_endpoint

@@ -22,12 +22,15 @@ from typing import ClassVar
 from aviso_host.logs import log_event
 from aviso_plugins.types import StoredNotification
 
+LIMIT_REACHED = "summary_limit_reached"
+"""A summary stream's own limit was reached (the plugin's code goes on the wire)."""
+
 # When several stop causes coincide, the one reported is the most important.
 _PRECEDENCE = {
     "client_gone": 0,
     "end_of_stream": 1,
     "slow_consumer": 2,
-    "aggregate_group_limit_reached": 2,
+    LIMIT_REACHED: 2,
     "max_duration_reached": 3,
     # Above the maximum duration: reconnecting with the same credential would fail, and
     # the client must know that before it tries.

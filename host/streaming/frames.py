@@ -6,6 +6,7 @@ blank line. No ``id:``, ``retry:`` or comment lines, ever.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +25,6 @@ CLOSE_MESSAGES = {
     "end_of_stream": "Stream completed",
     "max_duration_reached": "Connection reached maximum duration",
     "server_shutdown": "Server is shutting down gracefully",
-    "aggregate_group_limit_reached": "Aggregate exceeded its group limit",
 }
 CLOSE_CAUSES = {
     "slow_consumer": "Client did not keep up; reconnect with from_id to resume",
@@ -35,10 +35,6 @@ CLOSE_CAUSES = {
 precise ``cause``: ECMWF's client (pyaviso) treats any other reason as a fatal protocol error,
 while on ``end_of_stream`` it reconnects from its cursor, which is right for all three (a
 slow consumer resumes, an expired token is refreshed on the 401, a revoked one meets 403)."""
-GROUP_LIMIT_REACHED = "aggregate_group_limit_reached"
-"""The ``error`` code and ``connection-closing`` reason of an aggregate stream over
-``limits.max_aggregate_groups``: reconnecting would fail the same way, so it is none of the
-reasons a client reconnects on."""
 
 
 def frame(event: bytes, data: bytes) -> bytes:
@@ -138,18 +134,14 @@ def batch_failed(topic: str, request_id: str, message: str = BATCH_FAILED_MESSAG
     )
 
 
-def aggregate_group_limit_reached(topic: str, max_groups: int, request_id: str) -> bytes:
+def limit_reached(
+    topic: str, code: str, message: str, details: Mapping[str, Any], request_id: str
+) -> bytes:
+    """A summary stream's limit: ``code`` is also the ``connection-closing`` reason that
+    follows (reconnecting would fail the same way, so it is none a client reconnects on)."""
     return _control(
         ERROR,
-        {
-            "error": GROUP_LIMIT_REACHED,
-            "message": f"The aggregate would count more than {max_groups} groups "
-            "(limits.max_aggregate_groups); narrow the identifier filter or group by fewer "
-            "fields",
-            "max_groups": max_groups,
-            "topic": topic,
-            "request_id": request_id,
-        },
+        {**details, "error": code, "message": message, "topic": topic, "request_id": request_id},
     )
 
 
@@ -167,12 +159,17 @@ def cloudevent_failed(topic: str, sequence: int, message: str, request_id: str) 
 
 
 def connection_closing(
-    topic: str, reason: str, request_id: str, resume_from_sequence: int | None = None
+    topic: str,
+    reason: str,
+    request_id: str,
+    resume_from_sequence: int | None = None,
+    message: str | None = None,
 ) -> bytes:
+    """``message``: the words of a reason of a plugin's own (a summary's limit)."""
     cause = reason if reason in CLOSE_CAUSES else None
     body: dict[str, Any] = {
         "reason": "end_of_stream" if cause else reason,
-        "message": CLOSE_CAUSES[reason] if cause else CLOSE_MESSAGES[reason],
+        "message": CLOSE_CAUSES[reason] if cause else message or CLOSE_MESSAGES[reason],
         "timestamp": now_whole_seconds(),
         "topic": topic,
         "request_id": request_id,

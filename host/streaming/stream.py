@@ -167,7 +167,7 @@ class EventStream:
     )
     writes_live_events_directly: ClassVar[bool] = True
     """Whether live records may bypass the task (:meth:`_deliver_now`): a stream that
-    writes something other than each record's own frame (an aggregate) says no."""
+    writes something other than each record's own frame (a summary) says no."""
 
     def __init__(
         self,
@@ -530,7 +530,7 @@ class EventStream:
                 return
             self._tick()
             if self._out:
-                # A wake-up while the flush waited (a delivery, a stop, an aggregate's
+                # A wake-up while the flush waited (a delivery, a stop, a summary's
                 # debounce window) makes the sleep below return at once.
                 await self._flush()
             await self._control.sleep_until(self._wake_at())
@@ -569,10 +569,11 @@ class EventStream:
             if reason == "slow_consumer":
                 first_seen = self._live.first_seen if self._live is not None else None
                 resume = self._through + 1 if self._through else first_seen
-            self._out += frames.connection_closing(
-                self._topic, reason, self._control.request_id, resume
-            )
+            self._out += self._closing(reason, resume)
         await self._flush()
+
+    def _closing(self, reason: str, resume: int | None) -> bytes:
+        return frames.connection_closing(self._topic, reason, self._control.request_id, resume)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from aviso_host.config import settings_from_document
 from aviso_host.identifiers import CatalogPlanner
 from aviso_host.plugins import discover
 from aviso_host.schemas import SchemaCatalog
-from aviso_plugins.testing import TEST_DEFAULTS, serve
+from aviso_plugins.testing import TEST_DEFAULTS, EventStream, serve
 from aviso_plugins.types import Notification, SinkContext
 from tests.support.loopback import Handler
 from tests.support.loopback import serve as serve_loopback
@@ -119,6 +119,18 @@ def test_the_command_example_runs() -> None:
     [command] = commands.aviso_commands()
     result = CliRunner().invoke(command, ["world"])
     assert result.exit_code == 0 and result.output == "hello world\n"
+
+
+def test_the_summary_stream_example_tallies_the_history_first() -> None:
+    tally = example("class Tally")
+    with serve(SCHEMA, plugins=[tally]) as aviso:
+        for line in (1, 2):
+            assert aviso.notify("paint_batch", {"colour": "red", "line": line}).status_code == 200
+        body = {"event_type": "paint_batch", "identifier": {"colour": "red"}}
+        with aviso.stream("POST", "/api/v1/tally", json=body) as response:
+            assert response.status_code == 200
+            snapshot = EventStream(response).until(lambda event: event.name == "tally")
+    assert (snapshot.data["type"], snapshot.data["count"]) == ("snapshot", 2)
 
 
 def test_the_openapi_example_describes_its_route() -> None:

@@ -4,12 +4,16 @@ everyone else's are, as configured."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import ClassVar
 
 import httpx
 import pytest
 
 from aviso_host.config import ConfigError, settings_from_document
 from aviso_host.plugins import discover
+from aviso_plugins import hookimpl
+from aviso_plugins.types import AuthProvider, AuthRequest, Caller
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.server import running_server
 
@@ -54,3 +58,49 @@ def test_the_replay_announces_the_bulk_page_size_to_every_caller_under_a_star() 
         if line.startswith("data:") and "replay_started" in line
     )
     assert started["batch_size"] == 700
+
+
+class _HeaderCaller(AuthProvider):
+    """The caller named by ``X-Caller``."""
+
+    mode: ClassVar[str] = "header_caller"
+
+    async def authenticate(self, request: AuthRequest) -> Caller | None:
+        name = request.headers.get("X-Caller")
+        return Caller(name, "lab", frozenset()) if name else None
+
+
+class _HeaderAuth:
+    @hookimpl
+    def aviso_auth_providers(self) -> list[type[AuthProvider]]:
+        return [_HeaderCaller]
+
+
+def _announced_batch_size(lines: Iterator[str]) -> int:
+    for line in lines:
+        if line.startswith("data:") and "replay_started" in line:
+            started: int = json.loads(line[len("data:") :])["batch_size"]
+            return started
+    raise AssertionError("the stream ended without replay_started")
+
+
+def test_a_bulk_readers_subscription_stream_is_sized_as_their_watch() -> None:
+    watch = {**WATCH, "bulk_readers": ["spark-etl"], "bulk_replay_batch_size": 700}
+    document = with_changes(
+        API_EXAMPLE,
+        watch_endpoint=watch,
+        auth={"enabled": True, "mode": "header_caller", "admin_roles": {"lab": ["admin"]}},
+    )
+    body = {"event_type": "river_gauge", "identifier": {"basin": "rhine"}, "from_id": "1"}
+    with (
+        running_server(document, extra_plugins=[_HeaderAuth()]) as server,
+        httpx.Client(base_url=server.url, timeout=10.0) as client,
+    ):
+        for caller, size in (("spark-etl", 700), ("alice", WATCH["replay_batch_size"])):
+            headers = {"X-Caller": caller}
+            put = client.put("/api/v1/subscriptions/gauges", json=body, headers=headers)
+            assert put.status_code == 201, put.text
+            events = "/api/v1/subscriptions/gauges/events"
+            with client.stream("GET", events, headers=headers) as stream:
+                assert stream.status_code == 200
+                assert _announced_batch_size(stream.iter_lines()) == size

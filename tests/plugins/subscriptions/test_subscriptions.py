@@ -4,6 +4,7 @@ server keeps, and their events over Server-Sent Events from that cursor."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,10 +13,12 @@ import httpx
 import pytest
 
 from aviso_builtins.subscriptions.store import valid_name
+from aviso_plugins.service import AVISO_LOGGER
 from aviso_plugins.testing import AvisoClient, ConfigError, EventStream, build_app, serve
 from tests.conformance.auth_support import document as auth_document
 from tests.support.configs import API_EXAMPLE, with_changes
 from tests.support.fake_auth_o_tron import fake_auth_o_tron
+from tests.support.refusing_subscriptions import RefusingSubscriptionsPlugin
 from tests.support.server import running_server
 from tests.support.tokens import mint
 
@@ -347,3 +350,26 @@ def test_the_section_is_checked_at_startup() -> None:
         build_app(with_changes(CONFIG, subscriptions={"max_per_user": 0}))
     with pytest.raises(ConfigError, match="max_peruser"):
         build_app(with_changes(CONFIG, subscriptions={"max_peruser": 1}))
+
+
+def test_a_stream_that_cannot_subscribe_is_refused_and_logged_with_its_topic(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger=AVISO_LOGGER)
+    document = with_changes(
+        CONFIG,
+        notification_backend={"kind": "refusing_subscriptions", "refusing_subscriptions": {}},
+    )
+    with (
+        running_server(document, extra_plugins=[RefusingSubscriptionsPlugin()]) as server,
+        httpx.Client(base_url=server.url, timeout=10.0) as client,
+    ):
+        assert client.put(f"{SUBSCRIPTIONS}/refused", json=RHINE).status_code == 201
+        answer = client.get(f"{SUBSCRIPTIONS}/refused/events")
+    error = _error(answer, 500, "SSE_STREAM_INITIALIZATION_FAILED")
+    [record] = [
+        record
+        for record in caplog.records
+        if getattr(record, "fields", {}).get("code") == "SSE_STREAM_INITIALIZATION_FAILED"
+    ]
+    assert record.fields["topic"] == error["topic"] == "gauge.rhine.*.*"

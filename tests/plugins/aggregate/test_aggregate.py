@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from aviso_builtins.aggregate.counts import GroupCounts, GroupLimitReached, plan_group_counts
 from aviso_host.encoding import dumps
-from aviso_host.streaming.aggregate import GroupCounts, GroupLimitReached, plan_group_counts
 from aviso_plugins.topics import build_topic
 from aviso_plugins.types import InvalidValue, StoredNotification
 from tests.conformance.helpers import (

@@ -18,7 +18,7 @@ import pytest
 from aviso_host.encoding import dumps
 from aviso_plugins.topics import build_topic
 from tests.conformance.helpers import LiveStream, assert_error, open_stream, post
-from tests.host.streaming.test_aggregate import (
+from tests.plugins.aggregate.test_aggregate import (
     AGGREGATE,
     CONFIG,
     counts,
