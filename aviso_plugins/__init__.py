@@ -13,4 +13,10 @@ ENTRY_POINT_GROUP = "aviso"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
-__all__ = ["ENTRY_POINT_GROUP", "PROJECT_NAME", "hookimpl", "hookspec"]
+
+class PluginError(RuntimeError):
+    """A plugin could not be loaded or contradicts another one; fails startup. A plugin
+    raises it from a hook called while the app is built to fail startup with its message."""
+
+
+__all__ = ["ENTRY_POINT_GROUP", "PROJECT_NAME", "PluginError", "hookimpl", "hookspec"]

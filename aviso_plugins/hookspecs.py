@@ -160,8 +160,13 @@ def aviso_delivery_kinds() -> Iterable[type[DeliveryKind]]:
 
 
 @hookspec
-def aviso_extra_routes() -> Iterable[BaseRoute]:
-    """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``)."""
+def aviso_extra_routes(service: ServiceAccess) -> Iterable[BaseRoute]:
+    """Return extra Starlette routes to serve beside the aviso API (never under ``/api/v1``).
+
+    Called once per app, when it is built, after ``aviso_api_routes``; ``service`` (the
+    running service, as ``aviso_api_routes`` gets it) is optional: a page that needs nothing
+    of the service leaves it out of its signature.
+    """
 
 
 @hookspec

@@ -1,28 +1,37 @@
-"""What a plugin contributes to the OpenAPI document (hook ``aviso_openapi``), and the building
-blocks the host writes its own part of the document with: references, responses, error
-examples, object schemas and Server-Sent Events.
+"""What a plugin contributes to the OpenAPI document (hook ``aviso_openapi``), the building
+blocks every part of the document is written with (references, responses, error examples,
+object schemas and Server-Sent Events), and what the running service tells the plugin that
+serves the document (:class:`OpenApiSources`).
 
-The document is plain JSON-serialisable data (``Doc``). A plugin describes the routes it
-serves (``aviso_api_routes``) in an :class:`OpenApiContribution`; the host merges every
-contribution into its own document, after its own parts, and refuses a path, component
-schema or tag that the host or another plugin already describes.
+The document is plain JSON-serialisable data (``Doc``). The built-in plugin ``openapi``
+serves it (``/api-docs/openapi.json``) and describes the host's own routes; a plugin
+describes the routes it serves (``aviso_api_routes``) in an :class:`OpenApiContribution`,
+merged after the host's parts; a path, component schema or tag that is described already
+is refused.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aviso_plugins.fields import FieldHandler
 
 __all__ = [
     "FOLLOW_IN_CONSOLE",
     "JSON",
     "SECOND_PATTERN",
     "STREAM_CREDENTIALS",
+    "Contributions",
     "Doc",
+    "EndpointErrors",
+    "EventTypeSchema",
     "OpenApiContext",
     "OpenApiContribution",
+    "OpenApiSources",
     "auth_responses",
     "bad_request",
     "examples_of",
@@ -98,6 +107,58 @@ class OpenApiContribution:
     """Where a path or component schema of the contribution goes, by name: right after the
     host's path or schema named by its value (``{"/api/v1/count": "/api/v1/replay"}``),
     to stand beside what it resembles; the others go after the host's own entries."""
+
+
+Contributions = Callable[[OpenApiContext], Sequence[tuple[str, OpenApiContribution]]]
+"""Every plugin's ``aviso_openapi`` answer for a context, each with its plugin's name, in
+the plugins' registration order (a hook that raises or answers anything but a contribution
+or ``None`` raises ``PluginError`` naming its plugin)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointErrors:
+    """How the host refuses a request to one of its request endpoints (and to a plugin's
+    that shares its words, ``ServiceAccess.validation_error``)."""
+
+    name: str
+    """The endpoint, as :meth:`~aviso_plugins.service.ServiceAccess.validation_error` takes
+    it (``"watch"``)."""
+    label: str
+    """The ``error`` member of its refusals (``Invalid Watch Request``)."""
+    validation_code: str
+    """The ``code`` of its validation refusals (``INVALID_WATCH_REQUEST``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventTypeSchema:
+    """One configured event type, as its description shows it."""
+
+    event_type: str
+    fields: Mapping[str, FieldHandler]
+    """Its identifier fields' handlers, in declaration order."""
+    public: Mapping[str, Any]
+    """What ``GET /api/v1/schema/{event_type}`` answers as its ``schema``: the identifier
+    rules (secret options masked) and the payload rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenApiSources:
+    """What the running service states in its API description
+    (:meth:`~aviso_plugins.service.ServiceAccess.openapi_sources`)."""
+
+    version: str
+    """The server's version."""
+    event_schemas: Mapping[str, EventTypeSchema]
+    """The configured event types, by name, in name order (empty: no schema configured)."""
+    strict: bool
+    """Effective ``notification_schema_strict``: with schemas configured, an event type that
+    is not one of them is refused (``UNKNOWN_EVENT_TYPE``)."""
+    limits: Mapping[str, Any]
+    """The ``limits`` section, every default filled in."""
+    endpoints: Sequence[EndpointErrors]
+    """Every request endpoint's refusal label and validation code."""
+    contributions: Contributions
+    """The plugins' parts of the document (hook ``aviso_openapi``)."""
 
 
 def ref(section: str, name: str) -> Doc:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.types import ASGIApp
 
+    from aviso_plugins.openapi import OpenApiSources
+
 __all__ = [
     "AVISO_LOGGER",
     "ECHO_LIMIT",
@@ -424,4 +426,10 @@ class ServiceAccess(Protocol):
     ) -> ConsumedNotification:
         """``record`` with the CloudEvent a watch delivers for it; ``ValueError`` when it
         cannot be rendered."""
+        ...
+
+    def openapi_sources(self) -> OpenApiSources:
+        """What the API description states of this service: its version, event schemas,
+        limits and endpoints' refusals, and every plugin's part of the document (what the
+        built-in plugin ``openapi`` builds the document from)."""
         ...

@@ -19,7 +19,6 @@ from aviso_host.config.settings import Settings
 from aviso_host.edge import EdgeMiddleware
 from aviso_host.errors import internal_error, json_response
 from aviso_host.metrics import HttpMetrics
-from aviso_host.openapi import plugin_contributions
 from aviso_host.plugin_service import PluginService
 from aviso_host.plugins import PluginRegistry, discover
 from aviso_host.routes import admin, notify, schema, streams
@@ -129,11 +128,15 @@ def create_app(
     service = Service(settings, registry)
     service.plugin_access = access = PluginService(service)
     hook = registry.manager.hook if registry.manager else None
-    extra_routes = (
-        [route for routes in hook.aviso_extra_routes() for route in routes] if hook else []
-    )
     plugin_api_routes = (
         [route for routes in hook.aviso_api_routes(service=access) for route in routes]
+        if hook
+        else []
+    )
+    # After the API routes: the API description (the built-in plugin ``openapi``) asks
+    # their plugins to describe them.
+    extra_routes = (
+        [route for routes in hook.aviso_extra_routes(service=access) for route in routes]
         if hook
         else []
     )
@@ -154,9 +157,6 @@ def create_app(
             settings.application.static_files_path,
             server_version(),
             settings.application.homepage,
-            service.catalog,
-            limits=settings.limits,
-            contributions=plugin_contributions(registry.manager, access),
         ),
         *extra_routes,
     ]

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 from aviso_host.config.plugin_options import fill_defaults
 from aviso_host.consumers import LEASES_BUCKET, consumed_notification, keeps_shared_state
 from aviso_host.errors import ApiError, Endpoint, json_response, parse_error, validation_error
+from aviso_host.openapi import openapi_sources
 from aviso_host.requests import RequestBody, invalid_type, missing_field, parse_body, read_body
 from aviso_host.routes.common import api_endpoint, caller_of, request_id_of
 from aviso_host.routes.streams import (
@@ -28,6 +29,7 @@ from aviso_host.streaming.stream import ReplayStart
 from aviso_plugins.consumers import ConsumedNotification
 from aviso_plugins.deliveries import DeliveryKind
 from aviso_plugins.leases import DEFAULT_LEASE_SECONDS
+from aviso_plugins.openapi import OpenApiSources
 from aviso_plugins.service import (
     AdmittedStream,
     ApiRefusal,
@@ -251,3 +253,6 @@ class PluginService:
         self, event_type: str, record: StoredNotification
     ) -> ConsumedNotification:
         return consumed_notification(self._service.renderer, event_type, record)
+
+    def openapi_sources(self) -> OpenApiSources:
+        return openapi_sources(self._service, self)

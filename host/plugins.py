@@ -23,6 +23,7 @@ import pluggy
 
 from aviso_host import BUILTIN_DISTRIBUTION
 from aviso_plugins import ENTRY_POINT_GROUP, PROJECT_NAME, hookspecs
+from aviso_plugins import PluginError as PluginError
 from aviso_plugins.schema_keys import RESERVED_SCHEMA_KEYS, SchemaKey
 from aviso_plugins.types import (
     AuthProvider,
@@ -37,10 +38,6 @@ from aviso_plugins.types import (
 BLOCK_ENV = "AVISO_BLOCK_PLUGINS"
 # Names of the host's own subcommands: a plugin command may not take them.
 HOST_COMMANDS = frozenset({"serve", "plugins", "config"})
-
-
-class PluginError(RuntimeError):
-    """A plugin could not be loaded or contradicts another one; fails startup."""
 
 
 LOADED = "loaded"

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from aviso_host.api_shapes import SchemaEntry
 from aviso_host.config.redact import redact
 from aviso_host.config.settings import SchemaSettings, Settings
+from aviso_plugins.api_shapes import SchemaEntry
 from aviso_plugins.topics import TopicDecodeError, decode_token, encode_token
 from aviso_plugins.types import FieldHandler
 

@@ -11,8 +11,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from aviso_host.api_shapes import Status
 from aviso_host.encoding import dumps
+from aviso_plugins.api_shapes import Status
 
 RATE_WINDOW_SECONDS = 60
 STATUS_TTL_SECONDS = 1.0

@@ -12,7 +12,6 @@ import logging
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aviso_host.api_shapes import AdminNotificationResult, AdminResult
 from aviso_host.cursors import parse_u64
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response, log_failure
@@ -22,6 +21,7 @@ from aviso_host.requests import read_body
 from aviso_host.routes.common import request_id_of, service_of
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins._shared.json_depth import exceeds_json_depth
+from aviso_plugins.api_shapes import AdminNotificationResult, AdminResult
 from aviso_plugins.types import UnknownStream
 
 _INVALID_NAME = (

@@ -1,5 +1,6 @@
-"""Operational routes: health, readiness, status, landing page, the browser console, static
-files and the OpenAPI document (the built-in plugin ``swagger_ui`` serves Swagger UI over it).
+"""Operational routes: health, readiness, status, landing page, the browser console and static
+files (the built-in plugins ``openapi`` and ``swagger_ui`` serve the API description and
+Swagger UI).
 
 None of these is authenticated. Pages link relatively, so everything keeps working when the
 application is mounted under a path prefix.
@@ -17,21 +18,10 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aviso_host.api_shapes import Health, Readiness
-from aviso_host.config.settings import (
-    DEFAULT_HOMEPAGE_URLS,
-    HomepageSettings,
-    LimitSettings,
-)
-from aviso_host.encoding import dumps
+from aviso_host.config.settings import DEFAULT_HOMEPAGE_URLS, HomepageSettings
 from aviso_host.errors import json_response
 from aviso_host.logs import log_event
-from aviso_host.openapi import (
-    DEFAULT_LIMITS,
-    Contributions,
-    openapi_document,
-)
-from aviso_host.schemas import SchemaCatalog
+from aviso_plugins.api_shapes import Health, Readiness
 
 _VERSION_PLACEHOLDER = b"{{SERVER_VERSION}}"
 # ``{{CLIENT_DOCUMENTATION_URL}}`` ... : the ``application.homepage`` links.
@@ -90,14 +80,9 @@ def ops_routes(
     static_files_path: str,
     version: str,
     homepage: HomepageSettings = _DEFAULT_HOMEPAGE,
-    catalog: SchemaCatalog | None = None,
-    limits: LimitSettings = DEFAULT_LIMITS,
-    contributions: Contributions | None = None,
 ) -> list[BaseRoute]:
     """The operational routes, serving ``static_files_path`` and announcing ``version``
-    and the ``homepage`` links; the API description's examples use ``catalog``'s event
-    types, describes the plugins' routes as ``contributions`` do, and states the configured
-    ``limits``."""
+    and the ``homepage`` links."""
     static_root = Path(static_files_path).resolve()
     values = {_VERSION_PLACEHOLDER: html.escape(version).encode()} | {
         b"{{" + name.upper().encode() + b"}}": html.escape(getattr(homepage, name)).encode()
@@ -108,8 +93,6 @@ def ops_routes(
     console_dir = files("aviso_host").joinpath("static", "console")
     console_files = {name: console_dir.joinpath(name).read_bytes() for name in _CONSOLE_MEDIA_TYPES}
     favicon_ico = files("aviso_host").joinpath("static", "favicon.ico").read_bytes()
-    document = openapi_document(version, catalog, limits, contributions)
-    openapi_json = dumps(document, sort_keys=False).encode()
 
     async def health(request: Request) -> Response:
         body: Health = {"status": "ok"}
@@ -171,9 +154,6 @@ def ops_routes(
             return _directory_listing(target, request.url.path, at_root=not parts)
         return Response(status_code=404)
 
-    async def openapi(request: Request) -> Response:
-        return Response(openapi_json, media_type="application/json")
-
     return [
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
@@ -183,5 +163,4 @@ def ops_routes(
         Route("/console/{file}", console_asset, methods=["GET"]),
         Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/static/{path:path}", static, methods=["GET"]),
-        Route("/api-docs/openapi.json", openapi, methods=["GET"]),
     ]

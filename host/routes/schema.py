@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from aviso_host.api_shapes import SchemaCatalogue, SchemaDetail, SchemaNotFound
 from aviso_host.errors import json_response
 from aviso_host.routes.common import request_id_of, service_of
+from aviso_plugins.api_shapes import SchemaCatalogue, SchemaDetail, SchemaNotFound
 
 _NOT_CONFIGURED = "No notification schema configured"
 

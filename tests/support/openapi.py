@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.exceptions import StarletteDeprecationWarning
 
+from aviso_plugins.openapi import OpenApiSources
 from aviso_plugins.testing import build_app
 
 with warnings.catch_warnings():
@@ -31,3 +32,11 @@ def served_document(config: Mapping[str, Any], plugins: Iterable[object] = ()) -
     """:func:`served_document_bytes`, parsed."""
     document: dict[str, Any] = json.loads(served_document_bytes(config, plugins))
     return document
+
+
+def openapi_sources(config: Mapping[str, Any], plugins: Iterable[object] = ()) -> OpenApiSources:
+    """What the app of ``config`` gives the built-in plugin ``openapi`` to describe."""
+    sources: OpenApiSources = build_app(
+        config, plugins
+    ).state.service.plugin_access.openapi_sources()
+    return sources

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from openapi_spec_validator import validate
 from starlette.applications import Starlette
 from starlette.exceptions import StarletteDeprecationWarning
 
@@ -121,53 +119,6 @@ def test_static_refuses_symlink_out_of_root(client: TestClient, static_dir: Path
     (static_dir.parent / "outside.txt").write_text("private", encoding="utf-8")
     (static_dir / "link.txt").symlink_to(static_dir.parent / "outside.txt")
     assert client.get("/static/link.txt").status_code == 404
-
-
-def test_openapi_document(client: TestClient) -> None:
-    response = client.get("/api-docs/openapi.json")
-    assert response.status_code == 200
-    assert response.headers["content-type"] == "application/json"
-    document = response.json()
-    compact = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-    assert response.content == compact.encode()
-    assert document["openapi"].startswith("3.1")
-    assert document["info"]["title"] == "Aviso Notification Service API"
-    assert document["info"]["version"] == VERSION
-    expected = {
-        "/api/v1/notification": {"post"},
-        "/api/v1/watch": {"post"},
-        "/api/v1/replay": {"post"},
-        "/api/v1/schema": {"get"},
-        "/api/v1/schema/{event_type}": {"get"},
-        "/api/v1/admin/notification/{notification_id}": {"delete"},
-        "/api/v1/admin/wipe/stream": {"delete"},
-        "/api/v1/admin/wipe/all": {"delete"},
-        "/health": {"get"},
-        "/ready": {"get"},
-        "/status": {"get"},
-        "/": {"get"},
-        "/console": {"get"},
-    }
-    # No plugin here: the routes plugins serve (subscriptions, aggregate) are theirs to describe.
-    assert {path: set(item) for path, item in document["paths"].items()} == expected
-    assert {tag["name"] for tag in document["tags"]} == {
-        "health",
-        "general",
-        "schema",
-        "notification",
-        "streaming",
-        "admin",
-    }
-    assert document["components"]["securitySchemes"] == {
-        "bearer_jwt": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
-        "basic": {"type": "http", "scheme": "basic"},
-    }
-    watch_ok = document["paths"]["/api/v1/watch"]["post"]["responses"]["200"]
-    assert list(watch_ok["content"]) == ["text/event-stream"]
-
-
-def test_openapi_document_is_valid(client: TestClient) -> None:
-    validate(client.get("/api-docs/openapi.json").json())
 
 
 def test_home_links_the_console_and_reads_the_status(client: TestClient) -> None:

@@ -2,7 +2,7 @@
 
 Each identifier value comes from its field handler (``FieldHandler.example_value``), checked
 with the handler itself, so that every "Try it out" example of the served document is
-accepted by the server serving it (``tests/host/test_openapi_examples.py`` posts each one).
+accepted by the server serving it (``tests/plugins/openapi/test_examples.py`` posts each one).
 """
 
 from __future__ import annotations
@@ -12,11 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aviso_host.logs import log_event
-from aviso_host.schemas import POINT, POLYGON, EventSchema, SchemaCatalog
 from aviso_plugins._shared.geometry import EXAMPLE_POINT, EXAMPLE_POLYGON
 from aviso_plugins._shared.numbers import json_scalar_text
+from aviso_plugins.openapi import EventTypeSchema
+from aviso_plugins.service import log_event
 from aviso_plugins.types import FieldHandler
+
+__all__ = ["RequestExamples", "field_example", "request_examples"]
+
+POINT = "point"
+POLYGON = "polygon"
+"""The identifier keys of a watch's spatial filters, and the field a polygon handler
+serves."""
 
 Body = dict[str, Any]
 
@@ -86,18 +93,20 @@ def _constraint(handler: FieldHandler, value: Any) -> Body | None:
     return None
 
 
-def _filter(schema: EventSchema, values: Mapping[str, Any]) -> Body | None:
+def _filter(schema: EventTypeSchema, values: Mapping[str, Any]) -> Body | None:
     """A watch/replay identifier: every required field (a required polygon as a ``point``
     filter), plus a constraint on the first optional field that takes one."""
     identifier: Body = {}
     constrained = False
+    polygon = schema.fields.get(POLYGON)
+    spatial_field = polygon if polygon is not None and polygon.spatial else None
     for name, handler in schema.fields.items():
         if handler.point_cloud:
             identifier[POLYGON] = [list(point) for point in EXAMPLE_POLYGON]
             continue
         value = values.get(name)
         if handler.required:
-            if handler is schema.spatial_field:
+            if handler is spatial_field:
                 identifier[POINT] = list(EXAMPLE_POINT)
             elif value is None:
                 return None
@@ -111,11 +120,11 @@ def _filter(schema: EventSchema, values: Mapping[str, Any]) -> Body | None:
     return identifier
 
 
-def _group_field(schema: EventSchema) -> str | None:
+def _group_field(schema: EventTypeSchema) -> str | None:
     return next((name for name, handler in schema.fields.items() if not handler.spatial), None)
 
 
-def _add_event_type(examples: RequestExamples, schema: EventSchema) -> None:
+def _add_event_type(examples: RequestExamples, schema: EventTypeSchema) -> None:
     name = schema.event_type
     values = {field: field_example(handler) for field, handler in schema.fields.items()}
     # A notify must give every declared field, optional ones included.
@@ -136,13 +145,14 @@ def _add_event_type(examples: RequestExamples, schema: EventSchema) -> None:
         examples.aggregate[name] = {**stream, "group_by": [group]}
 
 
-def request_examples(catalog: SchemaCatalog | None) -> RequestExamples:
-    """The examples for ``catalog``'s event types, in name order (none: no schema)."""
-    if catalog is None or not catalog.schemas:
+def request_examples(event_schemas: Mapping[str, EventTypeSchema]) -> RequestExamples:
+    """The examples for the configured event types, in name order (none: no schema)."""
+    if not event_schemas:
         return _generic_examples()
-    examples = RequestExamples(event_type=catalog.event_types[0], event_types=catalog.event_types)
-    for name in catalog.event_types:
-        _add_event_type(examples, catalog.schemas[name])
+    names = sorted(event_schemas)
+    examples = RequestExamples(event_type=names[0], event_types=names)
+    for name in names:
+        _add_event_type(examples, event_schemas[name])
     if examples.replay:
         first, body = next(iter(examples.replay.items()))
         examples.replay[f"{first}_window"] = {**body, "to_id": LAST_SEQUENCE}

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aviso_host.errors import Endpoint
-from aviso_host.openapi.common import RID_NOTIFY, RID_REPLAY, RID_WATCH
-from aviso_host.openapi_examples import RequestExamples
+from aviso_builtins.openapi.common import RID_NOTIFY, RID_REPLAY, RID_WATCH
+from aviso_builtins.openapi.examples import RequestExamples
 from aviso_plugins.openapi import (
     FOLLOW_IN_CONSOLE,
     JSON,
     SECOND_PATTERN,
     STREAM_CREDENTIALS,
     Doc,
+    EndpointErrors,
     auth_responses,
     bad_request,
     examples_of,
@@ -145,8 +145,8 @@ _REPLAY_TRANSCRIPT = (
 # ---------------------------------------------------------------------------------- paths
 
 
-def notify_operation(examples: RequestExamples) -> Doc:
-    label = Endpoint.NOTIFY.label
+def notify_operation(examples: RequestExamples, endpoint: EndpointErrors) -> Doc:
+    label = endpoint.label
     return {
         "tags": ["notification"],
         "operationId": "notify",
@@ -208,7 +208,7 @@ def notify_operation(examples: RequestExamples) -> Doc:
             ),
             "400": bad_request(
                 missing_field=request_error(
-                    Endpoint.NOTIFY.validation_code,
+                    endpoint.validation_code,
                     label,
                     "Required field 'level' missing for notify operation",
                     RID_NOTIFY,
@@ -258,7 +258,7 @@ def notify_operation(examples: RequestExamples) -> Doc:
 
 
 def _stream_operation(
-    endpoint: Endpoint,
+    endpoint: EndpointErrors,
     summary: str,
     description: str,
     request_id: str,
@@ -271,7 +271,7 @@ def _stream_operation(
         endpoint.validation_code, endpoint.label, invalid_message, request_id
     )
     return stream_operation(
-        endpoint.operation,
+        endpoint.name,
         summary,
         description,
         request_id,
@@ -283,9 +283,9 @@ def _stream_operation(
     )
 
 
-def watch_operation(examples: RequestExamples) -> Doc:
+def watch_operation(examples: RequestExamples, endpoint: EndpointErrors) -> Doc:
     return _stream_operation(
-        Endpoint.WATCH,
+        endpoint,
         "Watch live notifications (optionally catching up first)",
         "Without a cursor: a live-only stream opening with `connection_established`. With "
         "`from_id` or `from_date`: history from the cursor, then live, without gaps or "
@@ -300,9 +300,9 @@ def watch_operation(examples: RequestExamples) -> Doc:
     )
 
 
-def replay_operation(examples: RequestExamples) -> Doc:
+def replay_operation(examples: RequestExamples, endpoint: EndpointErrors) -> Doc:
     return _stream_operation(
-        Endpoint.REPLAY,
+        endpoint,
         "Replay stored notifications",
         "Streams matching history from `from_id` or `from_date` (one is required) up to "
         "`to_id` / `to_date` (optional; otherwise the last notification stored when the "

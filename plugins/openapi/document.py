@@ -2,23 +2,24 @@
 
 The prose, status codes and error shapes are written in this package, a module per group
 of routes (:mod:`.streams`, :mod:`.operations`) plus the shared
-:mod:`.components` and :mod:`.common` building blocks; what the code already knows is taken
-from it: the settings the text names are stated with their configured values, the request
-examples come from the configured event types (:mod:`aviso_host.openapi_examples`), the
-schema-route examples from the schemas' own ``describe()``, the validation codes and labels
-from :class:`aviso_host.errors.Endpoint`.
+:mod:`.components` and :mod:`.common` building blocks; what the service already knows is
+taken from it (:class:`~aviso_plugins.openapi.OpenApiSources`): the settings the text names
+are stated with their configured values, the request examples come from the configured
+event types (:mod:`.examples`), the schema-route examples from the schemas' public view,
+the validation codes and labels from the service's endpoints, the response bodies' schemas
+from their declarations (:mod:`aviso_plugins.api_shapes`).
 Keep the rest in step with the routes and docs/guarantees.md; the tests hold them
 together: the document validates (openapi-spec-validator), every route of the app is
 described (or listed in :data:`NOT_DESCRIBED_PATHS`), every error code the host raises is
 listed, every example matches its schema, every request example is accepted by the server,
 and schemathesis checks the server's answers against the document.
 
-To describe a new route, add its path item to the ``paths`` of :func:`openapi_document` (a
+To describe a new host route, add its path item to the ``paths`` of :func:`openapi_document` (a
 function of its group's module returning ``{path: {method: operation}}``, like
 :func:`.operations.operational_operations`), with a response for every status it answers
 and examples that match their schemas; a route that is not API (a page, a file) goes into
 :data:`NOT_DESCRIBED_PATHS` instead. Plugins describe the routes they serve through the hook
-``aviso_openapi`` (:func:`plugin_contributions`), merged after the host's own parts.
+``aviso_openapi`` (``OpenApiSources.contributions``), merged after the host's own parts.
 
 Compatibility note: the bundled Swagger UI (4.x) only renders OpenAPI 3.0, so the document
 stays within what 3.0 and 3.1 read alike, apart from nullable types written as type lists
@@ -30,26 +31,28 @@ shows without checking.
 from __future__ import annotations
 
 import copy
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pluggy
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
-from aviso_host.config.settings import LimitSettings
-from aviso_host.openapi.components import (
+from aviso_builtins.openapi.components import (
     body_schemas,
     discovery_schemas,
     error_schemas,
     header_components,
     shared_responses,
 )
-from aviso_host.openapi.operations import (
+from aviso_builtins.openapi.examples import RequestExamples, request_examples
+from aviso_builtins.openapi.operations import (
     admin_operations,
     operational_operations,
     schema_operations,
 )
-from aviso_host.openapi.streams import (
+from aviso_builtins.openapi.streams import (
     SSE_DESCRIPTION,
     STREAM_EVENT_DATA,
     notify_operation,
@@ -57,32 +60,24 @@ from aviso_host.openapi.streams import (
     stream_event_schemas,
     watch_operation,
 )
-from aviso_host.openapi_examples import RequestExamples, request_examples
-from aviso_host.plugins import PluginError
-from aviso_host.schemas import SchemaCatalog
+from aviso_plugins import PluginError
 from aviso_plugins.openapi import (
     Doc,
     OpenApiContext,
     OpenApiContribution,
+    OpenApiSources,
     settings_stated,
 )
 from aviso_plugins.service import ServiceAccess
 
-Contributions = Callable[[OpenApiContext], Iterable[tuple[str, OpenApiContribution]]]
-"""What describes the plugins' routes: each contribution with the name of its plugin."""
+__all__ = ["DOCUMENT_PATH", "NOT_DESCRIBED_PATHS", "openapi_document", "routes"]
 
-DEFAULT_LIMITS = LimitSettings()
+DOCUMENT_PATH = "/api-docs/openapi.json"
 
-NOT_DESCRIBED_PATHS = frozenset(
-    {
-        "/static/{path:path}",
-        "/api-docs/openapi.json",
-        "/console/{file}",
-        "/favicon.ico",
-    }
-)
-"""Routes the server has but the document leaves out: files, and the documentation itself.
-Every other route must have its path and methods in the document (a test compares them)."""
+NOT_DESCRIBED_PATHS = frozenset({"/static/{path:path}", "/console/{file}", "/favicon.ico"})
+"""The host's routes the document leaves out: files. Every other route of the host and of
+``aviso_api_routes`` must have its path and methods in the document (a test compares them);
+the plugins' pages (``aviso_extra_routes``, this document's among them) are their own."""
 
 
 _API_DESCRIPTION = """\
@@ -108,37 +103,40 @@ streams or **replay** history over Server-Sent Events.
 """
 
 
-def openapi_document(
-    version: str,
-    catalog: SchemaCatalog | None = None,
-    limits: LimitSettings = DEFAULT_LIMITS,
-    contributions: Contributions | None = None,
-) -> dict[str, Any]:
-    """The OpenAPI 3.1 document for server ``version`` serving ``catalog``'s event types
-    (none: no schema configured), as JSON-serialisable data; ``contributions``: the parts
-    describing the plugins' routes (see
-    :func:`plugin_contributions`). Every setting the text names (`` `limits.max_body_bytes` ``)
-    is stated with its value in ``limits``."""
-    examples = request_examples(catalog)
+def routes(service: ServiceAccess) -> list[BaseRoute]:
+    """The document's route; the document is built here, once."""
+    document = openapi_document(service.openapi_sources())
+    body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def openapi(request: Request) -> Response:
+        return Response(body, media_type="application/json")
+
+    return [Route(DOCUMENT_PATH, openapi, methods=["GET"])]
+
+
+def openapi_document(sources: OpenApiSources) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the service ``sources`` describes, as JSON-serialisable
+    data: the host's routes, then the plugins' (``sources.contributions``). Every setting the
+    text names (`` `limits.max_body_bytes` ``) is stated with its value in ``sources.limits``."""
+    examples = request_examples(sources.event_schemas)
+    endpoints = {endpoint.name: endpoint for endpoint in sources.endpoints}
     paths: Doc = {
-        "/api/v1/notification": {"post": notify_operation(examples)},
-        "/api/v1/watch": {"post": watch_operation(examples)},
-        "/api/v1/replay": {"post": replay_operation(examples)},
-        **schema_operations(catalog, examples.event_type),
+        "/api/v1/notification": {"post": notify_operation(examples, endpoints["notify"])},
+        "/api/v1/watch": {"post": watch_operation(examples, endpoints["watch"])},
+        "/api/v1/replay": {"post": replay_operation(examples, endpoints["replay"])},
+        **schema_operations(sources.event_schemas, examples.event_type),
         **admin_operations(examples.event_type),
     }
     schemas: Doc = {
-        **body_schemas(catalog),
-        **error_schemas(),
-        **discovery_schemas(catalog),
+        **body_schemas(sources),
+        **error_schemas(sources.endpoints),
+        **discovery_schemas(sources.event_schemas),
         **stream_event_schemas(),
     }
     tags: list[Doc] = list(_TAGS)
-    contributed = list(
-        contributions(_context(examples, schemas)) if contributions is not None else ()
-    )
+    contributed = sources.contributions(_context(examples, schemas))
     error_codes = _merge(contributed, paths, schemas, tags)
-    schemas |= error_schemas(error_codes)
+    schemas |= error_schemas(sources.endpoints, error_codes)
     paths |= _disjoint(operational_operations(), paths, "path")
     # Deep-copied so that a caller editing the result cannot alter the module's constants.
     document: Doc = copy.deepcopy(
@@ -146,7 +144,7 @@ def openapi_document(
             "openapi": "3.1.0",
             "info": {
                 "title": "Aviso Notification Service API",
-                "version": version,
+                "version": sources.version,
                 "description": _API_DESCRIPTION,
                 "license": {
                     "name": "Apache-2.0",
@@ -166,7 +164,7 @@ def openapi_document(
             },
         }
     )
-    result: Doc = settings_stated(document, {"limits": dataclasses.asdict(limits)})
+    result: Doc = settings_stated(document, {"limits": sources.limits})
     return result
 
 
@@ -197,7 +195,10 @@ def _context(examples: RequestExamples, schemas: Doc) -> OpenApiContext:
 
 
 def _merge(
-    contributed: list[tuple[str, OpenApiContribution]], paths: Doc, schemas: Doc, tags: list[Doc]
+    contributed: Sequence[tuple[str, OpenApiContribution]],
+    paths: Doc,
+    schemas: Doc,
+    tags: list[Doc],
 ) -> list[str]:
     """Each plugin's part added after the host's (each path, schema and tag described once);
     the error codes the plugins' routes answer with, each once."""
@@ -239,36 +240,3 @@ def _disjoint(
         owner = f"plugin '{plugin}'" if plugin else "the host"
         raise PluginError(f"{owner} describes the {noun} '{clash}', which is described already")
     return dict(added)
-
-
-def plugin_contributions(
-    manager: pluggy.PluginManager | None, service: ServiceAccess
-) -> Contributions:
-    """The parts of the document the plugins' ``aviso_openapi`` hooks describe, each with its
-    plugin's name; a hook that raises, or returns anything but a contribution or ``None``,
-    fails startup naming its plugin."""
-
-    def contributions(context: OpenApiContext) -> list[tuple[str, OpenApiContribution]]:
-        if manager is None:
-            return []
-        arguments = {"service": service, "context": context}
-        found: list[tuple[str, OpenApiContribution]] = []
-        for impl in manager.hook.aviso_openapi.get_hookimpls():
-            try:
-                result = impl.function(*(arguments[name] for name in impl.argnames))
-            except Exception as exc:
-                raise PluginError(
-                    f"plugin '{impl.plugin_name}': aviso_openapi() raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            if result is None:
-                continue
-            if not isinstance(result, OpenApiContribution):
-                raise PluginError(
-                    f"plugin '{impl.plugin_name}': aviso_openapi() returned {result!r}, "
-                    "not an OpenApiContribution"
-                )
-            found.append((impl.plugin_name, result))
-        return found
-
-    return contributions

@@ -1,5 +1,5 @@
 """The values the API description's request examples are built from: each built-in field
-handler's ``example_value``, and the host's fallback for handlers that offer none."""
+handler's ``example_value``, and the fallback for handlers that offer none."""
 
 from __future__ import annotations
 
@@ -8,18 +8,16 @@ from typing import Any
 
 import pytest
 
+from aviso_builtins.openapi.examples import field_example, request_examples
 from aviso_builtins.schema_handlers.numeric import FloatHandler, IntHandler
 from aviso_builtins.schema_handlers.point_cloud import PointCloudHandler
 from aviso_builtins.schema_handlers.spatial import PolygonHandler
 from aviso_builtins.schema_handlers.temporal import DateHandler, TimeHandler
 from aviso_builtins.schema_handlers.text import EnumHandler, ExpverHandler, StringHandler
-from aviso_host.config import settings_from_document
-from aviso_host.openapi_examples import field_example, request_examples
-from aviso_host.plugins import discover
-from aviso_host.schemas import SchemaCatalog
 from aviso_plugins._shared.numbers import json_scalar_text
 from aviso_plugins.types import FieldHandler, InvalidValue
 from tests.support.configs import API_EXAMPLE
+from tests.support.openapi import openapi_sources
 
 DEFINITIONS: list[tuple[type[FieldHandler], dict[str, Any]]] = [
     (StringHandler, {}),
@@ -100,9 +98,7 @@ def test_a_field_that_accepts_nothing_has_no_example() -> None:
 
 
 def test_the_examples_cover_every_configured_event_type() -> None:
-    registry = discover()
-    catalog = SchemaCatalog(settings_from_document(API_EXAMPLE, registry), registry.field_handlers)
-    examples = request_examples(catalog)
+    examples = request_examples(openapi_sources(API_EXAMPLE).event_schemas)
     assert set(examples.notify) == {"river_gauge", "storm_cell"}
     assert examples.notify["river_gauge"]["identifier"].keys() == {"basin", "date", "level"}
     # A required polygon is filtered by a point on watch and replay.
@@ -113,6 +109,6 @@ def test_the_examples_cover_every_configured_event_type() -> None:
 
 
 def test_without_schemas_the_examples_use_a_free_form_event_type() -> None:
-    examples = request_examples(None)
+    examples = request_examples({})
     assert list(examples.notify) == ["example"]
     assert examples.notify["example"]["identifier"] == {"region": "alps"}

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-from aviso_host.api_shapes import (
+from aviso_builtins.openapi.common import (
+    RID_ADMIN,
+    RID_NOTIFY,
+    UUID_PATTERN,
+)
+from aviso_builtins.openapi.streams import STREAM_REQUEST_DESCRIPTION
+from aviso_plugins.api_shapes import (
     AdminNotificationResult,
     AdminResult,
     Health,
@@ -15,18 +21,13 @@ from aviso_host.api_shapes import (
     SchemaNotFound,
     Status,
 )
-from aviso_host.errors import UNKNOWN_EVENT_TYPE_CODE, Endpoint
-from aviso_host.openapi.common import (
-    RID_ADMIN,
-    RID_NOTIFY,
-    UUID_PATTERN,
-)
-from aviso_host.openapi.streams import STREAM_REQUEST_DESCRIPTION
-from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.openapi import (
     JSON,
     SECOND_PATTERN,
     Doc,
+    EndpointErrors,
+    EventTypeSchema,
+    OpenApiSources,
     examples_of,
     ref,
     request_error,
@@ -37,17 +38,15 @@ from aviso_plugins.shapes import shape_schema
 
 # ----------------------------------------------------------------------------- components
 
-_API_ERROR_CODES = (
-    "INVALID_JSON",
-    "UNKNOWN_FIELD",
-    "INVALID_REQUEST_SHAPE",
-    *(endpoint.validation_code for endpoint in Endpoint),
+_PARSE_ERROR_CODES = ("INVALID_JSON", "UNKNOWN_FIELD", "INVALID_REQUEST_SHAPE")
+_SERVER_ERROR_CODES = (
     "NOTIFICATION_PROCESSING_FAILED",
     "NOTIFICATION_STORAGE_FAILED",
     "IDEMPOTENCY_KEY_REUSED",
     "IDEMPOTENCY_KEY_NOT_RETAINED",
     "SSE_STREAM_INITIALIZATION_FAILED",
 )
+UNKNOWN_EVENT_TYPE_CODE = "UNKNOWN_EVENT_TYPE"
 _EDGE_ERROR_CODES = (
     "PAYLOAD_TOO_LARGE",
     "HEADER_FIELDS_TOO_LARGE",
@@ -58,8 +57,14 @@ _EDGE_ERROR_CODES = (
 )
 
 
-def error_schemas(plugin_codes: Iterable[str] = ()) -> Doc:
-    """The error objects; ``plugin_codes``: the codes the plugins' routes answer with too."""
+def error_schemas(endpoints: Sequence[EndpointErrors], plugin_codes: Iterable[str] = ()) -> Doc:
+    """The error objects of the host's ``endpoints``; ``plugin_codes``: the codes the
+    plugins' routes answer with too."""
+    api_codes = (
+        *_PARSE_ERROR_CODES,
+        *(endpoint.validation_code for endpoint in endpoints),
+        *_SERVER_ERROR_CODES,
+    )
 
     def text(description: str) -> Doc:
         return {"type": "string", "description": description}
@@ -78,9 +83,7 @@ def error_schemas(plugin_codes: Iterable[str] = ()) -> Doc:
                 "code": {
                     "type": "string",
                     # The API's codes, then the plugins' routes', then the HTTP edge's.
-                    "enum": list(
-                        dict.fromkeys([*_API_ERROR_CODES, *plugin_codes, *_EDGE_ERROR_CODES])
-                    ),
+                    "enum": list(dict.fromkeys([*api_codes, *plugin_codes, *_EDGE_ERROR_CODES])),
                 },
                 "error": text("Category label, e.g. `Invalid Watch Request`."),
                 "message": text("Top-level failure text."),
@@ -137,11 +140,11 @@ def error_schemas(plugin_codes: Iterable[str] = ()) -> Doc:
     }
 
 
-def _event_type_schema(catalog: SchemaCatalog | None) -> Doc:
-    if catalog is not None and catalog.strict and catalog.schemas:
+def _event_type_schema(sources: OpenApiSources) -> Doc:
+    if sources.strict and sources.event_schemas:
         return {
             "type": "string",
-            "enum": catalog.event_types,
+            "enum": list(sources.event_schemas),
             "description": "A configured event type (any other is refused: `UNKNOWN_EVENT_TYPE`).",
         }
     return {
@@ -151,7 +154,7 @@ def _event_type_schema(catalog: SchemaCatalog | None) -> Doc:
     }
 
 
-def body_schemas(catalog: SchemaCatalog | None) -> Doc:
+def body_schemas(sources: OpenApiSources) -> Doc:
     nullable_text: Doc = {"type": ["string", "null"]}
     stream_request: Doc = {
         "type": "object",
@@ -159,7 +162,7 @@ def body_schemas(catalog: SchemaCatalog | None) -> Doc:
         "required": ["event_type", "identifier"],
         "additionalProperties": False,
         "properties": {
-            "event_type": _event_type_schema(catalog),
+            "event_type": _event_type_schema(sources),
             "identifier": {
                 "type": "object",
                 "description": "Field name to value (or, on watch/replay, constraint); "
@@ -234,12 +237,10 @@ _BUILTIN_HANDLER_TYPES = (
 )
 
 
-def discovery_schemas(catalog: SchemaCatalog | None) -> Doc:
+def discovery_schemas(event_schemas: Mapping[str, EventTypeSchema]) -> Doc:
     # A plugin's handler type a configured schema uses is one the schema routes answer with.
     used = [
-        handler.type_name
-        for schema in (catalog.schemas.values() if catalog is not None else ())
-        for handler in schema.fields.values()
+        handler.type_name for schema in event_schemas.values() for handler in schema.fields.values()
     ]
     handler_types = list(dict.fromkeys([*_BUILTIN_HANDLER_TYPES, *used]))
     return {

@@ -16,9 +16,7 @@ from starlette.exceptions import StarletteDeprecationWarning
 from aviso_host.app import create_app
 from aviso_host.config import settings_from_document
 from aviso_host.config.settings import LimitSettings
-from aviso_host.openapi import openapi_document
 from aviso_host.plugins import discover
-from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.types import FieldHandler
 from tests.support.configs import API_EXAMPLE
 from tests.support.openapi import served_document
@@ -74,8 +72,10 @@ def test_a_plugin_handler_type_a_schema_uses_is_a_described_identifier_type() ->
             "paint": {"identifier": {"colour": {"type": "PaintHandler", "required": True}}}
         },
     }
-    catalog = SchemaCatalog(settings_from_document(config, registry), registry.field_handlers)
-    rule = openapi_document("1.0", catalog)["components"]["schemas"]["IdentifierRule"]
+    app = create_app(settings_from_document(config, registry), registry)
+    with TestClient(app) as client:
+        document = client.get("/api-docs/openapi.json").json()
+    rule = document["components"]["schemas"]["IdentifierRule"]
     assert rule["properties"]["type"]["enum"][-1] == "PaintHandler"
     assert "StringHandler" in rule["properties"]["type"]["enum"]
 

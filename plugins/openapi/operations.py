@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from aviso_host.openapi.common import (
+from collections.abc import Mapping
+
+from aviso_builtins.openapi.common import (
     ADMIN_CREDENTIALS,
     RID_ADMIN,
     RID_SCHEMA,
     admin_result,
 )
-from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.openapi import (
     Doc,
+    EventTypeSchema,
     auth_responses,
     json_response,
     request_body,
@@ -19,10 +21,10 @@ from aviso_plugins.openapi import (
 )
 
 
-def schema_operations(catalog: SchemaCatalog | None, first: str) -> Doc:
+def schema_operations(event_schemas: Mapping[str, EventTypeSchema], first: str) -> Doc:
     # The examples are this server's own answers.
-    event_types = catalog.event_types if catalog is not None else []
-    entries = {name: catalog.schemas[name].describe() for name in event_types} if catalog else {}
+    event_types = list(event_schemas)
+    entries = {name: schema.public for name, schema in event_schemas.items()}
     return {
         "/api/v1/schema": {
             "get": {
