@@ -1,5 +1,6 @@
-"""JSON bodies the routes answer with, each declared once: the route builds it (type-checked
-against the declaration) and the API description shows the schema derived from it."""
+"""JSON bodies the host's routes answer with, each declared once: the route builds it
+(type-checked against the declaration) and the API description (the built-in plugin
+``openapi``) shows the schema derived from it (:func:`aviso_plugins.shapes.shape_schema`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,24 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from aviso_plugins.shapes import reference, shape
+
+__all__ = [
+    "IDENTIFIER_RULE",
+    "AdminNotificationResult",
+    "AdminResult",
+    "Count",
+    "Health",
+    "PayloadRule",
+    "Readiness",
+    "RequestId",
+    "SchemaCatalogue",
+    "SchemaDetail",
+    "SchemaEntry",
+    "SchemaNotFound",
+    "Status",
+    "StatusBackend",
+    "StatusNotifications",
+]
 
 RequestId = Annotated[str, reference("#/components/schemas/RequestId")]
 """The request's id, as the ``X-Request-ID`` response header carries it."""
