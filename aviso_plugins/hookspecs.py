@@ -190,14 +190,16 @@ def aviso_openapi(service: ServiceAccess, context: OpenApiContext) -> OpenApiCon
     an :class:`~aviso_plugins.openapi.OpenApiContribution` (paths, component schemas, tags,
     error codes), or ``None`` to describe none.
 
-    Called once per app, when its document is built (after ``aviso_api_routes``, with the
-    same ``service``), with the parts of the host's document a description reuses
-    (:class:`~aviso_plugins.openapi.OpenApiContext`: request examples, component schemas,
-    the description and event schemas of a watch's stream). The host merges each
-    contribution after its own parts, then states the ``limits.*`` settings its text names
-    with their configured values; a plugin states its own sections' settings itself
-    (:func:`~aviso_plugins.openapi.settings_stated`). A path, component schema or tag that the
-    host or another plugin describes fails startup, as does an exception raised here.
+    Called once per app by the built-in plugin ``openapi``, which writes and serves the
+    document (never, when it is blocked), when the document is built (after
+    ``aviso_api_routes``, with the same ``service``), with the parts of the host's document a
+    description reuses (:class:`~aviso_plugins.openapi.OpenApiContext`: request examples,
+    component schemas, the description and event schemas of a watch's stream). Each
+    contribution is merged after the host's parts, then the ``limits.*`` settings its text
+    names are stated with their configured values; a plugin states its own sections'
+    settings itself (:func:`~aviso_plugins.openapi.settings_stated`). A path, component schema
+    or tag that the host or another plugin describes fails startup, as does an exception
+    raised here.
     """
 
 
