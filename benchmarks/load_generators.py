@@ -346,6 +346,9 @@ class Watch(asyncio.Protocol):
         self._buffer = b""
         self._open: bool | None = False
         self.transport: asyncio.Transport | None = None
+        # Deliveries since the last collect, counted per watch: a total would let one
+        # watch's duplicate hide another's miss.
+        self.received = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses: no isinstance check.
@@ -376,6 +379,7 @@ class Watch(asyncio.Protocol):
             if end < 0:
                 break
             latencies.append(now - float(buffer[start + len(STAMP) : end]))
+            self.received += 1
             self._client.last_received = now
             buffer = buffer[end:]
         # Anything before the last partial stamp can go; keep enough to find a split one.
@@ -425,7 +429,11 @@ async def _watch_commands(ports: list[int], source: str, body: str, pipe: Connec
             client.expect(per_watch * len(watches))
             with suppress(TimeoutError):  # what did not arrive is reported as missing
                 await asyncio.wait_for(client.done.wait(), timeout)
-            pipe.send((*client.take(), client.lost))
+            short = sum(max(0, per_watch - watch.received) for watch in watches)
+            extra = sum(max(0, watch.received - per_watch) for watch in watches)
+            for watch in watches:
+                watch.received = 0
+            pipe.send((*client.take(), client.lost, short, extra))
         else:
             for watch in watches:
                 if watch.transport is not None:
@@ -441,7 +449,8 @@ def watch_generator(ports: list[int], source: str, body: str, pipe: Connection) 
       refused) once each is open or refused;
     - ``("collect", (per_watch, timeout))``: wait (at most ``timeout`` s) for ``per_watch``
       deliveries per watch since the last collect; answers (latencies in s, wall-clock time
-      of the last delivery, open connections lost);
+      of the last delivery, open connections lost, deliveries missing and deliveries beyond
+      ``per_watch``, both counted watch by watch);
     - ``("close", None)``: close every watch and end the process.
     """
     run_generator(_watch_commands(ports, source, body, pipe))

@@ -60,6 +60,7 @@ import psutil
 from aviso_loadtests.report import percentile
 from aviso_loadtests.servers import free_port, nats_server
 from benchmarks.core import notification
+from benchmarks.fanout_cpu import slab_bytes, socket_buffers
 from benchmarks.jetstream import jetstream_config
 from benchmarks.load_generators import (
     RAW_STREAM,
@@ -131,12 +132,13 @@ QUICK = Sizes(
 def fan_out_keys(watches: int, workers: int, rates: tuple[tuple[float, int], ...]) -> list[str]:
     """Every figure one fan-out reports, in the JSON summary's naming."""
     prefix = f"fanout_{watches}_w{workers}"
-    keys = [f"{prefix}_{name}" for name in ("generators", "open_s", "idle_kib_per_watch")]
+    names = ("generators", "open_s", "idle_kib_per_watch", "idle_kernel_kib_per_watch")
+    keys = [f"{prefix}_{name}" for name in (*names, "idle_total_kib_per_watch")]
     keys.append(f"{prefix}_max_worker_share")
     for rate, _ in rates:
         keys += [
             f"{prefix}_{rate:g}hz_{name}"
-            for name in ("p50_ms", "p99_ms", "deliveries_per_s", "missing")
+            for name in ("p50_ms", "p99_ms", "deliveries_per_s", "missing", "duplicated")
         ]
     return keys
 
@@ -418,17 +420,50 @@ def _open(pipes: list[Connection], total: int) -> None:
         raise RuntimeError(f"{refused} of {total} watches refused or closed before opening")
 
 
-def _collect(pipes: list[Connection], per_watch: int) -> tuple[list[float], float, int]:
-    """(latencies, last delivery's wall-clock time, connections lost) of every generator."""
+def _kernel_kib_per_watch(service: Service, slabs_before: int | None, opened: int) -> float:
+    """The kernel's memory per watch connection: the socket buffers of the service's
+    sockets (``ss -tm``) and, where ``/proc/slabinfo`` is readable, half the connection
+    objects the opening added (both ends are on this machine)."""
+    buffers = sockets = 0
+    for port in service.ports:
+        try:
+            port_sockets, port_buffers = socket_buffers(port)
+        except (OSError, subprocess.CalledProcessError):  # no `ss` there: buffers unknown
+            break
+        sockets += port_sockets
+        buffers += port_buffers
+    kib = buffers / max(1, sockets) / 1024
+    slabs_after = slab_bytes()
+    if slabs_before is not None and slabs_after is not None:
+        kib += (slabs_after - slabs_before) / 2 / opened / 1024
+    return kib
+
+
+@dataclass
+class Collected:
+    """Deliveries of a collect: latencies (s), the last one's wall-clock time, connections
+    lost, and deliveries missing and duplicated, counted watch by watch."""
+
+    latencies: list[float] = field(default_factory=list)
+    last: float = 0.0
+    lost: int = 0
+    missing: int = 0
+    duplicated: int = 0
+
+
+def _collect(pipes: list[Connection], per_watch: int) -> Collected:
+    """Every generator's deliveries since the last collect."""
     for pipe in pipes:
         pipe.send(("collect", (per_watch, DELIVERY_TIMEOUT)))
-    latencies: list[float] = []
-    last, lost = 0.0, 0
+    collected = Collected()
     for pipe in pipes:
-        received, received_last, received_lost = receive(pipe, DELIVERY_TIMEOUT + 60)
-        latencies += received
-        last, lost = max(last, received_last), lost + received_lost
-    return latencies, last, lost
+        latencies, last, lost, short, extra = receive(pipe, DELIVERY_TIMEOUT + 60)
+        collected.latencies += latencies
+        collected.last = max(collected.last, last)
+        collected.lost += lost
+        collected.missing += short
+        collected.duplicated += extra
+    return collected
 
 
 def fan_out_part(run: Run, watches: int, workers: int) -> None:
@@ -455,12 +490,15 @@ def fan_out_part(run: Run, watches: int, workers: int) -> None:
                 _collect(pipes, 1)
                 time.sleep(SETTLE_SECONDS)
                 rss_before, fds_before = service.rss(), service.descriptors()
+                slabs_before = slab_bytes()
                 opening = time.perf_counter()
                 _open(pipes, watches - warm)
                 opened = time.perf_counter() - opening
                 time.sleep(SETTLE_SECONDS)
                 rss_after, fds_after = service.rss(), service.descriptors()
-                idle = (rss_after - rss_before) / max(1, watches - warm) / 1024
+                opened_now = max(1, watches - warm)
+                idle = (rss_after - rss_before) / opened_now / 1024
+                kernel = _kernel_kib_per_watch(service, slabs_before, opened_now)
                 gained = [fds_after[pid] - fds_before.get(pid, 0) for pid in fds_after]
                 share = max(gained) / (sum(gained) / workers) if sum(gained) else 0.0
                 run.figures.update(
@@ -468,36 +506,38 @@ def fan_out_part(run: Run, watches: int, workers: int) -> None:
                         f"{prefix}_generators": generators,
                         f"{prefix}_open_s": opened,
                         f"{prefix}_idle_kib_per_watch": idle,
+                        f"{prefix}_idle_kernel_kib_per_watch": kernel,
+                        f"{prefix}_idle_total_kib_per_watch": idle + kernel,
                         f"{prefix}_max_worker_share": share,
                     }
                 )
                 print(
                     f"    opened in {opened:.1f} s; idle watch {idle:.1f} KiB (RSS of"
-                    f" {len(fds_after)} aviso processes); most loaded worker {share:.2f}x"
-                    " its share",
+                    f" {len(fds_after)} aviso processes) + {kernel:.1f} KiB in the kernel ="
+                    f" {idle + kernel:.1f} KiB; most loaded worker {share:.2f}x its share",
                     flush=True,
                 )
                 step = 1
                 for rate, count in sizes.rates:
                     first = publish_paced(service.ports, step, count, rate)
                     step += count
-                    latencies, last, lost = _collect(pipes, count)
+                    collected = _collect(pipes, count)
                     # Each notification stands for 1/rate s: a server that keeps up
                     # delivers at the offered rate, rate x watches.
-                    span = last - first + 1 / rate
-                    _record_phase(run, prefix, rate, watches * count, latencies, span)
-                    if lost:
-                        print(f"    {lost} watch connection(s) lost", flush=True)
+                    span = collected.last - first + 1 / rate
+                    _record_phase(run, prefix, rate, watches * count, collected, span)
+                    if collected.lost:
+                        print(f"    {collected.lost} watch connection(s) lost", flush=True)
             finally:
                 for pipe in pipes:
                     pipe.send(("close", None))
 
 
 def _record_phase(
-    run: Run, prefix: str, rate: float, expected: int, latencies: list[float], span: float
+    run: Run, prefix: str, rate: float, expected: int, collected: Collected, span: float
 ) -> None:
     key = f"{prefix}_{rate:g}hz"
-    missing = expected - len(latencies)
+    latencies = collected.latencies
     if latencies:
         latencies.sort()
         p50 = latencies[len(latencies) // 2] * 1000
@@ -510,12 +550,14 @@ def _record_phase(
             f"{key}_p50_ms": p50,
             f"{key}_p99_ms": p99,
             f"{key}_deliveries_per_s": delivered,
-            f"{key}_missing": missing,
+            f"{key}_missing": collected.missing,
+            f"{key}_duplicated": collected.duplicated,
         }
     )
     print(
         f"    {rate:g} notification(s)/s: p50 {p50:.1f} ms, p99 {p99:.1f} ms,"
-        f" {delivered:,.0f} deliveries/s, {missing} of {expected} missing",
+        f" {delivered:,.0f} deliveries/s; counted per watch, {collected.missing} of"
+        f" {expected} missing, {collected.duplicated} duplicated",
         flush=True,
     )
 
@@ -548,9 +590,20 @@ def goals(run: Run) -> None:
         (f"notify w{most} / w1", f"notify_w{most}_over_w1", ">= 6"),
         (f"notify w{most} / raw p{most}", f"notify_over_raw_w{most}", ">= 0.8"),
         (f"{watches} watches, 1/s, p99 ms", f"{prefix}_1hz_p99_ms", "<= 250"),
-        (f"{watches} watches, 5/s, deliveries/s", f"{prefix}_5hz_deliveries_per_s", ">= 500000"),
-        (f"{watches} watches, 5/s, p99 ms", f"{prefix}_5hz_p99_ms", "<= 1000"),
-        (f"{watches} watches, KiB per idle watch", f"{prefix}_idle_kib_per_watch", "<= 16"),
+    ]
+    # The delivery-rate goal is read at each faster rate: one offered above 500,000/s shows
+    # what the service sustains rather than only that it keeps up with what it was given.
+    for rate, _ in run.sizes.rates:
+        if rate > 1:
+            key, label = f"{prefix}_{rate:g}hz", f"{watches} watches, {rate:g}/s"
+            rows.append((f"{label}, deliveries/s", f"{key}_deliveries_per_s", ">= 500000"))
+            rows.append((f"{label}, p99 ms", f"{key}_p99_ms", "<= 1000"))
+    rows += [
+        (
+            f"{watches} watches, KiB per idle watch (RSS + kernel)",
+            f"{prefix}_idle_total_kib_per_watch",
+            "<= 16",
+        ),
     ]
     print("goals (at full size on 16 cores):", flush=True)
     for label, key, goal in rows:
@@ -616,6 +669,14 @@ def _fan_outs(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
+def _rates(text: str) -> tuple[tuple[float, int], ...]:
+    pairs = []
+    for item in text.split(","):
+        rate, _, count = item.partition("x")
+        pairs.append((float(rate), int(count)))
+    return tuple(pairs)
+
+
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -629,6 +690,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "--workers", type=lambda t: tuple(int(n) for n in t.split(",")), help="notify sweep"
     )
     parser.add_argument("--fan-out", type=_fan_outs, help="WATCHESxWORKERS,... fan-outs")
+    parser.add_argument(
+        "--rates",
+        type=_rates,
+        help="RATExCOUNT,... fan-out phases: COUNT notifications at RATE per second each",
+    )
     parser.add_argument("--mode", choices=("auto", "workers", "processes"), default="auto")
     parser.add_argument("--generators-per-worker", type=int, default=1)
     parser.add_argument("--connections", type=int, help="notify connections per worker")
@@ -638,7 +704,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     sizes = Sizes(
         workers=args.workers or sizes.workers,
         fan_outs=args.fan_out or sizes.fan_outs,
-        rates=sizes.rates,
+        rates=args.rates or sizes.rates,
         warm=sizes.warm,
         duration=sizes.duration,
         connections=args.connections or sizes.connections,

@@ -50,18 +50,24 @@ def _parse_id(raw: str, name: str) -> int:
         raise CursorError(
             f"{name} cannot be empty. Provide a valid sequence number or omit the field"
         )
-    # The length check comes first: int() refuses (with its own error) strings of
-    # thousands of digits, and nothing longer than u64's 20 digits can be in range.
-    if (
-        not _FROM_ID.fullmatch(raw)
-        or len(raw.lstrip("+").lstrip("0")) > _U64_DIGITS
-        or int(raw) > _U64_MAX
-    ):
+    value = parse_u64(raw)
+    if value is None:
         raise CursorError(
             f"{name} must be a valid positive integer. Got: '{echoed(raw)}'. "
             "Valid examples: '1', '123', '9999'"
         )
-    return int(raw)
+    return value
+
+
+def parse_u64(text: str) -> int | None:
+    """``text`` (digits, ``+`` and leading zeros allowed) as an unsigned 64-bit integer, or
+    ``None``: a sequence number, as the reference server reads one."""
+    # The length check comes first: int() refuses (with its own error) strings of
+    # thousands of digits, and nothing longer than u64's 20 digits can be in range.
+    if not _FROM_ID.fullmatch(text) or len(text.lstrip("+").lstrip("0")) > _U64_DIGITS:
+        return None
+    value = int(text)
+    return value if value <= _U64_MAX else None
 
 
 def parse_from_date(raw: str) -> datetime:

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from aviso_host.config import ConfigError, Settings, load_settings, settings_from_document
     from aviso_host.config.loader import CONFIG_FILE_ENV, deep_merge
     from aviso_host.config.redact import mask_url_credentials
-    from aviso_host.config.settings import SubscriptionSettings
     from aviso_host.identifiers import CatalogPlanner
     from aviso_host.plugins import HOST_COMMANDS, PluginError, PluginRegistry, discover
     from aviso_host.server import AvisoServer, uvicorn_config
@@ -36,7 +35,6 @@ __all__ = [
     "PluginError",
     "PluginRegistry",
     "Settings",
-    "SubscriptionSettings",
     "build_backend",
     "build_sink",
     "catalog_planner",
@@ -58,7 +56,6 @@ _HOMES = {
     "PluginError": "aviso_host.plugins",
     "PluginRegistry": "aviso_host.plugins",
     "Settings": "aviso_host.config",
-    "SubscriptionSettings": "aviso_host.config.settings",
     "build_backend": "aviso_host.service",
     "build_sink": "aviso_host.sinks",
     "catalog_planner": "aviso_host.sinks",

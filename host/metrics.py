@@ -1,14 +1,9 @@
-"""Prometheus metrics of one service, and their listener.
+"""Prometheus metrics of one service, and their listener (docs/metrics.md).
 
-Every service owns its own :class:`CollectorRegistry`, so several apps in one process (tests,
-a gateway mounting two instances) never share or collide on a series. Label values are
-bounded: route templates instead of paths, a fixed method set, declared event types plus
-``generic``/``unknown``. The routes, the stream and the auth steps each record through one
-call into this module; the backend is instrumented once, here, not in each backend plugin.
-
-Under ``serve --workers`` each worker's values live in prometheus-client's multiprocess files
-and the supervising process serves their sums (:mod:`aviso_host.worker_metrics`): every
-gauge therefore says how it aggregates (``multiprocess_mode``), which one process ignores.
+The routes, the stream and the auth steps each record through one call into this module;
+the backend is instrumented once, here, not in each backend plugin. Under ``serve
+--workers`` every gauge says how the workers' values aggregate (``multiprocess_mode``),
+which one process ignores.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import time
 from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, Final, Protocol, TypeVar
 
 from prometheus_client import (
@@ -91,6 +86,17 @@ SAME_IN_EVERY_WORKER: Final = "livemax"
 _Result = TypeVar("_Result")
 
 
+def _families(
+    registry: CollectorRegistry,
+) -> tuple[partial[Counter], partial[Gauge], partial[Histogram]]:
+    """Constructors of ``registry``'s counters, summed gauges and request-timed histograms."""
+    return (
+        partial(Counter, registry=registry),
+        partial(Gauge, registry=registry, multiprocess_mode=SUMMED),
+        partial(Histogram, registry=registry, buckets=REQUEST_BUCKETS),
+    )
+
+
 class _WithoutCreated:
     """The registry as scraped: no ``_created`` samples, without touching the
     process-wide switch ``disable_created_metrics()`` that other registries would feel."""
@@ -110,43 +116,31 @@ class AuthoriserFamilies:
     """The generic ``aviso_authoriser_*`` families, one series per authoriser label."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.decisions = Counter(
-            "aviso_authoriser_decisions",
-            "Stream authoriser decisions",
-            ["authoriser", "outcome"],
-            registry=registry,
+        counter, summed, timed = _families(registry)
+        by_outcome = ["authoriser", "outcome"]
+        self.decisions = counter(
+            "aviso_authoriser_decisions", "Stream authoriser decisions", by_outcome
         )
-        self.outcomes = Counter(
+        self.outcomes = counter(
             "aviso_authoriser_outcomes",
             "Detailed decision outcomes a stream authoriser reports",
-            ["authoriser", "outcome"],
-            registry=registry,
+            by_outcome,
         )
-        self.duration = Histogram(
+        self.duration = timed(
             "aviso_authoriser_decision_duration_seconds",
             "Time a stream authoriser took to decide",
             ["authoriser"],
-            buckets=REQUEST_BUCKETS,
-            registry=registry,
         )
-        self.cache_lookups = Counter(
+        self.cache_lookups = counter(
             "aviso_authoriser_cache_lookups",
             "Stream authoriser cache lookups",
             ["authoriser", "result"],
-            registry=registry,
         )
-        self.cache_size = Gauge(
-            "aviso_authoriser_cache_size",
-            "Entries in a stream authoriser's cache",
-            ["authoriser"],
-            registry=registry,
-            multiprocess_mode=SUMMED,
+        self.cache_size = summed(
+            "aviso_authoriser_cache_size", "Entries in a stream authoriser's cache", ["authoriser"]
         )
-        self.fetches = Counter(
-            "aviso_authoriser_fetches",
-            "Stream authoriser upstream fetches",
-            ["authoriser", "outcome"],
-            registry=registry,
+        self.fetches = counter(
+            "aviso_authoriser_fetches", "Stream authoriser upstream fetches", by_outcome
         )
 
 
@@ -154,26 +148,15 @@ class _DedicatedFamilies:
     """``aviso_<name>_*``: an authoriser's own families, for names a specification pins."""
 
     def __init__(self, cls: type[StreamAuthoriser], registry: CollectorRegistry) -> None:
-        prefix = f"aviso_{cls.name}"
-        self.decisions = Counter(
-            f"{prefix}_access_decisions",
-            f"{cls.name} authoriser decisions",
-            ["outcome"],
-            registry=registry,
+        counter, summed, _ = _families(registry)
+        name, prefix = cls.name, f"aviso_{cls.name}"
+        self.decisions = counter(
+            f"{prefix}_access_decisions", f"{name} authoriser decisions", ["outcome"]
         )
-        self.fetches = Counter(
-            f"{prefix}_fetch", f"Upstream {cls.name} fetches", ["outcome"], registry=registry
-        )
-        self.hits = Counter(f"{prefix}_cache_hits", f"{cls.name} cache hits", registry=registry)
-        self.misses = Counter(
-            f"{prefix}_cache_misses", f"{cls.name} cache misses", registry=registry
-        )
-        self.size = Gauge(
-            f"{prefix}_cache_size",
-            f"Cached {cls.name} entries",
-            registry=registry,
-            multiprocess_mode=SUMMED,
-        )
+        self.fetches = counter(f"{prefix}_fetch", f"Upstream {name} fetches", ["outcome"])
+        self.hits = counter(f"{prefix}_cache_hits", f"{name} cache hits")
+        self.misses = counter(f"{prefix}_cache_misses", f"{name} cache misses")
+        self.size = summed(f"{prefix}_cache_size", f"Cached {name} entries")
         for outcome in cls.decision_outcomes:
             self.decisions.labels(outcome)
         for outcome in cls.fetch_outcomes:
@@ -392,6 +375,7 @@ class Metrics:
         authorisers: Iterable[type[StreamAuthoriser]] = (),
     ) -> None:
         self.registry = registry = CollectorRegistry()
+        counter, summed, timed = _families(registry)
         ProcessCollector(registry=registry)
         self.backend = backend
         self.declared = frozenset(event_types)
@@ -402,31 +386,23 @@ class Metrics:
             registry=registry,
             multiprocess_mode=SAME_IN_EVERY_WORKER,
         ).labels(version).set(1)
-        self.http_requests = Counter(
+        self.http_requests = counter(
             "aviso_http_requests",
             "HTTP requests on the main listener",
             ["route", "method", "status_code"],
-            registry=registry,
         )
-        self.http_duration = Histogram(
+        self.http_duration = timed(
             "aviso_http_request_duration_seconds",
             "Time until the response head was ready",
             ["route", "method"],
-            buckets=REQUEST_BUCKETS,
-            registry=registry,
         )
-        self.http_in_flight = Gauge(
-            "aviso_http_requests_in_flight",
-            "Requests without a response head",
-            ["method"],
-            registry=registry,
-            multiprocess_mode=SUMMED,
+        self.http_in_flight = summed(
+            "aviso_http_requests_in_flight", "Requests without a response head", ["method"]
         )
-        self.backend_operations = Counter(
+        self.backend_operations = counter(
             "aviso_backend_operations",
             "Storage backend operations",
             ["backend", "operation", "outcome"],
-            registry=registry,
         )
         self.backend_duration = Histogram(
             "aviso_backend_operation_duration_seconds",
@@ -451,30 +427,16 @@ class Metrics:
             registry=registry,
             multiprocess_mode=SUMMED,
         )
-        self.sse_total = Counter(
-            "aviso_sse_connections",
-            "SSE streams opened",
-            ["route", "event_type"],
-            registry=registry,
+        by_event_type = ["route", "event_type"]
+        self.sse_total = counter("aviso_sse_connections", "SSE streams opened", by_event_type)
+        self.sse_unique_users = summed(
+            "aviso_sse_unique_users_active", "Distinct users with an open stream", ["route"]
         )
-        self.sse_unique_users = Gauge(
-            "aviso_sse_unique_users_active",
-            "Distinct users with an open stream",
-            ["route"],
-            registry=registry,
-            multiprocess_mode=SUMMED,
+        self.sse_events_sent = counter(
+            "aviso_sse_events_sent", "Notification frames written", by_event_type
         )
-        self.sse_events_sent = Counter(
-            "aviso_sse_events_sent",
-            "Notification frames written",
-            ["route", "event_type"],
-            registry=registry,
-        )
-        self.sse_stream_errors = Counter(
-            "aviso_sse_stream_errors",
-            "error events in started streams",
-            ["route", "event_type"],
-            registry=registry,
+        self.sse_stream_errors = counter(
+            "aviso_sse_stream_errors", "error events in started streams", by_event_type
         )
         self.sse_duration = Histogram(
             "aviso_sse_connection_duration_seconds",
@@ -483,39 +445,32 @@ class Metrics:
             buckets=CONNECTION_BUCKETS,
             registry=registry,
         )
-        self.slow_consumer_disconnects = Counter(
+        self.slow_consumer_disconnects = counter(
             "aviso_sse_slow_consumer_disconnects",
             "Streams closed with slow_consumer (on_backpressure: disconnect)",
             ["route"],
-            registry=registry,
         )
         self._events_sent: dict[tuple[str, str], PendingCount] = {}
-        self.notifications_skipped = Counter(
+        self.notifications_skipped = counter(
             "aviso_sse_notifications_skipped",
             "Live notifications skipped for slow clients (on_backpressure: drop)",
             ["route"],
-            registry=registry,
         )
-        self.history_gaps = Counter(
-            "aviso_sse_history_gaps",
-            "Streams told their requested history was pruned",
-            ["route"],
-            registry=registry,
+        self.history_gaps = counter(
+            "aviso_sse_history_gaps", "Streams told their requested history was pruned", ["route"]
         )
-        self.auth_requests = Counter(
-            "aviso_auth_requests", "Caller resolutions", ["mode", "outcome"], registry=registry
+        self.auth_requests = counter(
+            "aviso_auth_requests", "Caller resolutions", ["mode", "outcome"]
         )
-        self.idempotency_keys_evicted_early = Counter(
+        self.idempotency_keys_evicted_early = counter(
             "aviso_idempotency_keys_evicted_early",
             "Remembered Idempotency-Keys forgotten before their duplicate window ended",
             ["backend", "reason"],
-            registry=registry,
         )
-        self.consumer_events = Counter(
+        self.consumer_events = counter(
             "aviso_consumer_events",
             "What notification consumers count themselves",
             ["consumer", "event"],
-            registry=registry,
         )
         self.backend_recorder = BackendRecorder(self)
         families = AuthoriserFamilies(registry)

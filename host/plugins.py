@@ -1,18 +1,10 @@
 """Plugin discovery: one pluggy manager fed from the ``aviso`` entry-point group.
 
 Built-in plugins are listed in ``setup.cfg`` under the same group as third-party ones, so
-the host never imports a plugin module by name. ``AVISO_BLOCK_PLUGINS`` (comma-separated
-entry-point names) lets an operator switch named plugins off.
-
-Nothing a plugin package gets wrong vanishes in silence: an entry-point name registered by
-two distributions, a hook name that matches no hook, a plugin that fails to import and a
-blocked name that matches no plugin are each reported by name. ``serve`` and ``config check``
-refuse the first three (:class:`PluginError`); ``aviso-server plugins`` and ``--help`` use
-``tolerant=True`` to keep what did load and list the rest with their state.
-
-Tests and the testing kit (:mod:`aviso_plugins.testing`) can leave out third-party
-distributions (``load_entry_points=False``) while keeping the built-ins, which are this
-distribution's own entry points.
+the host never imports a plugin module by name. What a plugin package gets wrong is reported
+by name (docs/plugins.md, "The shape of a plugin"): ``serve`` and ``config check`` refuse it
+(:class:`PluginError`); ``aviso-server plugins`` and ``--help`` use ``tolerant=True`` to keep
+what did load and list the rest with their state.
 """
 
 from __future__ import annotations
@@ -109,18 +101,25 @@ class PluginRegistry:
         return f"{noun} {name!r} (entry point {owner!r} of {info.distribution} {info.version})"
 
 
-# hook name -> (kind shown by `aviso-server plugins`, registry attribute, class attribute naming it)
+# hook name -> (kind shown by `aviso-server plugins`, registry attribute, class attribute naming
+# it, noun in error messages)
 _PROVIDES = {
-    "aviso_field_handlers": ("field-handlers", "field_handlers", "type_name"),
-    "aviso_storage_backends": ("storage-backend", "backends", "kind"),
-    "aviso_auth_providers": ("auth-provider", "auth_providers", "mode"),
-    "aviso_stream_authorisers": ("stream-authoriser", "authorisers", "name"),
-    "aviso_sinks": ("sink", "sinks", "name"),
-    "aviso_notification_consumers": ("notification-consumer", "consumers", "name"),
-    "aviso_delivery_kinds": ("delivery-kind", "delivery_kinds", "kind"),
-    "aviso_schema_keys": ("schema-key", "schema_keys", "key"),
-    "aviso_commands": ("commands", "commands", "name"),
+    "aviso_field_handlers": ("field-handlers", "field_handlers", "type_name", "field handler"),
+    "aviso_storage_backends": ("storage-backend", "backends", "kind", "storage backend"),
+    "aviso_auth_providers": ("auth-provider", "auth_providers", "mode", "auth provider"),
+    "aviso_stream_authorisers": ("stream-authoriser", "authorisers", "name", "stream authoriser"),
+    "aviso_sinks": ("sink", "sinks", "name", "sink"),
+    "aviso_notification_consumers": (
+        "notification-consumer",
+        "consumers",
+        "name",
+        "notification consumer",
+    ),
+    "aviso_delivery_kinds": ("delivery-kind", "delivery_kinds", "kind", "delivery kind"),
+    "aviso_schema_keys": ("schema-key", "schema_keys", "key", "schema key"),
+    "aviso_commands": ("commands", "commands", "name", "command"),
 }
+_NOUNS = {attribute: noun for _, attribute, _, noun in _PROVIDES.values()}
 
 
 # hook name -> kind shown by `aviso-server plugins`, for hooks that name nothing
@@ -128,17 +127,6 @@ _PROCESS_KINDS = {
     "aviso_settings_sections": "settings",
     "aviso_log_handlers": "log-handlers",
     "aviso_metrics": "metrics",
-}
-
-_NOUNS = {
-    "field_handlers": "field handler",
-    "backends": "storage backend",
-    "auth_providers": "auth provider",
-    "authorisers": "stream authoriser",
-    "sinks": "sink",
-    "consumers": "notification consumer",
-    "delivery_kinds": "delivery kind",
-    "schema_keys": "schema key",
 }
 
 
@@ -328,7 +316,7 @@ class _Survey:
 
     def registry(self) -> PluginRegistry:
         """Collect every plugin's hook results, refusing a name claimed twice."""
-        provided: dict[str, dict[str, Any]] = {attr: {} for _, attr, _ in _PROVIDES.values()}
+        provided: dict[str, dict[str, Any]] = {attr: {} for _, attr, _, _ in _PROVIDES.values()}
         owners: dict[tuple[str, str], str] = {}
         plugins: list[PluginInfo] = []
         for name, plugin in sorted(self.manager.list_name_plugin(), key=self._precedence):
@@ -374,7 +362,7 @@ class _Survey:
         """What one plugin provides: kind -> names, and (attribute, name, object) claims."""
         kinds: dict[str, list[str]] = {}
         claims: list[tuple[str, str, Any]] = []
-        for hook_name, (kind, attribute, key) in _PROVIDES.items():
+        for hook_name, (kind, attribute, key, _) in _PROVIDES.items():
             for impl in getattr(self.manager.hook, hook_name).get_hookimpls():
                 if impl.plugin is not plugin:
                     continue

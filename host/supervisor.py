@@ -4,20 +4,8 @@ The supervisor runs what the workers share (:class:`SupervisorExtension`: the ba
 shared resources such as an embedded nats-server, and anything else that must exist once
 per service), then starts the workers (:mod:`aviso_host.worker`), each listening on the
 service's address through its own ``SO_REUSEPORT`` socket. It accepts no connection itself.
-
-- A worker that dies is replaced. Workers that keep failing (``STARTUP_FAILURES`` in a row
-  before serving, or more than ``CRASHES_PER_WORKER`` x N exits within ``CRASH_WINDOW``
-  seconds once serving) stop the service, which exits non-zero with one line saying so.
-- SIGTERM or SIGINT, at any moment (start-up included), stops the service: no further
-  worker is started, and every one started gets SIGTERM. Each drains as a single process
-  does (open streams get ``server_shutdown``; one that did not serve yet has nothing to
-  drain), and the supervisor exits 0 once they all exited cleanly. A second signal kills
-  the workers at once, and so does the supervisor itself for any still running
-  ``STOP_DEADLINE_SECONDS`` after the first.
-- A worker dies with its supervisor, from its first instant
-  (:func:`aviso_host.lifecycle.die_with_parent`), even when the supervisor is killed outright.
-- An extension may declare the service lost (``fail``): the workers are drained the same
-  way and the supervisor exits non-zero with its reason.
+How it replaces, drains, kills and gives up on workers: docs/deployment.md, "Several
+replicas".
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""``/metrics`` of a service run as several worker processes (``serve --workers N``).
-
-Every worker records into prometheus-client's multiprocess files, in a private directory
-the supervising process creates before the first worker starts (``PROMETHEUS_MULTIPROC_DIR``
-in the workers' environment) and removes when it exits. The supervisor alone binds
-``metrics.port`` and serves the service's figures: counters and histograms summed over the
-workers, live or dead (so they never go backwards when a worker is replaced), gauges as
-their ``multiprocess_mode`` says (:mod:`aviso_host.metrics`). Process metrics cannot be
-summed; the supervisor reads them for itself and for each live worker from ``/proc`` and
-labels them ``worker``.
+"""``/metrics`` of a service run as several worker processes (``serve --workers N``): the
+supervising process alone serves the workers' multiprocess files, merged, and each process's
+own metrics (docs/metrics.md, "Several workers").
 """
 
 from __future__ import annotations

@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from aviso_host.config.authorisers import authoriser_options
 from aviso_host.config.coerce import coerce_text, drop_nulls
-from aviso_host.config.derived_schemas import with_derived_schemas
 from aviso_host.config.document_schema import document_schema
 from aviso_host.config.errors import ConfigError, KeyPath, at
 from aviso_host.config.plugin_options import (
+    authoriser_options,
     declared_sections,
     deprecation_warnings,
     fill_defaults,
@@ -21,8 +20,7 @@ from aviso_host.config.plugin_options import (
     without_empty_sections,
 )
 from aviso_host.config.redact import mask_secrets, secret_values
-from aviso_host.config.rules import check_rules
-from aviso_host.config.schema_rules import STORAGE_POLICY_KEYS
+from aviso_host.config.rules import STORAGE_POLICY_KEYS, check_rules
 from aviso_host.config.settings import (
     SECTIONS,
     ApplicationSettings,
@@ -34,13 +32,13 @@ from aviso_host.config.settings import (
     SchemaSettings,
     Settings,
     StreamAuthSettings,
-    SubscriptionSettings,
     TopicSettings,
     WatchSettings,
 )
 from aviso_host.config.shape import validate_shape
 from aviso_host.config.unknown_keys import unknown_key_paths, unknown_key_warnings
 from aviso_host.plugins import PluginRegistry
+from aviso_plugins.auth import ConfigurationProblem
 from aviso_plugins.shapes import ShapeError, read_shape, shape_schema
 
 T = TypeVar("T")
@@ -107,9 +105,6 @@ def _settings(
         metrics=_typed(MetricsSettings, effective.get("metrics", {}), "metrics"),
         watch=_typed(WatchSettings, effective.get("watch_endpoint", {}), "watch_endpoint"),
         limits=_typed(LimitSettings, effective.get("limits", {}), "limits"),
-        subscriptions=_typed(
-            SubscriptionSettings, effective.get("subscriptions", {}), "subscriptions"
-        ),
         schemas={name: _schema(name, entry) for name, entry in schemas.items()},
         schemas_configured="notification_schema" in effective,
         strict=strict,
@@ -123,6 +118,32 @@ def _settings(
         plugin_sections=named,
         secrets=secrets,
     )
+
+
+def with_derived_schemas(
+    document: Mapping[str, Any], registry: PluginRegistry
+) -> Mapping[str, Any]:
+    """``document`` with every event type the plugins' schema keys derive in
+    ``notification_schema`` (itself when no entry has a plugin's key), to be validated like
+    written ones; raises ``ConfigError`` naming the key at fault."""
+    schemas: Mapping[str, Any] = document.get("notification_schema") or {}
+    derived: dict[str, Any] = {}
+    for event_type, entry in schemas.items():
+        for key, cls in sorted(registry.schema_keys.items()):
+            if not isinstance(entry, Mapping) or key not in entry:
+                continue
+            path = ("notification_schema", event_type, key)
+            try:
+                added = cls(registry.field_handlers).derived_schemas(event_type, entry, entry[key])
+            except ConfigurationProblem as problem:
+                raise at((*path, *problem.path), problem.message) from None
+            for name, added_entry in added.items():
+                if name in schemas or name in derived:
+                    raise at(path, f"derives event type '{name}', which is already configured")
+                derived[name] = dict(added_entry)
+    if not derived:
+        return document
+    return {**document, "notification_schema": {**schemas, **derived}}
 
 
 def with_declared_defaults(

@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aviso_host.config.auth_rules import BUILTIN_AUTH_MODES
-from aviso_host.config.authorisers import claimed_sections
 from aviso_host.config.coerce import NO_TEXT_COERCION
-from aviso_host.config.plugin_options import declared_sections, place_sections
+from aviso_host.config.plugin_options import claimed_sections, declared_sections, place_sections
+from aviso_host.config.rules import BUILTIN_AUTH_MODES
 from aviso_host.config.settings import SECTIONS, EventSchemaBlock
 from aviso_host.plugins import PluginRegistry
 from aviso_plugins.schema_keys import SchemaKey
@@ -41,10 +40,6 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
         for mode, cls in registry.auth_providers.items()
         if cls.options_schema is not None
     )
-    # Each delivery kind's own section, ``subscriptions.<kind>``.
-    properties["subscriptions"]["properties"].update(
-        (kind, dict(cls.options_schema)) for kind, cls in registry.delivery_kinds.items()
-    )
     properties["notification_backend"] = {
         "type": "object",
         "required": ["kind"],
@@ -62,6 +57,17 @@ def document_schema(registry: PluginRegistry) -> dict[str, Any]:
     properties["notification_schema_strict"] = _BOOLEAN
     properties.update(claimed_sections(registry, properties))
     place_sections(properties, declared_sections(registry))
+    # Each delivery kind's own section, ``subscriptions.<kind>``, in the section the plugin
+    # serving subscriptions declares (a copy: the declared schema is the plugin's).
+    subscriptions = properties.get("subscriptions")
+    if subscriptions is not None:
+        properties["subscriptions"] = {
+            **subscriptions,
+            "properties": {
+                **subscriptions.get("properties", {}),
+                **{kind: dict(cls.options_schema) for kind, cls in registry.delivery_kinds.items()},
+            },
+        }
     return {
         "type": "object",
         "required": ["application", "notification_backend"],

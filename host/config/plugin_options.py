@@ -1,26 +1,14 @@
-"""The configuration sections plugins own, applied the same way for every plugin kind.
-
-A plugin class declares the JSON Schema of its section in ``options_schema`` (field handlers:
-``options``). For every plugin the configuration selects, the host applies that schema
-whether or not the section is written: an absent section is checked as ``{}`` (so a
-``required`` key is reported instead of crashing the constructor) and ``"default"`` values
-are filled in. Unselected sections are only shape-checked by the document schema.
-
-Where each kind's section lives (:func:`selected_sections`):
-
-- auth provider ``auth.mode`` (when ``auth.enabled``): ``auth.<mode>``;
-- storage backend ``notification_backend.kind``: ``notification_backend.<kind>``;
-- stream authoriser listed in a stream's ``auth.plugins``: the top-level section ``<name>``;
-- sink (no configuration file section): its options, through :func:`apply_options_schema`;
-- field handler: every field definition (always written) gets its ``options`` defaults;
-- a section declared through ``aviso_settings_sections`` (``logging.otlp``): at its path,
-  always (:func:`declared_sections`).
+"""The configuration sections plugins own, applied the same way for every plugin kind
+(docs/plugins.md, "Plugin options and configuration errors"): for every plugin the
+configuration selects, its schema is applied whether or not its section is written, an
+absent section checked as ``{}`` and ``"default"`` values filled in; unselected sections
+are only shape-checked by the document schema.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -31,7 +19,7 @@ from aviso_host.config.redact import mask_secrets, secret_values
 from aviso_host.config.shape import validate_shape
 from aviso_host.plugins import PluginError, PluginRegistry
 from aviso_plugins.process import SettingsSection
-from aviso_plugins.types import ConfigurationProblem
+from aviso_plugins.types import AuthoriserConfiguration, ConfigurationProblem, StreamAuthoriser
 
 SECRET_ANNOTATION = "writeOnly"
 """A property whose schema has ``"writeOnly": true`` holds a secret (JSON Schema's own
@@ -238,6 +226,76 @@ def section_warnings(document: Mapping[str, Any], registry: PluginRegistry) -> l
             found = section.check(section.options(document))
         except ConfigurationProblem as problem:
             raise at(problem.path, problem.message) from problem
+        warnings += [str(at(problem.path, problem.message)) for problem in found]
+    return warnings
+
+
+# -- top-level sections claimed by stream authorisers: an authoriser declaring
+# ``options_schema`` owns the top-level section named after it. The host validates its shape
+# with the rest of the document, fills in the schema's top-level defaults and runs the
+# class's ``check_configuration`` when some stream lists it; an unused section is merely
+# shape-checked, so a half-written one does not block a deployment that does not use it.
+
+
+def claimed_sections(registry: PluginRegistry, reserved: Collection[str]) -> dict[str, Any]:
+    """Section name -> schema for every authoriser that claims one; never a host section."""
+    sections: dict[str, Any] = {}
+    for name, cls in sorted(registry.authorisers.items()):
+        if cls.options_schema is None:
+            continue
+        if name in reserved:
+            raise PluginError(
+                f"stream authoriser {name!r} claims the configuration section {name!r}, "
+                "which the host owns"
+            )
+        sections[name] = dict(cls.options_schema)
+    return sections
+
+
+def authoriser_options(cls: type[StreamAuthoriser], document: Mapping[str, Any]) -> dict[str, Any]:
+    """The options ``cls`` is constructed with: its section over its schema's defaults."""
+    section = document.get(cls.name)
+    given = dict(section) if isinstance(section, Mapping) else {}
+    if cls.options_schema is None:
+        return given
+    properties = cls.options_schema.get("properties", {})
+    defaults = {
+        key: schema["default"]
+        for key, schema in properties.items()
+        if isinstance(schema, Mapping) and "default" in schema
+    }
+    return {**defaults, **given}
+
+
+def check_authorisers(document: Mapping[str, Any], registry: PluginRegistry) -> list[str]:
+    """Run each used authoriser's own rules, in name order; return their warnings."""
+    schemas = document.get("notification_schema", {})
+    warnings: list[str] = []
+    for name, cls in sorted(registry.authorisers.items()):
+        streams = tuple(
+            event_type
+            for event_type, schema in schemas.items()
+            if name in schema.get("auth", {}).get("plugins", ())
+        )
+        if not streams:
+            continue
+        configuration = AuthoriserConfiguration(
+            options=authoriser_options(cls, document),
+            configured=name in document,
+            streams=streams,
+            schemas=schemas,
+            field_handlers=registry.field_handlers,
+        )
+        try:
+            found = cls.check_configuration(configuration)
+        except ConfigurationProblem as problem:
+            raise at(problem.path, problem.message) from problem
+        except Exception as exc:
+            raise at(
+                (name,),
+                f"stream authoriser {name!r} failed checking its configuration: "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
         warnings += [str(at(problem.path, problem.message)) for problem in found]
     return warnings
 

@@ -180,23 +180,6 @@ class LimitSettings:
     """Smallest ``debounce_ms`` an aggregate request may ask for."""
 
 
-@shape(closed=True)
-@dataclass(frozen=True, slots=True)
-class SubscriptionSettings:
-    """The ``subscriptions`` section: named subscriptions whose cursor the server keeps."""
-
-    enabled: bool = True
-    """``false`` removes the ``/api/v1/subscriptions`` routes."""
-    max_per_user: Positive = 100
-    """Subscriptions one user may hold (with auth off, all callers share one namespace and
-    this cap); beyond it: 429."""
-    max_total: Positive = 10_000
-    """Subscriptions the server holds in all; beyond it: 429."""
-    max_definition_bytes: Positive = 16_384
-    """Serialised JSON bytes of one subscription's definition (its polygon, mostly); over
-    it: 400."""
-
-
 @shape()
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
@@ -271,7 +254,6 @@ class Settings:
     metrics: MetricsSettings = MetricsSettings()
     watch: WatchSettings = WatchSettings()
     limits: LimitSettings = LimitSettings()
-    subscriptions: SubscriptionSettings = SubscriptionSettings()
     schemas: Mapping[str, SchemaSettings] = field(default_factory=dict)
     schemas_configured: bool = False
     """False when ``notification_schema`` is absent (the schema endpoint says so)."""
@@ -320,7 +302,6 @@ SECTIONS: Mapping[str, type[Any]] = {
     "metrics": MetricsSettings,
     "watch_endpoint": WatchSettings,
     "limits": LimitSettings,
-    "subscriptions": SubscriptionSettings,
 }
 """The host's own top-level sections and their declarations (the backend, the schemas and
 the sections plugins own are composed from the loaded plugins)."""

@@ -10,11 +10,10 @@ from aviso_host.openapi.common import (
 )
 from aviso_host.schemas import SchemaCatalog
 from aviso_plugins.openapi import (
-    JSON,
     Doc,
     auth_responses,
-    examples_of,
     json_response,
+    request_body,
     response_object,
     schema_ref,
 )
@@ -200,15 +199,9 @@ def admin_operations(event_type: str) -> Doc:
                     "not closed." + _ADMIN_DESCRIPTION
                 ),
                 "security": ADMIN_CREDENTIALS,
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        JSON: {
-                            "schema": schema_ref("WipeStreamRequest"),
-                            "examples": examples_of(**{event_type: {"stream_name": event_type}}),
-                        }
-                    },
-                },
+                "requestBody": request_body(
+                    "WipeStreamRequest", {event_type: {"stream_name": event_type}}
+                ),
                 "responses": {
                     "200": admin_result(
                         "Wiped.", wiped=wiped(True, "Successfully wiped stream: GAUGE")

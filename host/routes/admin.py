@@ -8,12 +8,12 @@ is checked before any backend sees it (a topic base or a configured event type):
 from __future__ import annotations
 
 import logging
-import re
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from aviso_host.api_shapes import AdminNotificationResult, AdminResult
+from aviso_host.cursors import parse_u64
 from aviso_host.encoding import loads
 from aviso_host.errors import json_response, log_failure
 from aviso_host.identifiers import MAX_BASE_CHARS, TOPIC_BASE
@@ -24,8 +24,6 @@ from aviso_host.schemas import SchemaCatalog
 from aviso_plugins._shared.json_depth import exceeds_json_depth
 from aviso_plugins.types import UnknownStream
 
-_SEQUENCE = re.compile(r"\+?[0-9]+", re.ASCII)
-_U64_MAX = 2**64 - 1
 _INVALID_NAME = (
     "must be a topic base ([A-Za-z0-9][A-Za-z0-9_-]*, at most "
     f"{MAX_BASE_CHARS} characters) or a configured event type"
@@ -44,17 +42,6 @@ def _stream_key(catalog: SchemaCatalog, name: str) -> str | None:
 
 def _is_configured(catalog: SchemaCatalog, key: str) -> bool:
     return key.lower() in {schema.base.lower() for schema in catalog.schemas.values()}
-
-
-def _sequence(text: str) -> int | None:
-    """A sequence (``+`` and leading zeros allowed) up to the largest u64, or ``None``."""
-    if not _SEQUENCE.fullmatch(text):
-        return None
-    digits = text.lstrip("+").lstrip("0") or "0"
-    # Counting digits first keeps int() away from Python's integer-string limit.
-    if len(digits) > len(str(_U64_MAX)) or int(digits) > _U64_MAX:
-        return None
-    return int(digits)
 
 
 def _admin_body(request: Request, success: bool, message: str) -> AdminResult:
@@ -78,7 +65,7 @@ async def delete_notification(request: Request) -> Response:
     name, separator, sequence_text = raw.strip().partition("@")
     if not separator or not name or not sequence_text:
         return answer(400, False, "notification_id must be in '<stream>@<sequence>' format")
-    sequence = _sequence(sequence_text)
+    sequence = parse_u64(sequence_text)
     if sequence is None:
         return answer(400, False, "notification_id sequence must be a positive integer")
     if sequence == 0:

@@ -113,7 +113,8 @@ def create_package(
     refused now rather than at the first start.
     """
     # Imported here: adding the command to ``aviso-server`` (every start) imports this module.
-    from aviso_host.embedding import HOST_COMMANDS, SubscriptionSettings
+    from aviso_builtins.subscriptions.settings import SubscriptionSettings
+    from aviso_host.embedding import HOST_COMMANDS
 
     names = names_for(project, kind)
     noun, attribute = KINDS[kind]

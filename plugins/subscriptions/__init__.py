@@ -10,6 +10,7 @@ turns the routes and the deliveries off.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -23,9 +24,10 @@ if TYPE_CHECKING:
 
     from aviso_builtins.subscriptions.routes import SubscriptionRoutes
     from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
+    from aviso_plugins.process import SettingsSection
 
-SECTION = BUCKET = "subscriptions"
-"""The configuration section, and the shared-state bucket the subscriptions are kept in."""
+BUCKET = "subscriptions"
+"""The shared-state bucket the subscriptions are kept in."""
 
 _served: WeakKeyDictionary[ServiceAccess, SubscriptionRoutes | None] = WeakKeyDictionary()
 
@@ -38,7 +40,9 @@ def served(service: ServiceAccess) -> SubscriptionRoutes | None:
 
 
 def _build(service: ServiceAccess) -> SubscriptionRoutes | None:
-    if not service.section(SECTION)["enabled"] or not service.keeps_shared_state:
+    from aviso_builtins.subscriptions.settings import subscription_settings
+
+    if not subscription_settings(service).enabled or not service.keeps_shared_state:
         return None
     from aviso_builtins.subscriptions.deliveries import DeliveryRunner
     from aviso_builtins.subscriptions.metrics import SubscriptionCollector
@@ -53,6 +57,13 @@ def _build(service: ServiceAccess) -> SubscriptionRoutes | None:
 
 
 @hookimpl
+def aviso_settings_sections() -> list[SettingsSection]:
+    from aviso_builtins.subscriptions.settings import SECTION
+
+    return [SECTION]
+
+
+@hookimpl
 def aviso_api_routes(service: ServiceAccess) -> list[BaseRoute]:
     subscriptions = served(service)
     return [] if subscriptions is None else subscriptions.routes()
@@ -64,15 +75,19 @@ def aviso_openapi(service: ServiceAccess, context: OpenApiContext) -> OpenApiCon
         return None
     from aviso_builtins.subscriptions.openapi import contribution
     from aviso_builtins.subscriptions.routes import ENDPOINT
+    from aviso_builtins.subscriptions.settings import subscription_settings
 
-    return contribution(service, context, ENDPOINT, service.section(SECTION))
+    settings = dataclasses.asdict(subscription_settings(service))
+    return contribution(service, context, ENDPOINT, settings)
 
 
 @hookimpl
 async def aviso_startup(service: ServiceAccess) -> None:
+    from aviso_builtins.subscriptions.settings import subscription_settings
+
     subscriptions = served(service)
     if subscriptions is None:
-        if service.section(SECTION)["enabled"]:
+        if subscription_settings(service).enabled:
             kind = service.backend_kind
             log_event(
                 "subscriptions.unavailable",

@@ -126,6 +126,12 @@ def _operations(context: OpenApiContext, invalid: ApiRefusal) -> Doc:
         "no subscription named 'rhine-gauges'",
     )
     name = [_name_parameter()]
+    beyond = request_error(
+        "INVALID_ACKNOWLEDGEMENT",
+        "Invalid Acknowledgement",
+        "cannot acknowledge sequence 70: this subscription delivered up to 64",
+        _RID_SUBSCRIPTION,
+    )
     return {
         "/api/v1/subscriptions": {
             "get": {
@@ -287,12 +293,7 @@ def _operations(context: OpenApiContext, invalid: ApiRefusal) -> Doc:
                         "The name breaks the naming rule, or `Last-Event-ID` is not a "
                         "sequence this subscription delivered.",
                         schema_ref("RequestError"),
-                        beyond=request_error(
-                            "INVALID_ACKNOWLEDGEMENT",
-                            "Invalid Acknowledgement",
-                            "cannot acknowledge sequence 70: this subscription delivered up to 64",
-                            _RID_SUBSCRIPTION,
-                        ),
+                        beyond=beyond,
                     ),
                     **auth_responses(),
                     "404": not_found,
@@ -387,12 +388,7 @@ def _operations(context: OpenApiContext, invalid: ApiRefusal) -> Doc:
                         "The name breaks the naming rule, the body is not JSON or not "
                         '`{"sequence": N}`, or N was not delivered yet.',
                         schema_ref("RequestError"),
-                        beyond=request_error(
-                            "INVALID_ACKNOWLEDGEMENT",
-                            "Invalid Acknowledgement",
-                            "cannot acknowledge sequence 70: this subscription delivered up to 64",
-                            _RID_SUBSCRIPTION,
-                        ),
+                        beyond=beyond,
                     ),
                     **auth_responses(),
                     "404": not_found,

@@ -28,6 +28,7 @@ from aviso_builtins.subscriptions.deliveries import (
     push_document,
     take_dead_letters,
 )
+from aviso_builtins.subscriptions.settings import subscription_settings
 from aviso_builtins.subscriptions.store import (
     ACTIVE,
     FORBIDDEN,
@@ -144,10 +145,10 @@ class SubscriptionRoutes:
         self.service = service
         self.store = store
         self.runner = runner
-        section = service.section("subscriptions")
-        self.max_per_user: int = section["max_per_user"]
-        self.max_total: int = section["max_total"]
-        self.max_definition_bytes: int = section["max_definition_bytes"]
+        settings = subscription_settings(service)
+        self.max_per_user = settings.max_per_user
+        self.max_total = settings.max_total
+        self.max_definition_bytes = settings.max_definition_bytes
 
     def routes(self) -> list[BaseRoute]:
         api = self.service.api_endpoint

@@ -1,5 +1,5 @@
 """``python -m benchmarks.scale_out --quick`` runs every part end to end on a small scale:
-every figure is printed, and every notification reaches every watch (speed is the
+every figure is printed, and every notification reaches every watch exactly once (speed is the
 benchmark's to print, never asserted here)."""
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ def test_quick_run_prints_every_figure_and_loses_no_delivery() -> None:
     assert rates and min(rates) > 0, printed
     missing = {key: value for key, value in printed.items() if key.endswith("_missing")}
     assert missing and set(missing.values()) == {0}, missing
+    duplicated = {key: value for key, value in printed.items() if key.endswith("_duplicated")}
+    assert duplicated and set(duplicated.values()) == {0}, duplicated
     assert "machine: " in done.stdout
     assert "skipped" not in done.stdout and "failed" not in done.stdout, done.stdout
     for line in ("notify, 2 workers / 1 worker:", "raw nats-py from 2 process(es):"):

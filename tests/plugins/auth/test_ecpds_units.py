@@ -17,7 +17,7 @@ from aviso_builtins.auth.ecpds_upstream import (
     list_url,
     merge,
 )
-from aviso_host.config.authorisers import authoriser_options
+from aviso_host.config.plugin_options import authoriser_options
 from aviso_plugins.types import AuthError, Caller
 
 
