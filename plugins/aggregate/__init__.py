@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aviso_plugins import hookimpl
-from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
 from aviso_plugins.service import ServiceAccess
 
 if TYPE_CHECKING:
-    # Only a served app imports Starlette and the routes: discovering plugins does not.
+    # Only a served app imports Starlette, the routes and their description: discovering
+    # plugins does not.
     from starlette.routing import BaseRoute
+
+    from aviso_plugins.openapi import OpenApiContext, OpenApiContribution
 
 
 @hookimpl
