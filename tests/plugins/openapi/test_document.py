@@ -1,7 +1,7 @@
 """The API description is the built-in plugin ``openapi``: its route serves the document
 (compact JSON, built once), describing the host's routes; blocked, the server serves
 everything else, the document's path is 404, and Swagger UI still answers, pointing at the
-missing document (Swagger UI then shows its own "Failed to load API definition")."""
+missing document (in a browser it then says so: ``tests/console/test_swagger_ui_page.py``)."""
 
 from __future__ import annotations
 
