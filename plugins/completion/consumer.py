@@ -45,7 +45,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
-from aviso_plugins.consumers import ConsumedNotification, ConsumerContext, NotificationConsumer
+from aviso_plugins.consumers import (
+    ConsumedNotification,
+    ConsumedPage,
+    ConsumerContext,
+    NotificationConsumer,
+)
 from aviso_plugins.sinks import SinkRejected
 from aviso_plugins.state import SharedState, StateEntry
 from aviso_plugins.storage import StoredNotification
@@ -220,6 +225,9 @@ class CompletionConsumer(NotificationConsumer):
         sequence of each (their claims are kept while it is retained)."""
         self._ids: dict[tuple[Any, ...], str] = {}
         """Group ids of groups lately seen, by their rule and values."""
+        self._text_ids: dict[str, dict[tuple[Any, ...], str]] = {}
+        """Per source event type, group ids of groups lately seen whose values are all
+        text, by their values (what :meth:`consume_page` looks up first)."""
         self._completed: OrderedDict[str, None] = OrderedDict()
         """Groups this process closed lately (a late copy of a member needs no read)."""
         self._deadlines: list[tuple[float, str]] = []
@@ -392,6 +400,55 @@ class CompletionConsumer(NotificationConsumer):
                 return
         async with self._lock:
             await self._count(rule, gid, values, member, notification.record)
+
+    async def consume_page(self, page: ConsumedPage) -> None:
+        """:meth:`consume` for each notification of ``page``, reading only the rule's
+        fields; a member whose counting fails is reported and passed over, the page goes
+        on."""
+        rule = self.rules.get(page.event_type)
+        if rule is None:
+            return
+        # Ids of groups named by text values (what stored identifiers hold): a tuple of
+        # other values is never equal to one of texts, so it is looked up safely here too.
+        ids = self._text_ids.setdefault(rule.source, {})
+        groups, unwritten, lock = self._groups, self._unwritten, self._lock
+        expected, expected_keys = rule.expected_count, rule.expected_keys
+        for record, found in page.fields(rule.fields):
+            member = found[0]
+            if type(member) is not str:
+                member = member_key(member)
+            if expected_keys is not None and member not in expected_keys:
+                continue
+            values = found[1:]
+            gid = ids.get(values)
+            if gid is None:
+                gid = self._page_group_id(rule, values, ids)
+            group = groups.get(gid)
+            if group is not None and not lock.locked():
+                # As in consume: a member of a held group that cannot complete it.
+                if member in group.members:
+                    continue
+                if len(group.members) + 1 < expected:
+                    group.count(member, record)
+                    unwritten.add(gid)
+                    continue
+            try:
+                async with lock:
+                    await self._count(
+                        rule, gid, dict(zip(rule.group_by, values, strict=True)), member, record
+                    )
+            except Exception as exc:
+                page.failed(record, exc)
+
+    def _page_group_id(
+        self, rule: CompletionRule, values: tuple[Any, ...], ids: dict[tuple[Any, ...], str]
+    ) -> str:
+        gid = self._group_id(rule, dict(zip(rule.group_by, values, strict=True)))
+        if all(type(value) is str for value in values):
+            if len(ids) >= IDS_KEPT:
+                ids.clear()
+            ids[values] = gid
+        return gid
 
     async def checkpoint(self) -> None:
         """Write every group counted since the last checkpoint (once per page and group),
