@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import heapq
 import json
@@ -43,6 +44,8 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+import orjson
 
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
 from aviso_plugins.consumers import (
@@ -86,10 +89,25 @@ def group_id(source: str, values: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def dumps(value: Any) -> bytes:
+    """``value`` as JSON: by orjson (a fifth of the standard encoder's cost: a group is
+    written once per page it counted members in), or by the standard encoder where orjson
+    refuses (integers beyond 64 bits, lone surrogates)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value).encode()
+
+
 def moment(record: StoredNotification) -> dict[str, Any]:
     seconds, nanoseconds = divmod(record.time_ns, 1_000_000_000)
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
-    return {"sequence": record.sequence, "time": f"{stamp}.{nanoseconds // 1000:06d}Z"}
+    return {"sequence": record.sequence, "time": f"{_stamp(seconds)}.{nanoseconds // 1000:06d}Z"}
+
+
+@functools.lru_cache(maxsize=16)
+def _stamp(seconds: int) -> str:
+    # Cached: the members a page counts were mostly stored within a second or two.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 class Group:
@@ -164,17 +182,18 @@ class Group:
         self.revision = other.revision
 
     def encode(self) -> bytes:
-        return json.dumps(
+        # Members in no particular order: sorting them would double the cost of a write.
+        return dumps(
             {
                 "source": self.source,
                 "values": self.values,
-                "members": sorted(self.members),
+                "members": list(self.members),
                 "first": self.first,
                 "last": self.last,
                 "deadline": self.deadline,
                 "incomplete": self.incomplete,
             }
-        ).encode()
+        )
 
     @classmethod
     def decode(cls, data: bytes, revision: int) -> Group:
@@ -601,7 +620,7 @@ class CompletionConsumer(NotificationConsumer):
             if event.get("retained_through", 0) >= sequence:
                 return
             event["retained_through"] = sequence
-            if await self._state.update(key, json.dumps(event).encode(), entry.revision):
+            if await self._state.update(key, dumps(event), entry.revision):
                 return
         raise RuntimeError(f"claim {key} kept changing under this consumer")
 
@@ -639,13 +658,16 @@ class CompletionConsumer(NotificationConsumer):
             "published": False,
         }
         pending = f"p.{gid}.{status}"
-        value = json.dumps(event).encode()
+        value = dumps(event)
         await self._state.put(pending, value)
-        await self._settle(pending, value)
+        await self._settle(pending, value, event)
 
-    async def _settle(self, pending: str, value: bytes | None = None) -> None:
-        """Claim the event ``pending`` holds (``value``, else read) unless it is claimed,
-        publish the claim's event unless it was, and remove ``pending``."""
+    async def _settle(
+        self, pending: str, value: bytes | None = None, event: dict[str, Any] | None = None
+    ) -> None:
+        """Claim the event ``pending`` holds (``value``, parsed as ``event``, else read)
+        unless it is claimed, publish the claim's event unless it was, and remove
+        ``pending``."""
         if value is None:
             entry = await self._state.get(pending)
             if entry is None:
@@ -656,7 +678,7 @@ class CompletionConsumer(NotificationConsumer):
         if revision is None:
             await self._publish_claim(claim)  # claimed before: as it holds
         else:
-            await self._publish(claim, json.loads(value), revision)
+            await self._publish(claim, json.loads(value) if event is None else event, revision)
         await self._state.delete(pending)
 
     async def _publish_claim(self, key: str) -> None:
@@ -684,7 +706,7 @@ class CompletionConsumer(NotificationConsumer):
             self.context.metrics.count("event_refused")
             event["refused"] = exc.code
         event["published"] = True
-        await self._state.update(key, json.dumps(event).encode(), revision)
+        await self._state.update(key, dumps(event), revision)
 
     async def _settle_later(self, unsettled: list[str]) -> None:
         """Events a previous holder claimed, whose publish failed again at start: tried
