@@ -45,8 +45,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import orjson
-
 from aviso_builtins.completion.rule import STATUS_FIELD, CompletionRule, member_key, rules_of
 from aviso_plugins.consumers import (
     ConsumedNotification,
@@ -96,6 +94,9 @@ def dumps(value: Any) -> bytes:
     """``value`` as JSON: by orjson (a fifth of the standard encoder's cost: a group is
     written once per page it counted members in), or by the standard encoder where orjson
     refuses (integers beyond 64 bits, lone surrogates)."""
+    # Imported here: discovering the plugins (``aviso-server --help``) loads no encoder.
+    import orjson
+
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
