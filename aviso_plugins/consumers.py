@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
+import logging
+from abc import ABC
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -13,6 +14,7 @@ from aviso_plugins.storage import StoredNotification
 __all__ = [
     "CONSUMER_STARTS",
     "ConsumedNotification",
+    "ConsumedPage",
     "ConsumerContext",
     "ConsumerHistory",
     "ConsumerMetrics",
@@ -120,6 +122,59 @@ class ConsumedNotification:
         return self._payload
 
 
+class ConsumedPage:
+    """One page of stored notifications of one event type, in sequence order, handed to
+    :meth:`NotificationConsumer.consume_page`.
+
+    Built from notifications (``ConsumedPage(event_type, notifications)``, what a test
+    does), or by the host over the stored records, where :meth:`fields` reads only the named
+    identifier fields from each record: no identifier built, no CloudEvent rendered, one
+    call for the page.
+    """
+
+    __slots__ = ("_notifications", "event_type")
+
+    def __init__(self, event_type: str, notifications: Sequence[ConsumedNotification]) -> None:
+        self.event_type = event_type
+        self._notifications = notifications
+
+    def __len__(self) -> int:
+        """How many notifications the page holds, readable or not."""
+        return len(self._notifications)
+
+    def notifications(self) -> Iterator[ConsumedNotification]:
+        """Each notification of the page whose identifier can be read (one that cannot is
+        passed over and logged by the host as ``consumer.unreadable``)."""
+        return iter(self._notifications)
+
+    def fields(self, names: Sequence[str]) -> list[tuple[StoredNotification, tuple[Any, ...]]]:
+        """Each readable notification whose identifier names every one of ``names``: its
+        record and the values of ``names``, in that order (as ``identifier`` holds them:
+        the text the API shows for each)."""
+        found = []
+        for notification in self.notifications():
+            identifier = notification.identifier
+            try:
+                values = tuple(identifier[name] for name in names)
+            except KeyError:
+                continue
+            found.append((notification.record, values))
+        return found
+
+    def failed(self, record: StoredNotification, exc: Exception) -> None:
+        """Report that the consumer could not handle ``record`` and passed it over: the host
+        logs it as ``consumer.failed`` (with the consumer, event type and sequence), as it
+        logs a :meth:`NotificationConsumer.consume` that raised."""
+        _logger.error(
+            "consumer failed; notification passed over: %s",
+            type(exc).__name__,
+            extra={"event": "consumer.failed", "sequence": record.sequence},
+        )
+
+
+_logger = logging.getLogger("aviso.consumers")
+
+
 class NotificationPublisher(Protocol):
     """Publishes notifications on a consumer's behalf; implemented by the host."""
 
@@ -184,15 +239,16 @@ CONSUMER_STARTS = frozenset({"end", "beginning"})
 class NotificationConsumer(ABC):
     """Reads the stored notifications from a position the host keeps for it.
 
-    For each configured event type the host calls :meth:`consume` once per stored
-    notification, in sequence order, one call at a time per event type, then
-    :meth:`checkpoint`, and moves the consumer's position past each page of notifications
-    (up to 256: what was stored since the last page, read about 20 ms after the first of
-    them) once both returned. Delivery is at least once: the notifications of a page that
-    was interrupted (a restart, a worker killed) are handed over again, so a consumer that
-    publishes passes a ``message_id`` derived from what it consumed. A :meth:`consume` that
-    raises is logged (``consumer.failed``) and its notification passed over: retrying, dead
-    letters and backoff are the consumer's own.
+    For each configured event type the host calls :meth:`consume_page` once per page of
+    stored notifications (up to 256: what was stored since the last page, read about 20 ms
+    after the first of them), in sequence order, one call at a time per event type, then
+    :meth:`checkpoint`, and moves the consumer's position past the page once both returned.
+    By default :meth:`consume_page` calls :meth:`consume` once per notification: a consumer
+    implements either (one that implements neither fails startup). Delivery is at least
+    once: the notifications of a page that was interrupted (a restart, a worker killed) are
+    handed over again, so a consumer that publishes passes a ``message_id`` derived from
+    what it consumed. A :meth:`consume` that raises is logged (``consumer.failed``) and its
+    notification passed over: retrying, dead letters and backoff are the consumer's own.
 
     A consumer runs once per deployment: every worker and instance constructs it, but only
     the one holding its lease (see :mod:`aviso_plugins.leases`) is *active*. :meth:`start`
@@ -235,10 +291,25 @@ class NotificationConsumer(ABC):
         :meth:`start` acquired and stop timers; no :meth:`consume` runs during or after it,
         until the next :meth:`start`."""
 
-    @abstractmethod
     async def consume(self, notification: ConsumedNotification) -> None:
         """Handle one notification; return when it is handled (the position moves past it
         with its page)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither consume method")
+
+    async def consume_page(self, page: ConsumedPage) -> None:
+        """Handle one page of notifications; return when each is handled (the position then
+        moves past the page). What a consumer that handles many notifications cheaply
+        implements: one call per page instead of one per notification, and
+        :meth:`ConsumedPage.fields` reads only the identifier fields it needs. A
+        notification it cannot handle is reported with :meth:`ConsumedPage.failed` and
+        passed over; a call that raises is logged (``consumer.failed``) and the rest of its
+        page passed over. By default, :meth:`consume` for each notification, one that raises
+        reported with :meth:`ConsumedPage.failed`."""
+        for notification in page.notifications():
+            try:
+                await self.consume(notification)
+            except Exception as exc:
+                page.failed(notification.record, exc)
 
     async def checkpoint(self) -> None:
         """Called once per page, after :meth:`consume` returned for each of its

@@ -137,7 +137,8 @@ def aviso_notification_consumers() -> Iterable[type[NotificationConsumer]]:
     process of the deployment at a time (the holder of its lease: ``start`` and ``close``
     mark when this process is the one), and feeds it the stored notifications of its event
     types from the position the host keeps under its ``name``, in sequence order per event
-    type (see ``NotificationConsumer``). Positions live in the backend's shared state:
+    type, a page at a time (``consume_page``; by default ``consume`` per notification: see
+    ``NotificationConsumer``). Positions live in the backend's shared state:
     process-local on ``in_memory``, a JetStream key-value bucket on ``jetstream``. A shared
     backend that keeps no shared state refuses a registered consumer at startup.
     """

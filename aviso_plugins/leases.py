@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from aviso_plugins.state import SharedState
 
-__all__ = ["DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "holder_id"]
+__all__ = ["DEFAULT_LEASE_SECONDS", "Lease", "LeaseKeeper", "LeaseLost", "holder_id"]
 
 DEFAULT_LEASE_SECONDS = 6.0
 """The TTL of the host's lease bucket: a dead holder's work is taken over within about that
@@ -101,11 +101,17 @@ class Lease:
         self._revision = None
 
 
+class LeaseLost(RuntimeError):
+    """The lease was lost (not renewed in time, or taken over) while ``on_taken`` ran."""
+
+
 class LeaseKeeper:
     """Takes a lease whenever it is free and keeps it renewed; ``on_taken`` runs once this
     holder has it, ``on_lost`` when it stops having it (a renewal failed, or :meth:`stop`).
 
-    ``on_taken`` that raises gives the lease back (logged), to be tried again later.
+    ``on_taken`` that raises gives the lease back (logged), to be tried again later. The
+    lease is renewed while ``on_taken`` runs (a start that loads much state may outlast its
+    TTL); ``on_taken`` is cancelled, and :class:`LeaseLost` raised, if it is lost meanwhile.
     """
 
     def __init__(
@@ -128,18 +134,42 @@ class LeaseKeeper:
 
     async def try_take(self) -> bool:
         """One attempt at the lease (``on_taken`` included); whether this holder is active.
-        Raises what ``on_taken`` raised, after giving the lease back."""
+        Raises what ``on_taken`` raised (:class:`LeaseLost` if the lease was lost while it
+        ran), after giving the lease back."""
         if self._active:
             return True
         if not await self.lease.acquire():
             return False
         try:
-            await self._on_taken()
+            await self._renewed_while(self._on_taken())
         except BaseException:
             await self._give_back()
             raise
         self._active = True
         return True
+
+    async def _renewed_while(self, work: Awaitable[None]) -> None:
+        """``work``, the lease renewed every period until it returns."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self._period)
+                if done:
+                    return task.result()
+                remaining = self.lease.valid_until - time.monotonic()
+                try:
+                    if remaining > 0 and await asyncio.wait_for(self.lease.renew(), remaining):
+                        continue
+                except Exception as exc:
+                    _logger.warning("lease %s: %s", self.lease.key, exc or type(exc).__name__)
+                    if self.lease.held:  # a renewal may still succeed before the TTL runs out
+                        continue
+                self.lease.forget()
+                raise LeaseLost(f"lease {self.lease.key} lost while its work was starting")
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def start(self) -> None:
         """Keep taking and renewing in a task of its own (until :meth:`stop`)."""

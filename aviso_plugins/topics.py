@@ -6,7 +6,7 @@ It lives in the plugin API (not the host) because storage backends match pattern
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "WILDCARD",
@@ -89,6 +89,21 @@ class TopicPattern:
     """
 
     tokens: tuple[str | None, ...]
+    _stream_prefix: str | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
+    """``<base>.`` when only the base is literal (a whole stream, what a consumer follows):
+    then a topic without escapes matches on its prefix and its number of tokens alone."""
+
+    def __post_init__(self) -> None:
+        base, rest = (self.tokens[0], self.tokens[1:]) if self.tokens else (None, ())
+        if (
+            base is not None
+            and rest
+            and all(token is None for token in rest)
+            and encode_token(base) == base
+        ):
+            object.__setattr__(self, "_stream_prefix", base + ".")
 
     @classmethod
     def from_tokens(cls, tokens: Sequence[str | None]) -> TopicPattern:
@@ -121,6 +136,9 @@ class TopicPattern:
 
     def matches(self, topic: str) -> bool:
         """True when the encoded ``topic`` matches; an undecodable topic never matches."""
+        prefix = self._stream_prefix
+        if prefix is not None and "%" not in topic:
+            return topic.startswith(prefix) and topic.count(".") == len(self.tokens) - 1
         raw = topic.split(".")
         if len(raw) != len(self.tokens):
             return False

@@ -23,6 +23,7 @@ from aviso_plugins.auth import (
 from aviso_plugins.consumers import (
     CONSUMER_STARTS,
     ConsumedNotification,
+    ConsumedPage,
     ConsumerContext,
     ConsumerHistory,
     ConsumerMetrics,
@@ -94,6 +95,7 @@ __all__ = [
     "ConfigurationProblem",
     "ConstraintPredicate",
     "ConsumedNotification",
+    "ConsumedPage",
     "ConsumerContext",
     "ConsumerHistory",
     "ConsumerMetrics",

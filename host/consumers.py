@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
+
+import msgspec
 
 from aviso_host.cloudevents import CloudEventError, CloudEventRenderer
 from aviso_host.config import ConfigError
@@ -33,6 +35,7 @@ from aviso_plugins.types import (
     CONSUMER_STARTS,
     MESSAGE_ID_METADATA,
     ConsumedNotification,
+    ConsumedPage,
     ConsumerContext,
     ConsumerHistory,
     ConsumerMetrics,
@@ -100,6 +103,123 @@ class SchemaRecordReader:
 
     def payload(self, record: StoredNotification) -> Any:
         return self._data(record)["payload"]
+
+    def fields_reader(
+        self, names: tuple[str, ...]
+    ) -> Callable[[StoredNotification], tuple[Any, ...] | None]:
+        """Reads the values of ``names`` from a record (``None``: it lacks one); raises
+        like :meth:`identifier`. Where the stored identifier is spliced in unchanged, only
+        these fields are decoded from it (each must be text, as this service writes them:
+        anything else is read from the identifier as a whole)."""
+
+        def whole(record: StoredNotification) -> tuple[Any, ...] | None:
+            identifier = self.identifier(record)
+            try:
+                return tuple(identifier[name] for name in names)
+            except KeyError:
+                return None
+
+        if not self._spliced:
+            return whole
+        decode = _fields_decoder(names)
+        astuple, unset = msgspec.structs.astuple, msgspec.UNSET
+
+        def spliced(record: StoredNotification) -> tuple[Any, ...] | None:
+            stored = record.metadata.get("identifier")
+            if stored:
+                try:
+                    values = astuple(decode(stored))
+                except msgspec.MsgspecError:
+                    return whole(record)
+                return None if unset in values else values
+            return whole(record)
+
+        return spliced
+
+
+_FIELD_DECODERS: dict[tuple[str, ...], Callable[[str], Any]] = {}
+
+
+def _fields_decoder(names: tuple[str, ...]) -> Callable[[str], Any]:
+    """Decodes the text fields ``names`` of an identifier's JSON object (missing ones
+    ``UNSET``), skipping the others."""
+    decode = _FIELD_DECODERS.get(names)
+    if decode is None:
+        attributes = [f"f{index}" for index in range(len(names))]
+        struct = msgspec.defstruct(
+            "IdentifierFields",
+            [(attribute, str | msgspec.UnsetType, msgspec.UNSET) for attribute in attributes],
+            rename=dict(zip(attributes, names, strict=True)),
+            frozen=True,
+        )
+        decode = _FIELD_DECODERS[names] = msgspec.json.Decoder(struct).decode
+    return decode
+
+
+class StoredPage(ConsumedPage):
+    """``ConsumedPage`` over one history page of records, each read when asked for; a
+    record that cannot be read is logged (``consumer.unreadable``) and passed over."""
+
+    __slots__ = ("_consumer", "_reader", "_records")
+
+    def __init__(
+        self,
+        consumer: str,
+        event_type: str,
+        records: Sequence[StoredNotification],
+        reader: SchemaRecordReader,
+    ) -> None:
+        super().__init__(event_type, ())
+        self._consumer = consumer
+        self._records = records
+        self._reader = reader
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def notifications(self) -> Iterator[ConsumedNotification]:
+        reader, event_type = self._reader, self.event_type
+        for record in self._records:
+            try:
+                # Read here, so that a record that cannot be read is passed over as such.
+                identifier = reader.identifier(record)
+            except (CloudEventError, ValueError) as exc:
+                self._unreadable(record, exc)
+                continue
+            yield ConsumedNotification.read_lazily(event_type, record, reader, identifier)
+
+    def fields(self, names: Sequence[str]) -> list[tuple[StoredNotification, tuple[Any, ...]]]:
+        read = self._reader.fields_reader(tuple(names))
+        found = []
+        for record in self._records:
+            try:
+                values = read(record)
+            except (CloudEventError, ValueError) as exc:
+                self._unreadable(record, exc)
+                continue
+            if values is not None:
+                found.append((record, values))
+        return found
+
+    def failed(self, record: StoredNotification, exc: Exception) -> None:
+        log_failure(
+            "consumer.failed",
+            "consumer failed; notification passed over",
+            exc,
+            consumer=self._consumer,
+            event_type=self.event_type,
+            sequence=record.sequence,
+        )
+
+    def _unreadable(self, record: StoredNotification, exc: Exception) -> None:
+        log_event(
+            "consumer.unreadable",
+            f"notification passed over: {exc}",
+            logging.WARNING,
+            consumer=self._consumer,
+            event_type=self.event_type,
+            sequence=record.sequence,
+        )
 
 
 class CatalogPublisher:
@@ -258,6 +378,13 @@ class ConsumerRunner:
                 f"notification consumer '{name}': start_at must be one of "
                 f"{sorted(CONSUMER_STARTS)}, not {cls.start_at!r}"
             )
+        if (
+            cls.consume is NotificationConsumer.consume
+            and cls.consume_page is NotificationConsumer.consume_page
+        ):
+            raise ConfigError(
+                f"notification consumer '{name}' implements neither consume nor consume_page"
+            )
         wanted = cls.wanted_event_types(schemas)
         if wanted is None:
             return tuple(self._catalog.event_types)
@@ -384,9 +511,8 @@ class ConsumerRunner:
                 log_failure("consumer.read_failed", "history page failed", exc, topic=schema.base)
                 await asyncio.sleep(RETRY_SECONDS)
                 continue
-            for record in batch.messages:
-                await self._consume(consumer, schema.event_type, reader, record)
             if batch.messages:
+                await self._consume(consumer, schema.event_type, reader, batch.messages)
                 await self._checkpoint(consumer, schema.event_type)
                 # Once per page, not per notification: a crash hands the page over again.
                 await self._store(position, batch.messages[-1].sequence)
@@ -439,35 +565,22 @@ class ConsumerRunner:
             return 0
         return await self._backend.history_bound(pattern) or 0
 
+    @staticmethod
     async def _consume(
-        self,
         consumer: NotificationConsumer,
         event_type: str,
         reader: SchemaRecordReader,
-        record: StoredNotification,
+        records: Sequence[StoredNotification],
     ) -> None:
+        name = type(consumer).name
         try:
-            # Read here, so that a record that cannot be read is passed over as unreadable.
-            identifier = reader.identifier(record)
-        except (CloudEventError, ValueError) as exc:
-            log_event(
-                "consumer.unreadable",
-                f"notification passed over: {exc}",
-                logging.WARNING,
-                consumer=type(consumer).name,
-                event_type=event_type,
-                sequence=record.sequence,
-            )
-            return
-        notification = ConsumedNotification.read_lazily(event_type, record, reader, identifier)
-        try:
-            await consumer.consume(notification)
+            await consumer.consume_page(StoredPage(name, event_type, records, reader))
         except Exception as exc:
             log_failure(
                 "consumer.failed",
-                "consumer failed; notification passed over",
+                "consumer failed; the rest of its page passed over",
                 exc,
-                consumer=type(consumer).name,
+                consumer=name,
                 event_type=event_type,
-                sequence=record.sequence,
+                sequence=records[0].sequence,
             )

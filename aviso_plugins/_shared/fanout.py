@@ -30,6 +30,10 @@ class SubscriberIndex(Generic[Subscriber]):
         # a publish looks its topic up at these lengths only.
         self._lengths: dict[int, int] = {}
         self._ordered_lengths: tuple[int, ...] = ()
+        # Per filed pattern, its literal tokens after its prefix, by position: all a topic
+        # filed under the prefix and of the pattern's length must still equal (none for a
+        # whole stream's pattern, what every consumer follows).
+        self._literals_after_prefix: dict[tuple[str | None, ...], tuple[tuple[int, str], ...]] = {}
 
     def _count_prefix(self, length: int, change: int) -> None:
         count = self._lengths.get(length, 0) + change
@@ -45,7 +49,15 @@ class SubscriberIndex(Generic[Subscriber]):
         if groups is None:
             groups = self._by_prefix[prefix] = {}
             self._count_prefix(len(prefix), 1)
-        groups.setdefault(pattern.tokens, {})[subscriber] = pattern
+        peers = groups.get(pattern.tokens)
+        if peers is None:
+            peers = groups[pattern.tokens] = {}
+            self._literals_after_prefix[pattern.tokens] = tuple(
+                (position, token)
+                for position, token in enumerate(pattern.tokens)
+                if position >= len(prefix) and token is not None
+            )
+        peers[subscriber] = pattern
 
     def discard(self, pattern: TopicPattern, subscriber: Subscriber) -> None:
         prefix = pattern.literal_prefix
@@ -57,6 +69,7 @@ class SubscriberIndex(Generic[Subscriber]):
             peers.pop(subscriber, None)
             if not peers:
                 del groups[pattern.tokens]
+                del self._literals_after_prefix[pattern.tokens]
                 if not groups:
                     del self._by_prefix[prefix]
                     self._count_prefix(len(prefix), -1)
@@ -91,24 +104,23 @@ class SubscriberIndex(Generic[Subscriber]):
         except TopicDecodeError:
             return []  # an undecodable topic matches no pattern
         found: list[Subscriber] = []
+        length = len(tokens)
+        literals = self._literals_after_prefix
         for depth in self._ordered_lengths:
-            if depth > len(tokens):
+            if depth > length:
                 break
             groups = self._by_prefix.get(tokens[:depth])
             if not groups:
                 continue
+            # Filed under the topic's own prefix: what is left to compare is the length and
+            # the literal tokens after the prefix (a plain loop: this runs for every publish
+            # that has a subscriber).
             for wanted, peers in groups.items():
-                if _matches(wanted, tokens):
+                if len(wanted) != length:
+                    continue
+                for position, token in literals[wanted]:
+                    if tokens[position] != token:
+                        break
+                else:
                     found.extend(peers)
         return found
-
-
-def _matches(wanted: tuple[str | None, ...], tokens: tuple[str, ...]) -> bool:
-    """``TopicPattern.matches`` on a topic already decoded (a plain loop: it runs for
-    every publish that has a subscriber)."""
-    if len(wanted) != len(tokens):
-        return False
-    for want, token in zip(wanted, tokens, strict=True):
-        if want is not None and want != token:
-            return False
-    return True

@@ -39,6 +39,11 @@ class CompletionRule:
     expected_keys: frozenset[str] | None = None
     """:func:`member_key` of each of ``expected_values``."""
 
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The identifier fields the rule reads: ``member``, then ``group_by``."""
+        return (self.member, *self.group_by)
+
     @classmethod
     def from_value(cls, source: str, value: Mapping[str, Any]) -> CompletionRule:
         values = value.get("expected_values")

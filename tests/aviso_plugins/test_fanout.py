@@ -93,3 +93,15 @@ def test_matching_skips_undecodable_topics_and_other_runs() -> None:
     index.add(TopicPattern(("bench", "cold", None)), "cold")
     index.add(TopicPattern(("bench", "hot", "2")), "hot-2")
     assert index.matching("bench.hot.1") == ["hot"]
+
+
+def test_a_pattern_filed_again_after_its_last_subscriber_left_matches_as_before() -> None:
+    index: SubscriberIndex[str] = SubscriberIndex()
+    pattern = TopicPattern(("bench", None, "1"))
+    index.add(pattern, "w1")
+    index.discard(pattern, "w1")
+    assert index.matching("bench.hot.1") == []
+    index.add(pattern, "w2")
+    index.add(TopicPattern(("bench", None, None)), "stream")
+    assert index.matching("bench.hot.1") == ["w2", "stream"]
+    assert index.matching("bench.hot.2") == ["stream"]

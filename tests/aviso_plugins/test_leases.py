@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from aviso_plugins.leases import Lease, LeaseKeeper, holder_id
+from aviso_plugins.leases import Lease, LeaseKeeper, LeaseLost, holder_id
 from aviso_plugins.state import ProcessLocalState
 
 
@@ -114,5 +114,62 @@ def test_the_keeper_calls_on_lost_when_a_renewal_finds_another_holder() -> None:
         await keeper.stop()
         entry = await state.get("work")
         assert entry is not None and entry.value == b"b"  # not released: not ours
+
+    asyncio.run(scenario())
+
+
+def test_the_lease_is_renewed_while_the_work_starts() -> None:
+    """A start longer than the lease's TTL keeps the lease: it is renewed meanwhile."""
+
+    async def scenario() -> None:
+        state = ProcessLocalState(ttl_seconds=1.5)
+        lease = Lease(state, "work", "a", 1.5)
+
+        async def taken() -> None:
+            first = await state.get("work")
+            assert first is not None
+            for _ in range(200):  # two renewals, about a TTL
+                entry = await state.get("work")
+                assert entry is not None
+                if entry.revision >= first.revision + 2:
+                    return
+                await asyncio.sleep(0.05)
+            raise AssertionError("the lease was not renewed while its work started")
+
+        async def lost() -> None:
+            pass
+
+        keeper = LeaseKeeper(lease, taken, lost)
+        assert await keeper.try_take()
+        assert keeper.active and lease.held
+        await keeper.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_lease_lost_while_the_work_starts_cancels_the_start() -> None:
+    async def scenario() -> None:
+        state = ProcessLocalState(ttl_seconds=60)
+        lease = Lease(state, "work", "a", 0.6)
+        cancelled = asyncio.Event()
+
+        async def taken() -> None:
+            await state.delete("work")  # as the TTL would after missed renewals
+            assert await Lease(state, "work", "b", 60).acquire()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        async def lost() -> None:
+            pass
+
+        keeper = LeaseKeeper(lease, taken, lost)
+        with pytest.raises(LeaseLost):
+            await keeper.try_take()
+        assert cancelled.is_set() and not keeper.active and not lease.held
+        entry = await state.get("work")
+        assert entry is not None and entry.value == b"b"  # the new holder's, untouched
 
     asyncio.run(scenario())
