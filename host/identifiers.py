@@ -13,7 +13,7 @@ from typing import Any
 
 from aviso_host.config.settings import LimitSettings
 from aviso_host.config.unknown_keys import nearest
-from aviso_host.encoding import dumps
+from aviso_host.encoding import dumps, dumps_sorted_texts
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
 from aviso_host.schemas import (
     POINT,
@@ -363,7 +363,7 @@ def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     # The full identifier travels with the message so that filters on fields outside the
     # topic work and delivery can show every field (empty values are left out).
     present = canonical if all(canonical.values()) else {k: v for k, v in canonical.items() if v}
-    return {"identifier": dumps(present)}
+    return {"identifier": dumps_sorted_texts(present)}
 
 
 SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}

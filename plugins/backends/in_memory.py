@@ -359,6 +359,7 @@ class InMemoryBackend(StorageBackend):
 
     def _forget(self, records: Iterable[StoredNotification]) -> None:
         topic, log = "", None
+        by_age = self._by_age
         for record in records:
             if record.topic != topic or log is None:
                 # A topic's records (what most calls remove) share one stream log.
@@ -369,7 +370,11 @@ class InMemoryBackend(StorageBackend):
             log.forget(record)
             self._retained -= 1
             self._bytes -= record_bytes(record)
-        if len(self._by_age) > 2 * self._retained + 1024:
+            if by_age and by_age[0] is record:
+                # The oldest record is the likeliest to go (its topic is the least recently
+                # published): leaving at once, it is not left for a compaction to walk.
+                by_age.popleft()
+        if len(by_age) > 2 * self._retained + 1024:
             self._by_age = deque(record for record in self._by_age if self._retains(record))
 
     def _retains(self, record: StoredNotification) -> bool:
