@@ -234,13 +234,14 @@ def _quick_plan(
     # Every value is within its limits and every field is there, so the full checks would
     # reach the handlers too, in this order: a handler's refusal is the first error, raised
     # from here (each handler sees each value once).
-    canonical = {
-        key: handler.canonicalise(text) for (key, handler), text in zip(fields, texts, strict=True)
-    }
-    topic = ".".join(
-        [layout.topic_prefix, *[encode_token(canonical[key]) for key in layout.topic_fields]]
-    )
-    return PlannedNotification(topic, dumps(payload), _metadata(canonical))
+    # Loops rather than comprehensions: each comprehension is a function call of its own.
+    canonical = {}
+    for (key, handler), text in zip(fields, texts, strict=True):
+        canonical[key] = handler.canonicalise(text)
+    tokens = [layout.topic_prefix]
+    for key in layout.topic_fields:
+        tokens.append(encode_token(canonical[key]))
+    return PlannedNotification(".".join(tokens), dumps(payload), _metadata(canonical))
 
 
 def unknown_field(key: str, schema: EventSchema, operation: str) -> InvalidValue:
