@@ -281,7 +281,7 @@ def test_request_ids_are_distinct_canonical_version_4_uuids() -> None:
     [
         {"step": "12", "run": "rps"},
         {chr(code): "".join(map(chr, range(code, code + 64))) for code in range(0, 0x3000, 64)},
-        {"\U0001f600": "\u2028\x7f\"\\", "é": "\x00\x1f", "z": ""},
+        {"\U0001f600": '\u2028\x7f"\\', "é": "\x00\x1f", "z": ""},
         {"lone": "\ud800", "a": "b"},
     ],
 )
