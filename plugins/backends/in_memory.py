@@ -123,10 +123,12 @@ def stream_key(topic: str) -> str:
 
 def record_bytes(record: StoredNotification) -> int:
     """A record's charge against ``max_bytes``: its UTF-8 text plus a fixed overhead."""
-    metadata = record.metadata
-    # One joined text, measured in C: a third of the cost of measuring each part (every
-    # publish pays for it, and again when the record is evicted).
-    text = "".join((record.payload, record.topic, *metadata.keys(), *metadata.values()))
+    # One text, measured in C: a third of the cost of measuring each part (every publish
+    # pays for it, and again when the record is evicted); concatenated, which for the
+    # usual one or two metadata entries costs half of joining a tuple built for it.
+    text = record.payload + record.topic
+    for key, value in record.metadata.items():
+        text += key + value
     return RECORD_OVERHEAD_BYTES + (len(text) if text.isascii() else len(text.encode()))
 
 
