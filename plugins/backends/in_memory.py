@@ -37,6 +37,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -149,6 +150,9 @@ def duplicate_window_seconds(options: Mapping[str, Any]) -> int:
     return seconds
 
 
+_TIME_NS = attrgetter("time_ns")
+
+
 class _StreamLog:
     """One stream: its records in sequence (and so storage-time) order, dead ones included
     until compaction, the live ones by sequence, and its own sequence counter."""
@@ -186,12 +190,11 @@ class _StreamLog:
         # Compact once dead entries dominate, keeping the log's size proportional to what
         # is retained (amortised O(1) per removal).
         if len(self.records) > 2 * len(self.alive) + 1024:
-            records = [record for record in self.records if record.sequence in self.alive]
-            self.records.clear()
-            self.sequences.clear()
-            self.times.clear()
-            for kept in records:
-                self.append(kept)
+            # ``alive`` holds the live records in sequence order (each added once, as it was
+            # published), so the compacted log is three C passes over it.
+            self.records[:] = self.alive.values()
+            self.sequences[:] = self.alive
+            self.times[:] = map(_TIME_NS, self.records)
 
 
 class _Subscriber:
