@@ -198,8 +198,12 @@ def plan_checked_notification(
     if planned is None:
         check_identifier_values(schema, identifier, max_value_bytes)
         planned = plan_notification(schema, event_type, identifier, payload)
-    check_topic_size(planned.topic, max_topic_bytes)
-    check_payload_size(planned.payload, max_payload_bytes)
+    # ASCII text within the limit in characters is within it in bytes: measured no further.
+    topic, payload_text = planned.topic, planned.payload
+    if len(topic) > max_topic_bytes or not topic.isascii():
+        check_topic_size(topic, max_topic_bytes)
+    if len(payload_text) > max_payload_bytes or not payload_text.isascii():
+        check_payload_size(payload_text, max_payload_bytes)
     return planned
 
 
