@@ -20,29 +20,23 @@ _unused: list[str] = []
 """Ids made ahead, in batches: one ``urandom`` call and a few C passes for many requests.
 Taken by ``list.pop``, atomic, so threads (each running a server) never share an id."""
 
-_DIGITS = tuple(
-    zip(
-        (*range(8), *range(9, 13), *range(15, 18), *range(20, 23), *range(24, 36)),
-        (*range(8), *range(8, 12), *range(13, 16), *range(17, 20), *range(20, 32)),
-        strict=True,
-    )
-)
-"""(place in the 36 characters of an id, hex digit of its 16 random bytes) for the digits
-kept: the 13th is replaced by the version, ``4``, the 17th by the variant digit."""
+_PLACES = (*range(8), *range(9, 13), *range(15, 18), *range(20, 23), *range(24, 36))
+"""Where an id's random hex digits go: 29 of its 32, another for the variant (after the
+dashes, the version ``4`` at 14 and the variant at 19)."""
 _VARIANT = bytes.maketrans(b"0123456789abcdef", b"89ab" * 4)
 """The RFC 4122 variant digit for a random hex digit (its two high bits set to ``10``)."""
 
 
 def _batch() -> list[str]:
-    # Every id's digit at one place is written by one strided slice assignment, for the
-    # whole batch at once, instead of formatting each id in Python; ids are 37 apart (a
-    # space after each), for one C split.
+    # Each place of every id in the batch is written by one strided slice assignment
+    # instead of formatting each id in Python; ids are 37 apart (a space after each), for
+    # one C split.
     digits = os.urandom(16 * _BATCH).hex().encode()
-    text = bytearray(b"------------------------------------ " * _BATCH)
-    for place, digit in _DIGITS:
+    text = bytearray(b"-" * 36 + b" ") * _BATCH
+    for digit, place in enumerate(_PLACES):
         text[place::37] = digits[digit::32]
     text[14::37] = b"4" * _BATCH
-    text[19::37] = digits[16::32].translate(_VARIANT)
+    text[19::37] = digits[31::32].translate(_VARIANT)
     return text.decode().split()
 
 
