@@ -283,10 +283,13 @@ class InMemoryBackend(StorageBackend):
     async def publish_from(
         self, writer: Writer, topic: str, payload: str, metadata: Mapping[str, str]
     ) -> StoredNotification:
-        # The writer counts only for a message id: without one, and unless a subclass
-        # overrides publish, the record is stored straight away, without a second coroutine
-        # and the context variable naming the writer.
-        if MESSAGE_ID_METADATA in metadata or type(self).publish is not InMemoryBackend.publish:
+        # The writer counts only for a message id: without one, and unless publish is
+        # overridden (by a subclass or on the instance), the record is stored straight away,
+        # without a second coroutine and the context variable naming the writer.
+        if (
+            MESSAGE_ID_METADATA in metadata
+            or getattr(self.publish, "__func__", None) is not InMemoryBackend.publish
+        ):
             return await super().publish_from(writer, topic, payload, metadata)
         return self._store(topic, payload, metadata)
 

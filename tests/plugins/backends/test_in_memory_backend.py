@@ -478,3 +478,34 @@ def test_a_log_compacted_many_times_reads_back_what_is_retained() -> None:
         assert list(backend._by_age) == retained
 
     run(scenario, max_topics=10)
+
+
+def test_publish_from_goes_through_a_publish_overridden_on_the_instance() -> None:
+    """``publish_from`` calls ``publish`` by default (the plugin contract); the backend's own
+    shortcut past it must not skip a ``publish`` shadowed on the instance or a subclass's."""
+
+    class Subclassed(InMemoryBackend):
+        async def publish(
+            self, topic: str, payload: str, metadata: Mapping[str, str]
+        ) -> StoredNotification:
+            seen.append(("subclass", topic))
+            return await super().publish(topic, payload, metadata)
+
+    seen: list[tuple[str, str]] = []
+
+    async def scenario(backend: InMemoryBackend) -> None:
+        store = backend.publish
+
+        async def shadowed(topic: str, payload: str, metadata: Mapping[str, str]) -> Any:
+            seen.append(("instance", topic))
+            return await store(topic, payload, metadata)
+
+        backend.publish = shadowed  # type: ignore[method-assign]
+        await backend.publish_from(Writer(), "a.1", "null", {})
+        subclassed = Subclassed(BackendContext({}, {}))
+        await subclassed.publish_from(Writer(), "b.1", "null", {})
+        plain = InMemoryBackend(BackendContext({}, {}))
+        assert (await plain.publish_from(Writer(), "c.1", "null", {})).sequence == 1
+
+    run(scenario)
+    assert seen == [("instance", "a.1"), ("subclass", "b.1")]
