@@ -44,7 +44,9 @@ class TopicDecodeError(ValueError):
 
 def encode_token(token: str) -> str:
     """Escape the reserved characters ``. * > %`` and space, tab, CR, LF; keep the rest."""
-    return token.translate(_ENCODE)
+    # Letters and digits alone (most tokens) hold none of them: one C check instead of a
+    # table lookup per character.
+    return token if token.isalnum() else token.translate(_ENCODE)
 
 
 def build_topic(tokens: Sequence[str]) -> str:

@@ -196,5 +196,6 @@ class EdgeMiddleware:
         scope.setdefault("router", self.app)
         scope["route"] = route
         scope["endpoint"] = route.endpoint
-        scope["path_params"] = dict(scope.get("path_params", ()))
+        params = scope.get("path_params")
+        scope["path_params"] = dict(params) if params else {}
         return route.app

@@ -45,6 +45,16 @@ def dumps(value: Any, *, sort_keys: bool = True) -> str:
     return "".join(encoder(value, 0))
 
 
+def dumps_sorted_texts(mapping: Mapping[str, str]) -> str:
+    """``dumps(mapping)`` of text keys and values, by orjson: the same text (orjson sorts
+    keys by code point too) at a fifth of the cost; a lone surrogate, which orjson refuses,
+    goes to the standard encoder."""
+    try:
+        return orjson.dumps(mapping, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return dumps(mapping)
+
+
 def dumps_texts(mapping: Mapping[str, Any]) -> bytes:
     """``dumps(mapping, sort_keys=False)`` as UTF-8, by orjson when every value is a string:
     for string keys and values (lone surrogates aside, which it refuses) its output is byte

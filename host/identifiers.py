@@ -13,7 +13,7 @@ from typing import Any
 
 from aviso_host.config.settings import LimitSettings
 from aviso_host.config.unknown_keys import nearest
-from aviso_host.encoding import dumps
+from aviso_host.encoding import dumps, dumps_sorted_texts
 from aviso_host.filtering import FieldFilter, SpatialFilter, StreamFilter, stored_coordinates
 from aviso_host.schemas import (
     POINT,
@@ -198,8 +198,12 @@ def plan_checked_notification(
     if planned is None:
         check_identifier_values(schema, identifier, max_value_bytes)
         planned = plan_notification(schema, event_type, identifier, payload)
-    check_topic_size(planned.topic, max_topic_bytes)
-    check_payload_size(planned.payload, max_payload_bytes)
+    # ASCII text within the limit in characters is within it in bytes: measured no further.
+    topic, payload_text = planned.topic, planned.payload
+    if len(topic) > max_topic_bytes or not topic.isascii():
+        check_topic_size(topic, max_topic_bytes)
+    if len(payload_text) > max_payload_bytes or not payload_text.isascii():
+        check_payload_size(payload_text, max_payload_bytes)
     return planned
 
 
@@ -234,13 +238,14 @@ def _quick_plan(
     # Every value is within its limits and every field is there, so the full checks would
     # reach the handlers too, in this order: a handler's refusal is the first error, raised
     # from here (each handler sees each value once).
-    canonical = {
-        key: handler.canonicalise(text) for (key, handler), text in zip(fields, texts, strict=True)
-    }
-    topic = ".".join(
-        [layout.topic_prefix, *[encode_token(canonical[key]) for key in layout.topic_fields]]
-    )
-    return PlannedNotification(topic, dumps(payload), _metadata(canonical))
+    # Loops rather than comprehensions: each comprehension is a function call of its own.
+    canonical = {}
+    for (key, handler), text in zip(fields, texts, strict=True):
+        canonical[key] = handler.canonicalise(text)
+    tokens = [layout.topic_prefix]
+    for key in layout.topic_fields:
+        tokens.append(encode_token(canonical[key]))
+    return PlannedNotification(".".join(tokens), dumps(payload), _metadata(canonical))
 
 
 def unknown_field(key: str, schema: EventSchema, operation: str) -> InvalidValue:
@@ -363,7 +368,7 @@ def _metadata(canonical: Mapping[str, str]) -> dict[str, str]:
     # The full identifier travels with the message so that filters on fields outside the
     # topic work and delivery can show every field (empty values are left out).
     present = canonical if all(canonical.values()) else {k: v for k, v in canonical.items() if v}
-    return {"identifier": dumps(present)}
+    return {"identifier": dumps_sorted_texts(present)}
 
 
 SPATIAL_METADATA = {POLYGON: "spatial_geometry", POINT_CLOUD: "spatial_point_cloud"}

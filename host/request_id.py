@@ -15,20 +15,29 @@ from aviso_host.logs import request_id_var
 RAW_SEND = "aviso.raw_send"
 """Scope key of the ``send`` below every aviso middleware (for body chunks after the head)."""
 
-_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
-"""The RFC 4122 variant digit for a random hex digit (its two high bits set to ``10``)."""
 _BATCH = 256
 _unused: list[str] = []
-"""Ids made ahead, in batches: one ``urandom`` call and one loop for many requests. Taken by
-``list.pop``, atomic, so threads (each running a server) never share an id."""
+"""Ids made ahead, in batches: one ``urandom`` call and a few C passes for many requests.
+Taken by ``list.pop``, atomic, so threads (each running a server) never share an id."""
+
+_PLACES = (*range(8), *range(9, 13), *range(15, 18), *range(20, 23), *range(24, 36))
+"""Where an id's random hex digits go: 29 of its 32, another for the variant (after the
+dashes, the version ``4`` at 14 and the variant at 19)."""
+_VARIANT = bytes.maketrans(b"0123456789abcdef", b"89ab" * 4)
+"""The RFC 4122 variant digit for a random hex digit (its two high bits set to ``10``)."""
 
 
 def _batch() -> list[str]:
-    random = os.urandom(16 * _BATCH).hex()
-    return [
-        f"{d[:8]}-{d[8:12]}-4{d[13:16]}-{_VARIANT[d[16]]}{d[17:20]}-{d[20:]}"
-        for d in (random[start : start + 32] for start in range(0, 32 * _BATCH, 32))
-    ]
+    # Each place of every id in the batch is written by one strided slice assignment
+    # instead of formatting each id in Python; ids are 37 apart (a space after each), for
+    # one C split.
+    digits = os.urandom(16 * _BATCH).hex().encode()
+    text = bytearray(b"-" * 36 + b" ") * _BATCH
+    for digit, place in enumerate(_PLACES):
+        text[place::37] = digits[digit::32]
+    text[14::37] = b"4" * _BATCH
+    text[19::37] = digits[31::32].translate(_VARIANT)
+    return text.decode().split()
 
 
 def new_request_id() -> str:
@@ -47,11 +56,11 @@ os.register_at_fork(after_in_child=_unused.clear)
 
 def with_request_id(message: Message, header: tuple[bytes, bytes]) -> Message:
     """An ``http.response.start`` message carrying ``header`` as its only ``X-Request-ID``."""
-    headers = [
-        (name, value)
-        for name, value in message.get("headers", ())
-        if name.lower() != b"x-request-id"
-    ]
+    headers = list(message.get("headers", ()))
+    for name, _ in headers:
+        if name.lower() == b"x-request-id":  # an app's own: dropped (rare, so filtered apart)
+            headers = [field for field in headers if field[0].lower() != b"x-request-id"]
+            break
     headers.append(header)
     return {**message, "headers": headers}
 

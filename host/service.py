@@ -88,15 +88,16 @@ class Service:
         self.status = StatusBoard(
             server_version(), kind, lambda: self.backend.ready(), self.notification_rate
         )
-        self._started = False
+        self.started = False
+        """Set once :meth:`ensure_started` has started everything; read by every request."""
         self._start_lock = asyncio.Lock()
 
     async def ensure_started(self) -> None:
         """Start the backend once, from the lifespan or (when mounted) the first request."""
-        if self._started:
+        if self.started:
             return
         async with self._start_lock:
-            if not self._started:
+            if not self.started:
                 kind = self.settings.backend.kind
                 await start(
                     self.backend.start,
@@ -121,7 +122,7 @@ class Service:
                 except BaseException:
                     await self.backend.shutdown()
                     raise
-                self._started = True
+                self.started = True
                 files = self.settings.files
                 log_event(
                     "service.started",
@@ -178,8 +179,8 @@ class Service:
             control.abort("server_shutdown")
 
     async def close(self) -> None:
-        if self._started:
-            self._started = False
+        if self.started:
+            self.started = False
             await self._stop_plugins()
             await self.consumers.close()
             if self.auth is not None:

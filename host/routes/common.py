@@ -74,7 +74,9 @@ def api_endpoint(handler: Handler) -> Handler:
     into the generic 500, logged here while the request's caller is still known."""
 
     async def endpoint(request: Request) -> ASGIApp:
-        await service_of(request).ensure_started()
+        service = service_of(request)
+        if not service.started:  # the attribute, not a coroutine per request once started
+            await service.ensure_started()
         try:
             return await handler(request)
         except ApiError as error:

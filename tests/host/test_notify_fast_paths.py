@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from aviso_host.config import settings_from_document
 from aviso_host.cursors import now_whole_seconds
-from aviso_host.encoding import dumps, dumps_texts, loads
+from aviso_host.encoding import dumps, dumps_sorted_texts, dumps_texts, loads
 from aviso_host.errors import ApiError, Endpoint
 from aviso_host.identifiers import (
     check_identifier_values,
@@ -28,7 +29,7 @@ from aviso_host.identifiers import (
     plan_notification,
 )
 from aviso_host.plugins import discover
-from aviso_host.request_id import new_request_id
+from aviso_host.request_id import new_request_id, with_request_id
 from aviso_host.requests import ALLOWED_FIELDS, _parse_standard, parse_body
 from aviso_host.routes.notify import stored_body
 from aviso_host.schemas import SchemaCatalog
@@ -264,3 +265,45 @@ def test_the_stored_answer_is_the_encoders() -> None:
     assert stored_body(request_id, processed_at) == dumps_texts(
         {"status": "success", "request_id": request_id, "processed_at": processed_at}
     )
+
+
+def test_request_ids_are_distinct_canonical_version_4_uuids() -> None:
+    ids = [new_request_id() for _ in range(3 * 256 + 7)]  # across batches
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"step": "12", "run": "rps"},
+        {chr(code): "".join(map(chr, range(code, code + 64))) for code in range(0, 0x3000, 64)},
+        {"\U0001f600": '\u2028\x7f"\\', "é": "\x00\x1f", "z": ""},
+        {"lone": "\ud800", "a": "b"},
+    ],
+)
+def test_sorted_text_maps_are_the_standard_encoders(mapping: dict[str, str]) -> None:
+    assert dumps_sorted_texts(mapping) == json.dumps(
+        mapping, separators=(",", ":"), ensure_ascii=False, sort_keys=True
+    )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [(b"content-type", b"application/json")],
+        [(b"X-Request-ID", b"forged"), (b"a", b"1"), (b"x-request-id", b"again"), (b"b", b"2")],
+    ],
+)
+def test_the_request_id_field_replaces_any_the_app_set(headers: list[tuple[bytes, bytes]]) -> None:
+    message = {"type": "http.response.start", "status": 200, "headers": headers}
+    header = (b"x-request-id", b"server-made")
+    sent = list(headers)
+    stamped = with_request_id(message, header)
+    kept = [field for field in sent if field[0].lower() != b"x-request-id"]
+    assert stamped["headers"] == [*kept, header]
+    assert message["headers"] == sent  # the app's message is left as it was
