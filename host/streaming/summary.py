@@ -49,7 +49,8 @@ class SummaryStream(EventStream):
         self._changed = False
         self._window: asyncio.TimerHandle | None = None
         self._due = math.inf
-        self._limit: SummaryLimitReached | None = None
+        self._limit_closing: bytes | None = None
+        """The ``connection-closing`` of the summary's limit, once it is reached."""
         self._ending: tuple[str, bytes] | None = None
         """The stop reason that ends the stream without a summary, and what says why."""
         self._holding = False
@@ -104,12 +105,7 @@ class SummaryStream(EventStream):
         except SummaryLimitReached as limit:
             # No summary follows (one missing a part would read as complete); the error
             # says which limit was reached and what to change.
-            self._limit = limit
-            request_id = self._control.request_id
-            error = frames.limit_reached(
-                self._topic, limit.code, limit.message, limit.details, request_id
-            )
-            self._end(LIMIT_REACHED, error)
+            self._limit_reached(limit)
             return taken
         except Exception as exc:
             self._failed(exc)
@@ -140,6 +136,22 @@ class SummaryStream(EventStream):
         due = self._due if self._window is not None else math.inf
         return min(super()._wake_at(), due)
 
+    def _limit_reached(self, limit: SummaryLimitReached) -> None:
+        """Both frames are built at once: a plugin's limit whose words no frame can carry
+        (details that are not JSON) is a failed summary, not a connection cut mid-chunk."""
+        request_id = self._control.request_id
+        try:
+            error = frames.limit_reached(
+                self._topic, limit.code, limit.message, limit.details, request_id
+            )
+            self._limit_closing = frames.connection_closing(
+                self._topic, limit.code, request_id, message=limit.closing
+            )
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._end(LIMIT_REACHED, error)
+
     def _failed(self, exc: Exception) -> None:
         """The plugin's summary raised (or gave junk): said as a failed read, logged."""
         log_failure("stream.summary.failed", "summary failed", exc, topic=self._topic)
@@ -158,12 +170,9 @@ class SummaryStream(EventStream):
         await super()._close()
 
     def _closing(self, reason: str, resume: int | None) -> bytes:
-        limit = self._limit
-        if limit is None or reason != LIMIT_REACHED:
+        if self._limit_closing is None or reason != LIMIT_REACHED:
             return super()._closing(reason, resume)
-        return frames.connection_closing(
-            self._topic, limit.code, self._control.request_id, message=limit.closing
-        )
+        return self._limit_closing
 
     def _render(self, kind: str) -> bytes:
         """The summary's event, or nothing when the plugin's summary fails to render it (the

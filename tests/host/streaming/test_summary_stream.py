@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from aviso_plugins import hookimpl
-from aviso_plugins.service import ServiceAccess, Summary
+from aviso_plugins.service import ServiceAccess, Summary, SummaryLimitReached
 from aviso_plugins.types import StoredNotification
 from tests.conformance.helpers import open_stream
 from tests.plugins.aggregate.test_aggregate import CONFIG, publish, unique_run
@@ -69,6 +69,16 @@ class _BadRender(_Fragile):
         return junk
 
 
+class _BadLimit(_Fragile):
+    """Reaches its limit on the second notification, with details no JSON can carry."""
+
+    def add(self, record: StoredNotification) -> bool:
+        self.count += 1
+        if self.count == 2:
+            raise SummaryLimitReached("fragile_limit", "too many", "closing", {"at": object()})
+        return True
+
+
 class _BadEvent(_Fragile):
     @property
     def event(self) -> str:
@@ -81,6 +91,7 @@ SUMMARIES: dict[str, Callable[[], Summary]] = {
     "render-str": lambda: _BadRender(0, "not bytes"),
     "render-lines": lambda: _BadRender(0, b'{"a":1}\n\nevent: notification\ndata: {}'),
     "event-raises": _BadEvent,
+    "limit-junk": _BadLimit,
     "update-raises": lambda: _BadRender(5, None),
 }
 
@@ -141,7 +152,9 @@ def test_a_failing_summary_ends_the_stream_as_a_failed_history_read(
     assert SECRET in failure.getMessage()
 
 
-@pytest.mark.parametrize("name", ["render-raises", "render-str", "render-lines", "event-raises"])
+@pytest.mark.parametrize(
+    "name", ["render-raises", "render-str", "render-lines", "event-raises", "limit-junk"]
+)
 def test_a_summary_that_cannot_render_its_snapshot_ends_as_a_failed_read(
     name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -153,6 +166,7 @@ def test_a_summary_that_cannot_render_its_snapshot_ends_as_a_failed_read(
         httpx.Client(base_url=server.url, timeout=10.0) as client,
     ):
         publish(client, run, 0)
+        publish(client, run, 6)
         body = {"event_type": "forecast", "identifier": {"run": run}}
         with open_stream(client, f"/api/v1/{name}", body) as stream:
             events = stream.to_end()
