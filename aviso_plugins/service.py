@@ -233,7 +233,9 @@ class Summary(Protocol):
 
     def render(self, members: Mapping[str, Any]) -> bytes:
         """The event's data: compact JSON on one line, with ``members`` (``type``:
-        ``snapshot`` or ``update``, ``topic``, ``timestamp``, ``request_id``) among its own."""
+        ``snapshot`` or ``update``, ``topic``, ``timestamp``, ``request_id``) among its own.
+        A render that raises, or gives anything but bytes without a line break (nor an
+        :attr:`event` with one), ends the stream as a failed :meth:`add` does."""
         ...
 
 

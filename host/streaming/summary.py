@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -21,6 +22,8 @@ from aviso_host.streaming.control import LIMIT_REACHED
 from aviso_host.streaming.stream import EventStream, ReplayOutcome, ReplayStart
 from aviso_plugins.service import Summary, SummaryLimitReached
 from aviso_plugins.types import StoredNotification
+
+_LINE_BREAKS = re.compile(rb"[\r\n]")
 
 
 class SummaryStream(EventStream):
@@ -41,13 +44,13 @@ class SummaryStream(EventStream):
     ) -> None:
         super().__init__(replay=replay, is_watch=True, **stream)
         self._summary = summary
-        self._event = summary.event.encode()
         self._replay_start = replay
         self._debounce = debounce_ms / 1000
         self._changed = False
         self._window: asyncio.TimerHandle | None = None
         self._due = math.inf
-        self._limit: SummaryLimitReached | None = None
+        self._limit_closing: bytes | None = None
+        """The ``connection-closing`` of the summary's limit, once it is reached."""
         self._ending: tuple[str, bytes] | None = None
         """The stop reason that ends the stream without a summary, and what says why."""
         self._holding = False
@@ -67,11 +70,13 @@ class SummaryStream(EventStream):
             outcome = await self._replay_through(self._replay_start.cursor, end)
         self._holding = False
         self._next_heartbeat = first_heartbeat
+        if outcome is not ReplayOutcome.STOPPED and self._ending is None:
+            self._out[:0] = self._render("snapshot")
         if outcome is ReplayOutcome.STOPPED or self._ending is not None:
-            # Stopped while taking history in: no snapshot, only why the stream ends.
+            # Stopped while taking history in, or the summary failed: no snapshot, only why
+            # the stream ends.
             self._out.clear()
             return await self._close()
-        self._out[:0] = self._render("snapshot")
         # No live feed, a capped or a failed history: the snapshot is all there is (a
         # summary that goes on from an incomplete history would be wrong without saying so).
         if self._live is None or outcome is not ReplayOutcome.COMPLETED:
@@ -100,17 +105,10 @@ class SummaryStream(EventStream):
         except SummaryLimitReached as limit:
             # No summary follows (one missing a part would read as complete); the error
             # says which limit was reached and what to change.
-            self._limit = limit
-            request_id = self._control.request_id
-            error = frames.limit_reached(
-                self._topic, limit.code, limit.message, limit.details, request_id
-            )
-            self._end(LIMIT_REACHED, error)
+            self._limit_reached(limit)
             return taken
-        except Exception as exc:  # the plugin's summary failed: said as a failed read, logged
-            log_failure("stream.summary.failed", "summary failed", exc, topic=self._topic)
-            self._metrics.stream_error()
-            self._end("end_of_stream", frames.batch_failed(self._topic, self._control.request_id))
+        except Exception as exc:
+            self._failed(exc)
             return taken
         if self._changed and self._window is None and self._live is not None and self._live.live:
             self._due = self._now() + self._debounce
@@ -122,7 +120,9 @@ class SummaryStream(EventStream):
         if self._window is not None and self._now() >= self._due:
             self._window.cancel()
             self._window = None
-            self._out += self._render("update")
+            # A summary that failed or reached its limit in this batch writes nothing more.
+            if self._ending is None:
+                self._out += self._render("update")
         super()._tick()
 
     def _wake_at(self) -> float:
@@ -136,6 +136,28 @@ class SummaryStream(EventStream):
         due = self._due if self._window is not None else math.inf
         return min(super()._wake_at(), due)
 
+    def _limit_reached(self, limit: SummaryLimitReached) -> None:
+        """Both frames are built at once: a plugin's limit whose words no frame can carry
+        (details that are not JSON) is a failed summary, not a connection cut mid-chunk."""
+        request_id = self._control.request_id
+        try:
+            error = frames.limit_reached(
+                self._topic, limit.code, limit.message, limit.details, request_id
+            )
+            self._limit_closing = frames.connection_closing(
+                self._topic, limit.code, request_id, message=limit.closing
+            )
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._end(LIMIT_REACHED, error)
+
+    def _failed(self, exc: Exception) -> None:
+        """The plugin's summary raised (or gave junk): said as a failed read, logged."""
+        log_failure("stream.summary.failed", "summary failed", exc, topic=self._topic)
+        self._metrics.stream_error()
+        self._end("end_of_stream", frames.batch_failed(self._topic, self._control.request_id))
+
     def _end(self, reason: str, frame: bytes) -> None:
         self._ending = (reason, frame)
         self._control.stop(reason)
@@ -148,24 +170,30 @@ class SummaryStream(EventStream):
         await super()._close()
 
     def _closing(self, reason: str, resume: int | None) -> bytes:
-        limit = self._limit
-        if limit is None or reason != LIMIT_REACHED:
+        if self._limit_closing is None or reason != LIMIT_REACHED:
             return super()._closing(reason, resume)
-        return frames.connection_closing(
-            self._topic, limit.code, self._control.request_id, message=limit.closing
-        )
+        return self._limit_closing
 
     def _render(self, kind: str) -> bytes:
+        """The summary's event, or nothing when the plugin's summary fails to render it (the
+        stream then ends as :meth:`_failed` says)."""
         self._changed = False
-        data = self._summary.render(
-            {
-                "type": kind,
-                "topic": self._topic,
-                "timestamp": now_whole_seconds(),
-                "request_id": self._control.request_id,
-            }
-        )
-        return frames.frame(self._event, data)
+        members = {
+            "type": kind,
+            "topic": self._topic,
+            "timestamp": now_whole_seconds(),
+            "request_id": self._control.request_id,
+        }
+        try:
+            event = self._summary.event.encode()
+            data = self._summary.render(members)
+            # A line break would end the frame early and let the rest pose as other events.
+            if not isinstance(data, bytes) or _LINE_BREAKS.search(event + data):
+                raise ValueError(f"summary rendered no one-line frame: {event!r} {data!r:.200}")
+            return frames.frame(event, data)
+        except Exception as exc:
+            self._failed(exc)
+            return b""
 
     async def _flush(self) -> None:
         if not self._holding:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from bisect import insort
 from collections.abc import Mapping, Sequence
+from hashlib import blake2b
 from typing import Any
 
 from aviso_plugins.service import SummaryLimitReached, TypeLayout, echoed
@@ -44,6 +45,26 @@ class GroupLimitReached(SummaryLimitReached):
         )
 
 
+def _identity(record: StoredNotification) -> bytes:
+    """What tells notifications apart (topic, identifier, and the spatial values stored
+    apart from it), as a digest: a stream remembers every notification it counted, and
+    what it keeps per notification must not grow with what a writer put in it (a polygon
+    of a megabyte would otherwise be held by every aggregate stream that counted it)."""
+    metadata = record.metadata
+    digest = blake2b(digest_size=16)
+    for part in (
+        record.topic,
+        metadata.get("identifier", ""),
+        metadata.get("spatial_geometry", ""),
+        metadata.get("spatial_point_cloud", ""),
+    ):
+        encoded = part.encode("utf-8", "surrogatepass")
+        # Length-prefixed: two different splits of the same text must not read the same.
+        digest.update(len(encoded).to_bytes(8, "big"))
+        digest.update(encoded)
+    return digest.digest()
+
+
 def _value_order(value: str | None) -> tuple[int, int, str]:
     """Missing values first, then whole numbers numerically (steps 6 before 12), then text."""
     if value is None:
@@ -74,7 +95,7 @@ class GroupCounts:
         # Topic token index of each grouped field in the topic: the fallback for records
         # stored without an identifier (other writers), as CloudEvents rebuild it.
         self._positions = {field: positions[field] for field in group_by if field in positions}
-        self._seen: set[tuple[str, ...]] = set()
+        self._seen: set[bytes] = set()
         self._counts: dict[GroupKey, int] = {}
         self._order: list[GroupKey] = []
         self._texts: dict[GroupKey, str] = {}
@@ -89,14 +110,7 @@ class GroupCounts:
         Raises :class:`GroupLimitReached` instead of creating group ``max_groups + 1``.
         """
         self.last_sequence = record.sequence
-        metadata = record.metadata
-        # Spatial values are stored apart from the identifier entry.
-        identity = (
-            record.topic,
-            metadata.get("identifier", ""),
-            metadata.get("spatial_geometry", ""),
-            metadata.get("spatial_point_cloud", ""),
-        )
+        identity = _identity(record)
         if identity in self._seen:
             return False
         key = self._group_of(record)
