@@ -4,6 +4,7 @@ writes and serves the document."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -50,9 +51,11 @@ def _contributions(
     manager = service.registry.manager
     if manager is None:
         return []
-    arguments = {"service": access, "context": context}
     found: list[tuple[str, OpenApiContribution]] = []
     for impl in manager.hook.aviso_openapi.get_hookimpls():
+        # Each plugin gets a context of its own: the document's operations share its
+        # examples and schemas, and one plugin's edits must reach neither them nor the next.
+        arguments = {"service": access, "context": copy.deepcopy(context)}
         try:
             result = impl.function(*(arguments[name] for name in impl.argnames))
         except Exception as exc:

@@ -138,3 +138,19 @@ def test_a_failing_hook_fails_startup_naming_its_plugin() -> None:
 
 def test_a_plugin_that_describes_nothing_changes_nothing() -> None:
     assert _document(Silent()) == _document()
+
+
+class Scribbler:
+    """Edits every part of the context it is given, as a careless plugin might."""
+
+    @hookimpl
+    def aviso_openapi(self, service: ServiceAccess, context: OpenApiContext) -> None:
+        for bodies in context.examples.values():
+            for body in bodies.values():
+                body["event_type"] = "scribbled"  # type: ignore[index]
+        context.schemas["StreamRequest"]["description"] = "scribbled"  # type: ignore[index]
+        context.stream_event_data.clear()  # type: ignore[attr-defined]
+
+
+def test_a_plugin_editing_its_context_changes_nothing_in_the_hosts_document() -> None:
+    assert _document(Scribbler()) == _document()
