@@ -432,6 +432,51 @@ class _Signal:
                 self._waiters = None
 
 
+class _FlowControl:
+    """What uvicorn's protocol and request cycle use of their flow control, its writable
+    event a :class:`_Signal`: uvicorn's :class:`asyncio.Event` holds an empty deque (~760 B)
+    on every connection."""
+
+    __slots__ = ("_transport", "_writable", "read_paused", "write_paused")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.read_paused = self.write_paused = False
+        self._writable = _Signal()
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self._transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._writable.set()
+
+
+class _Pipeline(list[Any]):
+    """uvicorn's queue of pipelined requests (``appendleft``, ``pop``), a list: requests are
+    rarely pipelined, and uvicorn's deque costs every connection ~760 B."""
+
+    __slots__ = ()
+
+    def appendleft(self, item: Any) -> None:
+        self.insert(0, item)
+
+
 class AvisoHttpProtocol(HttpToolsProtocol):
     # Slots: uvicorn's own attributes already fill most of what CPython shares between
     # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
@@ -478,6 +523,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         """``caps``: the server's connection caps; ``uvicorn_arguments``: what else uvicorn's
         server passes (the event loop)."""
         super().__init__(config, server_state, app_state, **uvicorn_arguments)
+        self.pipeline = _Pipeline()  # type: ignore[assignment]
         self._caps = caps
         self._host: str | None = None
         """The client address while the connection holds a place under the caps."""
@@ -530,6 +576,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         # Connection, naming only what is read, cannot spell.
         self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
+        self.flow = _FlowControl(transport)  # type: ignore[assignment]
         host = client_of(self.client[0]) if self.client is not None else ""
         self._accepted_at = now = self.loop.time()
         place = self._caps.accept(host, self, now)
