@@ -2,7 +2,7 @@
 
   python -m benchmarks.watch_memory [--watches 2000,10000]
       [--cases in_memory,jetstream,jetstream_w2] [--rounds 3] [--env NAME=VALUE ...]
-      [--trace WATCHES]
+      [--code CHECKOUT] [--label WORD] [--trace WATCHES]
 
 Cases, each a fresh service per round and size, on 127.0.0.1:
 
@@ -20,7 +20,9 @@ server sockets' buffers (``ss -tm``) plus half the connection objects the openin
 (``/proc/slabinfo``, both ends are on this machine). Rounds rotate the cases' order.
 
 ``--env NAME=VALUE`` runs the servers with that environment (e.g. ``MALLOC_ARENA_MAX=2``,
-``PYTHONMALLOC=malloc``), to tell objects from allocator fragmentation.
+``PYTHONMALLOC=malloc``), to tell objects from allocator fragmentation. ``--code CHECKOUT``
+serves the packages of another source tree (e.g. ``git archive`` of an earlier commit), for a
+before/after comparison.
 
 ``--trace WATCHES`` instead runs each case once under ``tracemalloc`` (25 frames) and prints,
 per watch, the bytes still allocated after opening ``WATCHES`` watches beyond the warm-up,
@@ -78,6 +80,7 @@ from benchmarks.scale_out import (
     publish_paced,
     workers_service,
 )
+from benchmarks.watchers import import_path_of
 from tests.support.process import aviso_process
 
 CASES = ("in_memory", "jetstream", "jetstream_w2")
@@ -312,6 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--cases", type=lambda t: t.split(","), default=list(CASES))
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the servers")
+    parser.add_argument("--code", type=Path, help="serve the packages of this source tree")
     parser.add_argument("--trace", type=int, help="tracemalloc the cases at this many watches")
     parser.add_argument("--top", type=int, default=40, help="lines shown per traced case")
     parser.add_argument("--label", default="", help="a word for the results file's name")
@@ -324,9 +328,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"load average at start: {load_average()}; server environment: {args.env}", flush=True)
     runs = 0
     rounds: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {"environment": args.env}
+    summary: dict[str, Any] = {"environment": args.env, "code": str(args.code or "this tree")}
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if args.code is not None:
+            path = import_path_of(args.code, folder)
+            os.environ["PYTHONPATH"] = os.pathsep.join(
+                [str(path), os.environ.get("PYTHONPATH", "")]
+            )
         if args.trace:
             for case in args.cases:
                 runs += 1

@@ -34,12 +34,12 @@ reset the connection, or the client never reads the answer: the connection is cl
 the client closes or stops sending for ``LINGER_QUIET_SECONDS`` (then closed), or
 ``LINGER_SECONDS`` pass (then reset).
 
-The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
+The ASGI scope's ``extensions`` carry the connection (:data:`CONNECTION_EXTENSION`; one entry,
+not a bound method per use, which every idle watch would hold), which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
-which does not read would never allow, and :data:`DISCONNECT_EXTENSION`, which tells a
-stream when its client goes away (:func:`on_client_gone`) without a task per stream waiting
-on ``receive`` for it, and :data:`WRITE_CHUNK_EXTENSION`, through which a live stream writes
-an event to a connection that keeps up without its task (:func:`chunk_writer`).
+which does not read would never allow, tells a stream when its client goes away
+(:func:`on_client_gone`) without a task per stream waiting on ``receive`` for it, and writes
+a live stream's event to a connection that keeps up without its task (:func:`chunk_writer`).
 
 This is a subclass of uvicorn's httptools protocol whose overrides add to uvicorn's own
 callbacks and call them (``super()``), and a wrapper around the connection's transport,
@@ -85,9 +85,7 @@ from aviso_host.errors import (
 from aviso_host.logs import log_event
 from aviso_host.request_id import new_request_id
 
-ABORT_EXTENSION = "aviso.abort_connection"
-DISCONNECT_EXTENSION = "aviso.on_client_gone"
-WRITE_CHUNK_EXTENSION = "aviso.write_chunk"
+CONNECTION_EXTENSION = "aviso.connection"
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 LINGER_QUIET_SECONDS = 1.0
@@ -121,24 +119,27 @@ _RESET = struct.pack("ii", 1, 0)
 """``SO_LINGER`` on with a timeout of 0: ``close`` resets the connection."""
 
 App = Callable[[Scope, Receive, Send], Any]
+_SHARED_ASGI: dict[Any, Any] = {}
+"""The scope's ``asgi`` entry, the same few strings in every request: one dict per variant,
+not one per request that every idle watch would hold."""
 
 
 def abort_connection(scope: Scope) -> None:
     """Drop the request's connection now, unsent output included (no-op outside aviso's
     protocol, e.g. under a test transport)."""
-    abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
-    if abort is not None:
-        abort()
+    connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    if connection is not None:
+        connection.abort()
 
 
 def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
     """Have ``callback`` called once the request's client has closed its connection (``None``:
     no longer). ``False`` outside aviso's protocol, where the caller must wait for
     ``http.disconnect`` from ``receive`` itself."""
-    register = scope.get("extensions", {}).get(DISCONNECT_EXTENSION)
-    if register is None:
+    connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    if connection is None:
         return False
-    register(callback)
+    connection.on_client_gone(callback)
     return True
 
 
@@ -148,8 +149,8 @@ def chunk_writer(scope: Scope) -> Callable[[bytes], bool] | None:
     chunked or no longer being written, or the transport is above its high-water mark (the
     caller then sends it through ASGI, which waits for the client). ``None`` outside aviso's
     protocol."""
-    writer: Callable[[bytes], bool] | None = scope.get("extensions", {}).get(WRITE_CHUNK_EXTENSION)
-    return writer
+    connection: AvisoHttpProtocol | None = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    return None if connection is None else connection.write_chunk
 
 
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
@@ -567,11 +568,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
-        self._extensions = {
-            ABORT_EXTENSION: self._abort,
-            DISCONNECT_EXTENSION: self._on_client_gone,
-            WRITE_CHUNK_EXTENSION: self._write_chunk,
-        }
+        self._extensions = {CONNECTION_EXTENSION: self}
         # uvicorn annotates its cycle as never None and its scope as a TypedDict, which
         # Connection, naming only what is read, cannot spell.
         self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
@@ -609,7 +606,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             self._client_gone = None
             client_gone()
 
-    def _on_client_gone(self, callback: Callable[[], None] | None) -> None:
+    def on_client_gone(self, callback: Callable[[], None] | None) -> None:
         if callback is not None and self.cycle is not None and self.cycle.disconnected:
             callback()
             return
@@ -636,7 +633,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if self._raw is not None and not self._raw.is_closing():
             self._reset()
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
         if self.cycle is not None:
             # What connection_lost will say anyway; said now, uvicorn does not report the
             # unfinished response of an app that returns right after this as an error.
@@ -890,6 +887,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
         self.scope["extensions"] = self._extensions
+        asgi = self.scope["asgi"]
+        self.scope["asgi"] = _SHARED_ASGI.setdefault(tuple(asgi.items()), asgi)
         refusal = self._refusal
         if refusal is not None and self._is_probe():
             refusal = None
@@ -950,7 +949,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._write_paused = False
         super().resume_writing()
 
-    def _write_chunk(self, chunk: bytes) -> bool:
+    def write_chunk(self, chunk: bytes) -> bool:
         # Only one response is being written on a connection at a time, and a pipelined
         # request's cycle has not started its own: a started, unfinished chunked response
         # is the caller's.
