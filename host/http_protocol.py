@@ -34,8 +34,8 @@ reset the connection, or the client never reads the answer: the connection is cl
 the client closes or stops sending for ``LINGER_QUIET_SECONDS`` (then closed), or
 ``LINGER_SECONDS`` pass (then reset).
 
-The ASGI scope's ``extensions`` carry the connection (:data:`CONNECTION_EXTENSION`; one entry,
-not a bound method per use, which every idle watch would hold), which lets a stream drop its
+The ASGI scope carries the connection (:data:`CONNECTION_EXTENSION`: one entry, not a dict
+of bound methods, which every idle watch would hold), which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
 which does not read would never allow, tells a stream when its client goes away
 (:func:`on_client_gone`) without a task per stream waiting on ``receive`` for it, and writes
@@ -127,7 +127,7 @@ not one per request that every idle watch would hold."""
 def abort_connection(scope: Scope) -> None:
     """Drop the request's connection now, unsent output included (no-op outside aviso's
     protocol, e.g. under a test transport)."""
-    connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    connection = scope.get(CONNECTION_EXTENSION)
     if connection is not None:
         connection.abort()
 
@@ -136,7 +136,7 @@ def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
     """Have ``callback`` called once the request's client has closed its connection (``None``:
     no longer). ``False`` outside aviso's protocol, where the caller must wait for
     ``http.disconnect`` from ``receive`` itself."""
-    connection = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    connection = scope.get(CONNECTION_EXTENSION)
     if connection is None:
         return False
     connection.on_client_gone(callback)
@@ -149,7 +149,7 @@ def chunk_writer(scope: Scope) -> Callable[[bytes], bool] | None:
     chunked or no longer being written, or the transport is above its high-water mark (the
     caller then sends it through ASGI, which waits for the client). ``None`` outside aviso's
     protocol."""
-    connection: AvisoHttpProtocol | None = scope.get("extensions", {}).get(CONNECTION_EXTENSION)
+    connection: AvisoHttpProtocol | None = scope.get(CONNECTION_EXTENSION)
     return None if connection is None else connection.write_chunk
 
 
@@ -489,7 +489,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         "_caps",
         "_client_gone",
         "_ended_head",
-        "_extensions",
         "_head_began",
         "_head_bytes",
         "_head_timer",
@@ -538,7 +537,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._limits = limits
         self._raw: asyncio.Transport | None = None
         self._wrapper: ConnectionTransport | None = None
-        self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
         self._head_bytes = 0
         """Bytes of the unfinished head fed before the current read (an upper bound)."""
@@ -568,7 +566,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
-        self._extensions = {CONNECTION_EXTENSION: self}
         # uvicorn annotates its cycle as never None and its scope as a TypedDict, which
         # Connection, naming only what is read, cannot spell.
         self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
@@ -886,7 +883,8 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._ended_head = self._head_bytes
         self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
-        self.scope["extensions"] = self._extensions
+        # uvicorn types its scope as a TypedDict of ASGI's keys; a server's own key is allowed.
+        self.scope[CONNECTION_EXTENSION] = self  # type: ignore[literal-required]
         asgi = self.scope["asgi"]
         self.scope["asgi"] = _SHARED_ASGI.setdefault(tuple(asgi.items()), asgi)
         refusal = self._refusal
