@@ -103,7 +103,6 @@ class EdgeMiddleware:
         audit_token = audit_var.set(None)
         started = time.perf_counter()
         observation = self.metrics.observe(scope) if self.metrics is not None else None
-        header = (b"x-request-id", request_id.encode())
         status = 0
         """The answered status, 0 until the response head is sent."""
         failed = 500
@@ -115,7 +114,8 @@ class EdgeMiddleware:
                 status = message["status"]
                 if observation is not None:
                     observation.head(scope, status)
-                message = with_request_id(message, header)
+                # Made here, not held for the whole request: a stream's lasts for hours.
+                message = with_request_id(message, (b"x-request-id", request_id.encode()))
             await send(message)
 
         try:

@@ -34,12 +34,12 @@ reset the connection, or the client never reads the answer: the connection is cl
 the client closes or stops sending for ``LINGER_QUIET_SECONDS`` (then closed), or
 ``LINGER_SECONDS`` pass (then reset).
 
-The ASGI scope's ``extensions`` carry :data:`ABORT_EXTENSION`, which lets a stream drop its
+The ASGI scope carries the connection (:data:`CONNECTION_EXTENSION`: one entry, not a dict
+of bound methods, which every idle watch would hold), which lets a stream drop its
 connection at once (:func:`abort_connection`) rather than wait for a flush that a client
-which does not read would never allow, and :data:`DISCONNECT_EXTENSION`, which tells a
-stream when its client goes away (:func:`on_client_gone`) without a task per stream waiting
-on ``receive`` for it, and :data:`WRITE_CHUNK_EXTENSION`, through which a live stream writes
-an event to a connection that keeps up without its task (:func:`chunk_writer`).
+which does not read would never allow, tells a stream when its client goes away
+(:func:`on_client_gone`) without a task per stream waiting on ``receive`` for it, and writes
+a live stream's event to a connection that keeps up without its task (:func:`chunk_writer`).
 
 This is a subclass of uvicorn's httptools protocol whose overrides add to uvicorn's own
 callbacks and call them (``super()``), and a wrapper around the connection's transport,
@@ -85,9 +85,7 @@ from aviso_host.errors import (
 from aviso_host.logs import log_event
 from aviso_host.request_id import new_request_id
 
-ABORT_EXTENSION = "aviso.abort_connection"
-DISCONNECT_EXTENSION = "aviso.on_client_gone"
-WRITE_CHUNK_EXTENSION = "aviso.write_chunk"
+CONNECTION_EXTENSION = "aviso.connection"
 LINGER_SECONDS = 5.0
 """How long a refused client may go on sending (discarded) before its connection is cut."""
 LINGER_QUIET_SECONDS = 1.0
@@ -121,24 +119,27 @@ _RESET = struct.pack("ii", 1, 0)
 """``SO_LINGER`` on with a timeout of 0: ``close`` resets the connection."""
 
 App = Callable[[Scope, Receive, Send], Any]
+_SHARED_ASGI: dict[Any, Any] = {}
+"""The scope's ``asgi`` entry, the same few strings in every request: one dict per variant,
+not one per request that every idle watch would hold."""
 
 
 def abort_connection(scope: Scope) -> None:
     """Drop the request's connection now, unsent output included (no-op outside aviso's
     protocol, e.g. under a test transport)."""
-    abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
-    if abort is not None:
-        abort()
+    connection = scope.get(CONNECTION_EXTENSION)
+    if connection is not None:
+        connection.abort()
 
 
 def on_client_gone(scope: Scope, callback: Callable[[], None] | None) -> bool:
     """Have ``callback`` called once the request's client has closed its connection (``None``:
     no longer). ``False`` outside aviso's protocol, where the caller must wait for
     ``http.disconnect`` from ``receive`` itself."""
-    register = scope.get("extensions", {}).get(DISCONNECT_EXTENSION)
-    if register is None:
+    connection = scope.get(CONNECTION_EXTENSION)
+    if connection is None:
         return False
-    register(callback)
+    connection.on_client_gone(callback)
     return True
 
 
@@ -148,8 +149,8 @@ def chunk_writer(scope: Scope) -> Callable[[bytes], bool] | None:
     chunked or no longer being written, or the transport is above its high-water mark (the
     caller then sends it through ASGI, which waits for the client). ``None`` outside aviso's
     protocol."""
-    writer: Callable[[bytes], bool] | None = scope.get("extensions", {}).get(WRITE_CHUNK_EXTENSION)
-    return writer
+    connection: AvisoHttpProtocol | None = scope.get(CONNECTION_EXTENSION)
+    return None if connection is None else connection.write_chunk
 
 
 def _response_bytes(error: ApiError, request_id: str) -> bytes:
@@ -432,6 +433,51 @@ class _Signal:
                 self._waiters = None
 
 
+class _FlowControl:
+    """What uvicorn's protocol and request cycle use of their flow control, its writable
+    event a :class:`_Signal`: uvicorn's :class:`asyncio.Event` holds an empty deque (~760 B)
+    on every connection."""
+
+    __slots__ = ("_transport", "_writable", "read_paused", "write_paused")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.read_paused = self.write_paused = False
+        self._writable = _Signal()
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+
+    def pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self._transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._writable.set()
+
+
+class _Pipeline(list[Any]):
+    """uvicorn's queue of pipelined requests (``appendleft``, ``pop``), a list: requests are
+    rarely pipelined, and uvicorn's deque costs every connection ~760 B."""
+
+    __slots__ = ()
+
+    def appendleft(self, item: Any) -> None:
+        self.insert(0, item)
+
+
 class AvisoHttpProtocol(HttpToolsProtocol):
     # Slots: uvicorn's own attributes already fill most of what CPython shares between
     # instances' dicts (30 keys); past that, every attribute read of the protocol slows down.
@@ -443,7 +489,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         "_caps",
         "_client_gone",
         "_ended_head",
-        "_extensions",
         "_head_began",
         "_head_bytes",
         "_head_timer",
@@ -478,6 +523,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         """``caps``: the server's connection caps; ``uvicorn_arguments``: what else uvicorn's
         server passes (the event loop)."""
         super().__init__(config, server_state, app_state, **uvicorn_arguments)
+        self.pipeline = _Pipeline()  # type: ignore[assignment]
         self._caps = caps
         self._host: str | None = None
         """The client address while the connection holds a place under the caps."""
@@ -491,7 +537,6 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._limits = limits
         self._raw: asyncio.Transport | None = None
         self._wrapper: ConnectionTransport | None = None
-        self._extensions: dict[str, Any] = {}
         self._awaiting_head = True
         self._head_bytes = 0
         """Bytes of the unfinished head fed before the current read (an upper bound)."""
@@ -521,15 +566,11 @@ class AvisoHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._raw = transport
-        self._extensions = {
-            ABORT_EXTENSION: self._abort,
-            DISCONNECT_EXTENSION: self._on_client_gone,
-            WRITE_CHUNK_EXTENSION: self._write_chunk,
-        }
         # uvicorn annotates its cycle as never None and its scope as a TypedDict, which
         # Connection, naming only what is read, cannot spell.
         self._wrapper = ConnectionTransport(transport, self)  # type: ignore[arg-type]
         super().connection_made(self._wrapper)  # type: ignore[arg-type]
+        self.flow = _FlowControl(transport)  # type: ignore[assignment]
         host = client_of(self.client[0]) if self.client is not None else ""
         self._accepted_at = now = self.loop.time()
         place = self._caps.accept(host, self, now)
@@ -562,7 +603,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
             self._client_gone = None
             client_gone()
 
-    def _on_client_gone(self, callback: Callable[[], None] | None) -> None:
+    def on_client_gone(self, callback: Callable[[], None] | None) -> None:
         if callback is not None and self.cycle is not None and self.cycle.disconnected:
             callback()
             return
@@ -589,7 +630,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         if self._raw is not None and not self._raw.is_closing():
             self._reset()
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
         if self.cycle is not None:
             # What connection_lost will say anyway; said now, uvicorn does not report the
             # unfinished response of an app that returns right after this as an error.
@@ -842,7 +883,10 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._ended_head = self._head_bytes
         self._awaiting_head = self._head_began = False
         self._head_bytes = self._tail_bytes = self._trailer_bytes = 0
-        self.scope["extensions"] = self._extensions
+        # uvicorn types its scope as a TypedDict of ASGI's keys; a server's own key is allowed.
+        self.scope[CONNECTION_EXTENSION] = self  # type: ignore[literal-required]
+        asgi = self.scope["asgi"]
+        self.scope["asgi"] = _SHARED_ASGI.setdefault(tuple(asgi.items()), asgi)
         refusal = self._refusal
         if refusal is not None and self._is_probe():
             refusal = None
@@ -903,7 +947,7 @@ class AvisoHttpProtocol(HttpToolsProtocol):
         self._write_paused = False
         super().resume_writing()
 
-    def _write_chunk(self, chunk: bytes) -> bool:
+    def write_chunk(self, chunk: bytes) -> bool:
         # Only one response is being written on a connection at a time, and a pipelined
         # request's cycle has not started its own: a started, unfinished chunked response
         # is the caller's.

@@ -507,33 +507,31 @@ class EventStream:
         ):
             self._sent = self._metrics.sent_count()
             live.direct = self._deliver_now
+        # One coroutine, not two: every idle watch holds each frame of its task while it sleeps.
         try:
-            await self._follow(live, high_water)
+            while not self._stopping():
+                skipped = live.take_skipped()
+                if skipped is not None:
+                    self._out += frames.notifications_skipped(
+                        self._topic, skipped.count, skipped.first, skipped.last
+                    )
+                    self._metrics.notifications_skipped(skipped.count)
+                records = live.drain()
+                if records:
+                    if records[0].sequence <= high_water:
+                        records = [record for record in records if record.sequence > high_water]
+                    self._emit(frames.LIVE, await self._filter.select(records))
+                if live.ended is not None and not self._out:
+                    self._control.stop("end_of_stream")
+                    return
+                self._tick()
+                if self._out:
+                    # A wake-up while the flush waited (a delivery, a stop, a summary's
+                    # debounce window) makes the sleep below return at once.
+                    await self._flush()
+                await self._control.sleep_until(self._wake_at())
         finally:
             live.direct = None
-
-    async def _follow(self, live: LiveQueue, high_water: int) -> None:
-        while not self._stopping():
-            skipped = live.take_skipped()
-            if skipped is not None:
-                self._out += frames.notifications_skipped(
-                    self._topic, skipped.count, skipped.first, skipped.last
-                )
-                self._metrics.notifications_skipped(skipped.count)
-            records = live.drain()
-            if records:
-                if records[0].sequence <= high_water:
-                    records = [record for record in records if record.sequence > high_water]
-                self._emit(frames.LIVE, await self._filter.select(records))
-            if live.ended is not None and not self._out:
-                self._control.stop("end_of_stream")
-                return
-            self._tick()
-            if self._out:
-                # A wake-up while the flush waited (a delivery, a stop, a summary's
-                # debounce window) makes the sleep below return at once.
-                await self._flush()
-            await self._control.sleep_until(self._wake_at())
 
     def _deliver_now(self, record: StoredNotification) -> bool:
         """Write a live record straight to the connection, from the fan-out, if the stream's

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import configparser
 import inspect
+import sys
 import textwrap
 from importlib.metadata import version
 from pathlib import Path
@@ -242,6 +243,30 @@ def test_aviso_s_message_event_answers_what_uvicorn_calls() -> None:
     signal = {name for name in dir(http_protocol._Signal) if not name.startswith("_")}
     missing = called - signal
     assert not missing, f"uvicorn {version('uvicorn')} calls message_event.{missing}"
+
+
+def _called_on(attribute: str) -> set[str]:
+    """What uvicorn's protocol and request cycle use of ``self.<attribute>``."""
+    called = set()
+    for cls in (HttpToolsProtocol, RequestResponseCycle):
+        module = ast.parse(inspect.getsource(sys.modules[cls.__module__]))
+        _, chained = _self_uses(_class(module, cls.__name__))
+        called |= chained.get(attribute, set())
+    return called
+
+
+@pytest.mark.parametrize(
+    ("attribute", "replacement"),
+    [("flow", http_protocol._FlowControl), ("pipeline", http_protocol._Pipeline)],
+)
+def test_aviso_s_replacements_answer_what_uvicorn_uses(attribute: str, replacement: type) -> None:
+    """The protocol's flow control and pipeline are aviso's own lean objects: everything
+    uvicorn's protocol and cycle use of them must be there."""
+    used = _called_on(attribute)
+    assert used, f"uvicorn no longer uses self.{attribute}: review the replacement"
+    # A slotted attribute is a member of the class too.
+    missing = {name for name in used if not hasattr(replacement, name)}
+    assert not missing, f"uvicorn {version('uvicorn')} uses {attribute}.{missing}"
 
 
 def test_the_pin_is_the_tested_minor() -> None:
