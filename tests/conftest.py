@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support.nats import NatsServer, nats_server
@@ -26,6 +28,22 @@ SPARK_TIMEOUT = 900
 """Seconds a Spark test may take unless it sets its own ``timeout``: the session's JVM starts
 inside the first test that uses it, and a job's Python workers with it; at a load average of
 20-30 on two shared cores that alone took longer than the suite's default bound."""
+
+
+WORKERS_PER_CPU = 2
+"""pytest-xdist workers per CPU for ``-n logical`` / ``-n auto``: most of a worker's time goes
+to waiting (tokens expiring on the real clock, heartbeats, deadlines, servers starting and
+stopping), so with one worker per CPU the CPUs sat idle most of a run; a second worker per CPU
+runs while the first waits. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (pytest-xdist's own) or ``-n N``
+still choose the number."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    cpus = psutil.cpu_count(logical=config.option.numprocesses == "logical") or os.cpu_count()
+    return WORKERS_PER_CPU * (cpus or 1)
 
 
 def is_heavy(item: pytest.Item) -> bool:

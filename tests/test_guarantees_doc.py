@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 from pathlib import Path
 
@@ -17,13 +18,15 @@ DOCUMENT = ROOT / "docs" / "guarantees.md"
 CITATION = re.compile(r"`(tests/[\w/]+\.py)?(?:::([\w*\[\]-]+))?`")
 
 
-def _test_names(path: Path) -> set[str]:
+# Most files are cited many times over: each is parsed once.
+@functools.cache
+def _test_names(path: Path) -> frozenset[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {
+    return frozenset(
         node.name
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
-    }
+    )
 
 
 def _citations() -> list[tuple[str, str | None]]:

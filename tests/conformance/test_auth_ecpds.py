@@ -43,6 +43,10 @@ from tests.support.tokens import basic, bearer, mint
 
 UNAVAILABLE = "ECPDS service is inaccessible"
 EVENT = "dissemination_ecpds"
+SINGLE_FLIGHT_MS = 3000
+"""How long a fake holds its answer in the single-flight tests: every concurrent request must
+reach the lookup in flight within it, on a loaded machine too (300 ms was eaten at a load
+average of ~45 on two cores)."""
 _fresh = itertools.count(1)
 
 
@@ -192,7 +196,7 @@ def _concurrent(setup: Setup, user: str, count: int) -> list[int]:
 
 
 def test_ten_concurrent_misses_share_one_fetch(one: Setup) -> None:
-    one.servers[0].delay_ms = 300
+    one.servers[0].delay_ms = SINGLE_FLIGHT_MS
     user = fresh()
     assert _concurrent(one, user, 10) == [200] * 10
     assert one.servers[0].count(user) == 1
@@ -201,7 +205,7 @@ def test_ten_concurrent_misses_share_one_fetch(one: Setup) -> None:
 def test_single_flight_100_concurrent_watches_one_call_per_server(two: Setup) -> None:
     """Acceptance: 100 concurrent watches for one uncached user, two servers."""
     for fake in two.servers:
-        fake.delay_ms = 300
+        fake.delay_ms = SINGLE_FLIGHT_MS
     user = fresh()
     assert _concurrent(two, user, 100) == [200] * 100
     assert [fake.count(user) for fake in two.servers] == [1, 1]
@@ -209,7 +213,7 @@ def test_single_flight_100_concurrent_watches_one_call_per_server(two: Setup) ->
 
 def test_single_flight_shares_failures_too(one: Setup) -> None:
     a = one.servers[0]
-    a.mode, a.delay_ms = "down", 300
+    a.mode, a.delay_ms = "down", SINGLE_FLIGHT_MS
     user = fresh()
     assert _concurrent(one, user, 10) == [503] * 10
     assert a.count(user) == 1

@@ -296,6 +296,9 @@ def test_to_11_and_36_to_38_refused(case: str) -> None:
     assert "svc-pass" not in str(failure.value) and "startup-secret" not in str(failure.value)
 
 
+# Child processes (see tests/conftest.py): the fast tier checks the same refusals and their
+# messages in process (``test_to_11_and_36_to_38_refused``).
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", END_TO_END)
 def test_refusals_stop_aviso_serve(processes: dict[str, Outcome], case: str) -> None:
     outcome = processes[case]
