@@ -34,8 +34,8 @@ WORKERS_PER_CPU = 2
 """pytest-xdist workers per CPU for ``-n logical`` / ``-n auto``: most of a worker's time goes
 to waiting (tokens expiring on the real clock, heartbeats, deadlines, servers starting and
 stopping), so with one worker per CPU the CPUs sat idle most of a run; a second worker per CPU
-runs while the first waits. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (pytest-xdist's own) or ``-n N``
-still choose the number."""
+runs while the first waits. The heavy tier keeps one (``selects_heavy``);
+``PYTEST_XDIST_AUTO_NUM_WORKERS`` (pytest-xdist's own) or ``-n N`` still choose the number."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -43,7 +43,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
     cpus = psutil.cpu_count(logical=config.option.numprocesses == "logical") or os.cpu_count()
-    return WORKERS_PER_CPU * (cpus or 1)
+    heavy = selects_heavy(str(config.getoption("markexpr") or ""))
+    return (1 if heavy else WORKERS_PER_CPU) * (cpus or 1)
+
+
+def selects_heavy(expression: str) -> bool:
+    """Whether a marker expression asks for the heavy tier: its tests compute (a Spark JVM,
+    child servers, installs) rather than wait, so it keeps one worker per CPU."""
+    return "heavy" in expression.replace("not heavy", "")
 
 
 def is_heavy(item: pytest.Item) -> bool:
