@@ -156,9 +156,8 @@ class LeaseKeeper:
                 done, _ = await asyncio.wait({task}, timeout=self._period)
                 if done:
                     return task.result()
-                remaining = self.lease.valid_until - time.monotonic()
                 try:
-                    if remaining > 0 and await asyncio.wait_for(self.lease.renew(), remaining):
+                    if await self._renewed_in_time():
                         continue
                 except Exception as exc:
                     _logger.warning("lease %s: %s", self.lease.key, exc or type(exc).__name__)
@@ -202,12 +201,23 @@ class LeaseKeeper:
                     wait = min(1.0, self._period / 3)
             await asyncio.sleep(wait)
 
+    async def _renewed_in_time(self) -> bool:
+        """Whether a renewal succeeded before the lease's TTL ran out (``TimeoutError`` if
+        the store did not answer by then). ``asyncio.timeout`` rather than ``wait_for``: on
+        Python 3.11 ``wait_for`` returns the renewal's result when the renewal finishes as
+        its caller is cancelled, swallowing the cancellation, and the keeper then never
+        stops."""
+        remaining = self.lease.valid_until - time.monotonic()
+        if remaining <= 0:
+            return False
+        async with asyncio.timeout(remaining):
+            return await self.lease.renew()
+
     async def _renew(self) -> None:
         """Renew, giving up (``on_lost``) no later than the lease's TTL since the last
         renewal sent, however long the store takes to answer."""
-        remaining = self.lease.valid_until - time.monotonic()
         try:
-            if remaining > 0 and await asyncio.wait_for(self.lease.renew(), remaining):
+            if await self._renewed_in_time():
                 return
         except BaseException:
             if not self.lease.held:

@@ -173,3 +173,37 @@ def test_a_lease_lost_while_the_work_starts_cancels_the_start() -> None:
         assert entry is not None and entry.value == b"b"  # the new holder's, untouched
 
     asyncio.run(scenario())
+
+
+class _CancelledAsItRenews(Lease):
+    """Cancels the keeper's task from inside a renewal that then succeeds: the two finish in
+    the same turn of the event loop, as a ``stop()`` can meet a quick store's answer."""
+
+    keeper: asyncio.Task[object] | None = None
+
+    async def acquire(self) -> bool:
+        self.keeper = asyncio.current_task()
+        return await super().acquire()
+
+    async def renew(self) -> bool:
+        assert self.keeper is not None
+        self.keeper.cancel()
+        return await super().renew()
+
+
+def test_a_keeper_cancelled_as_a_renewal_succeeds_ends() -> None:
+    async def scenario() -> None:
+        lease = _CancelledAsItRenews(ProcessLocalState(ttl_seconds=60), "work", "a", 0.3)
+
+        async def nothing() -> None:
+            return None
+
+        keeper = LeaseKeeper(lease, nothing, nothing)
+        keeper.start()
+        while lease.keeper is None:
+            await asyncio.sleep(0.01)
+        done, _ = await asyncio.wait({lease.keeper}, timeout=30)  # only a swallowed cancel waits
+        assert done, "the keeper swallowed its cancellation and kept renewing"
+        assert lease.keeper.cancelled()
+
+    asyncio.run(scenario())
