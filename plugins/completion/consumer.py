@@ -735,8 +735,11 @@ class CompletionConsumer(NotificationConsumer):
                 continue
             wait = self._deadlines[0][0] - time.time()
             if wait > 0:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that arrives as the wake-up does, and the loop never ends.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
                 continue
             now, due = time.time(), dict[str, None]()
             while self._deadlines and self._deadlines[0][0] <= now and len(due) < CLOSE_CONCURRENCY:

@@ -363,8 +363,11 @@ class DeliveryRunner:
             except Exception as exc:
                 log_failure("delivery.scan_failed", "subscriptions not scanned", exc)
             if not shard.pending:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that arrives as the wake-up does, and the loop never ends.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(shard.wake.wait(), SCAN_SECONDS)
+                    async with asyncio.timeout(SCAN_SECONDS):
+                        await shard.wake.wait()
 
     async def _scan(self, shard: _Shard) -> None:
         store = self._store
