@@ -65,6 +65,18 @@ class Pruned(ConsumerHistory):
         return self.through
 
 
+class FailingOnce(Publisher):
+    """Fails its first publish (a store that did not answer), then publishes."""
+
+    failed = False
+
+    async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
+        if not self.failed:
+            self.failed = True
+            raise ConnectionError("the store did not answer")
+        return await super().publish(*args, **kwargs)
+
+
 @dataclass
 class Context:
     publisher: Publisher
@@ -264,15 +276,6 @@ def test_a_complete_event_that_failed_to_publish_is_published_by_the_holder_itse
     ``incomplete`` for a complete group."""
 
     async def scenario() -> None:
-        class FailingOnce(Publisher):
-            failed = False
-
-            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
-                if not self.failed:
-                    self.failed = True
-                    raise ConnectionError("the store did not answer")
-                return await super().publish(*args, **kwargs)
-
         publisher = FailingOnce()
         completion = consumer(publisher=publisher, deadline_seconds=3600)
         await completion.start()

@@ -9,7 +9,11 @@ from typing import Any
 
 from aviso_plugins.consumers import ConsumedNotification, ConsumedPage
 from aviso_plugins.storage import StoredNotification
-from tests.plugins.completion.test_completion_consumer import Publisher, consumer, member
+from tests.plugins.completion.test_completion_consumer import (
+    FailingOnce,
+    consumer,
+    member,
+)
 
 
 class Reported(ConsumedPage):
@@ -58,15 +62,6 @@ def test_a_page_publishes_what_its_notifications_one_at_a_time_do() -> None:
 
 def test_a_member_whose_counting_fails_is_reported_and_its_page_goes_on() -> None:
     async def scenario() -> None:
-        class FailingOnce(Publisher):
-            failed = False
-
-            async def publish(self, *args: Any, **kwargs: Any) -> StoredNotification:
-                if not self.failed:
-                    self.failed = True
-                    raise ConnectionError("the store did not answer")
-                return await super().publish(*args, **kwargs)
-
         publisher = FailingOnce()
         completion = consumer(publisher=publisher)
         await completion.start()
