@@ -44,7 +44,11 @@ SCHEMAS = "/api/v1/schema"
 def _head_read(connections: Any, sock: socket.socket) -> bool:
     """Whether the server has read the request head sent on ``sock``."""
     port = sock.getsockname()[1]
-    return any(c.client[1] == port and c.cycle is not None for c in list(connections))
+    # A connection the server thread has just registered may not have its address yet.
+    return any(
+        c.client is not None and c.client[1] == port and c.cycle is not None
+        for c in list(connections)
+    )
 
 
 HEAD_WITHOUT_BODY = (
