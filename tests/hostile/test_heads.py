@@ -84,7 +84,8 @@ def small_heads() -> Iterator[RunningServer]:
 
 def _open_on(server: RunningServer, sock: socket.socket) -> bool:
     port = sock.getsockname()[1]
-    return any(c.client[1] == port for c in list(server.server.server_state.connections))
+    connections = list(server.server.server_state.connections)
+    return any(c.client is not None and c.client[1] == port for c in connections)
 
 
 def _refused(answer: bytes, status: int, code: str) -> None:
